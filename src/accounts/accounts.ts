@@ -1,0 +1,148 @@
+import type { AccountsRepo } from '../store/accounts-repo.ts';
+import type { AccountRecord, MemberRecord, MemberRole, UserRecord } from '../store/records.ts';
+import type { Store } from '../store/store.ts';
+import { badRequest, conflict, forbidden, notFound } from '../util/errors.ts';
+import { newId } from '../util/ids.ts';
+import { KeyedMutex } from '../util/keyed-mutex.ts';
+import { iso, type Clock } from '../util/time.ts';
+
+export interface NewAccount {
+  name: string;
+  website: string;
+  ownerEmail: string;
+  ownerName?: string;
+  parentAccountId?: string | null;
+}
+
+export type AccountPatch = Partial<
+  Pick<
+    AccountRecord,
+    | 'name'
+    | 'website'
+    | 'about'
+    | 'trackOpens'
+    | 'trackClicks'
+    | 'rejectBadRecipients'
+    | 'rejectMistypedRecipients'
+    | 'messageMetadataRetention'
+    | 'messageDataRetention'
+  >
+>;
+
+/** Defaults of a new account: no tracking, 30 days of metadata, 7 days of content. */
+const ACCOUNT_DEFAULTS = {
+  about: '',
+  trackOpens: false,
+  trackClicks: false,
+  rejectBadRecipients: false,
+  rejectMistypedRecipients: false,
+  messageMetadataRetention: 30,
+  messageDataRetention: 7,
+} as const;
+
+export class Accounts {
+  private readonly mutex = new KeyedMutex();
+
+  constructor(
+    private readonly store: Store,
+    private readonly repo: AccountsRepo,
+    private readonly clock: Clock,
+  ) {}
+
+  get(id: string): Promise<AccountRecord | undefined> {
+    return this.repo.getAccount(id);
+  }
+
+  async require(id: string): Promise<AccountRecord> {
+    const account = await this.repo.getAccount(id);
+    if (!account) throw notFound('account not found');
+    return account;
+  }
+
+  list(): Promise<AccountRecord[]> {
+    return this.repo.listAccounts();
+  }
+
+  hasAny(): Promise<boolean> {
+    return this.repo.hasAnyAccount();
+  }
+
+  /** Creates the account, its owner user (or reuses the user with that email) and the membership. */
+  async create(input: NewAccount): Promise<AccountRecord> {
+    return this.mutex.run(`user:${input.ownerEmail.toLowerCase()}`, async () => {
+      const now = iso(this.clock.now());
+      const existing = await this.repo.getUserByEmail(input.ownerEmail);
+      const owner: UserRecord = existing ?? {
+        v: 1,
+        id: newId(),
+        email: input.ownerEmail,
+        name: input.ownerName ?? '',
+        createdAt: now,
+      };
+      const account: AccountRecord = {
+        v: 1,
+        id: newId(),
+        parentAccountId: input.parentAccountId ?? null,
+        name: input.name,
+        website: input.website,
+        ...ACCOUNT_DEFAULTS,
+        ownerId: owner.id,
+        status: 'active',
+        createdAt: now,
+        updatedAt: now,
+      };
+      const member: MemberRecord = {
+        v: 1,
+        accountId: account.id,
+        userId: owner.id,
+        role: 'Administrator',
+        createdAt: now,
+        updatedAt: now,
+      };
+      await this.store.commit([
+        ...(existing ? [] : this.repo.putUser(owner)),
+        this.repo.putAccount(account),
+        this.repo.putMember(member),
+      ]);
+      return account;
+    });
+  }
+
+  async update(id: string, patch: AccountPatch): Promise<AccountRecord> {
+    if (Object.keys(patch).length === 0) throw badRequest('the request changes nothing: give at least one field');
+    return this.mutex.run(`account:${id}`, async () => {
+      const account = await this.require(id);
+      const updated: AccountRecord = { ...account, ...patch, updatedAt: iso(this.clock.now()) };
+      await this.store.commit([this.repo.putAccount(updated)]);
+      return updated;
+    });
+  }
+
+  async listMembers(accountId: string): Promise<MemberRecord[]> {
+    return this.repo.listMembers(accountId);
+  }
+
+  /** Adds a user (found by email, or created) to the account with a role; 409 if already a member. */
+  async addMember(accountId: string, input: { email: string; name?: string; role: MemberRole }): Promise<MemberRecord> {
+    return this.mutex.run(`user:${input.email.toLowerCase()}`, async () => {
+      await this.require(accountId);
+      const now = iso(this.clock.now());
+      const existing = await this.repo.getUserByEmail(input.email);
+      if (existing && (await this.repo.getMember(accountId, existing.id))) {
+        throw conflict('user is already a member of this account');
+      }
+      const user: UserRecord = existing ?? { v: 1, id: newId(), email: input.email, name: input.name ?? '', createdAt: now };
+      const member: MemberRecord = { v: 1, accountId, userId: user.id, role: input.role, createdAt: now, updatedAt: now };
+      await this.store.commit([...(existing ? [] : this.repo.putUser(user)), this.repo.putMember(member)]);
+      return member;
+    });
+  }
+
+  async removeMember(accountId: string, userId: string): Promise<void> {
+    const account = await this.require(accountId);
+    if (account.ownerId === userId) throw forbidden('the account owner cannot be removed');
+    const member = await this.repo.getMember(accountId, userId);
+    if (!member) throw notFound('member not found');
+    await this.store.commit([this.repo.deleteMember(accountId, userId)]);
+  }
+}

@@ -1,0 +1,177 @@
+import { createHash } from 'node:crypto';
+import type ipaddr from 'ipaddr.js';
+import type { ApiKeysRepo } from '../store/api-keys-repo.ts';
+import type { PageRequest, Page } from '../store/page.ts';
+import type { ApiKeyRecord, ApiKeyScopeRecord } from '../store/records.ts';
+import type { Store } from '../store/store.ts';
+import { AppError, badRequest, conflict, notFound } from '../util/errors.ts';
+import { newId, randomAlphanumeric } from '../util/ids.ts';
+import { KeyedMutex } from '../util/keyed-mutex.ts';
+import { iso, type Clock } from '../util/time.ts';
+import { AllowListError, allowListCovers, normalizeAllowList } from './ip-allow-list.ts';
+import { ScopeError, validateScopes, type DomainOwnership } from './scopes.ts';
+
+export const SECRET_PREFIX = 'aha-sk-';
+export const PUBLIC_PREFIX = 'aha-pk-';
+export const SECRET_PATTERN = /^aha-sk-[A-Za-z0-9]{64}$/;
+/** last_used_at is refreshed at most this often, so authentication does not write on every call. */
+const LAST_USED_RESOLUTION_MS = 5 * 60 * 1000;
+
+export interface NewApiKey {
+  label: string;
+  scopes: string[];
+  ipAllowList?: string[];
+  kind?: ApiKeyRecord['kind'];
+}
+
+export interface ApiKeyPatch {
+  label?: string;
+  scopes?: string[];
+  ipAllowList?: string[];
+}
+
+/** Who asks for a change, so a key cannot lock itself out of its own allow list. */
+export interface Caller {
+  keyId: string;
+  clientIp: ipaddr.IPv4 | ipaddr.IPv6;
+}
+
+export function hashSecret(secret: string): string {
+  return createHash('sha256').update(secret).digest('hex');
+}
+
+export class ApiKeys {
+  private readonly mutex = new KeyedMutex();
+
+  constructor(
+    private readonly store: Store,
+    private readonly repo: ApiKeysRepo,
+    private readonly ownership: DomainOwnership,
+    private readonly clock: Clock,
+  ) {}
+
+  /** Creates a key; the secret is returned here and never again. */
+  async create(accountId: string, input: NewApiKey): Promise<{ key: ApiKeyRecord; secret: string }> {
+    const now = iso(this.clock.now());
+    const id = newId();
+    const secret = SECRET_PREFIX + randomAlphanumeric(64);
+    const key: ApiKeyRecord = {
+      v: 1,
+      id,
+      accountId,
+      kind: input.kind ?? 'v2',
+      label: input.label,
+      publicKey: PUBLIC_PREFIX + randomAlphanumeric(64),
+      secretHash: hashSecret(secret),
+      scopes: await this.scopeRecords(accountId, input.scopes, now, []),
+      ipAllowList: allowList(input.ipAllowList ?? []),
+      createdAt: now,
+      updatedAt: now,
+      lastUsedAt: null,
+    };
+    await this.store.commit(this.repo.create(key));
+    return { key, secret };
+  }
+
+  /** The live key for a presented secret, or undefined. Refreshes last_used_at coarsely. */
+  async authenticate(secret: string): Promise<ApiKeyRecord | undefined> {
+    const key = await this.repo.findBySecretHash(hashSecret(secret));
+    if (!key) return undefined;
+    const now = this.clock.now();
+    if (key.lastUsedAt === null || now - Date.parse(key.lastUsedAt) > LAST_USED_RESOLUTION_MS) {
+      const touched = { ...key, lastUsedAt: iso(now) };
+      await this.mutex.run(key.id, () => this.repo.touch(touched));
+      return touched;
+    }
+    return key;
+  }
+
+  list(accountId: string, page: PageRequest): Promise<Page<ApiKeyRecord>> {
+    return this.repo.list(accountId, page);
+  }
+
+  async get(accountId: string, keyId: string): Promise<ApiKeyRecord> {
+    const key = await this.repo.get(accountId, keyId);
+    if (!key) throw notFound('api key not found');
+    return key;
+  }
+
+  /**
+   * Applies the given fields; at least one must change something (else 400). A key that
+   * narrows its own allow list so that the caller's address is no longer covered gets 409.
+   */
+  async update(accountId: string, keyId: string, patch: ApiKeyPatch, caller: Caller | null): Promise<ApiKeyRecord> {
+    return this.mutex.run(keyId, async () => {
+      const key = await this.get(accountId, keyId);
+      const now = iso(this.clock.now());
+      const next: ApiKeyRecord = { ...key };
+      let changed = false;
+      if (patch.label !== undefined && patch.label !== key.label) {
+        next.label = patch.label;
+        changed = true;
+      }
+      if (patch.scopes !== undefined) {
+        const scopes = await this.scopeRecords(accountId, patch.scopes, now, key.scopes);
+        if (!sameStrings(scopes.map((s) => s.scope), key.scopes.map((s) => s.scope))) {
+          next.scopes = scopes;
+          changed = true;
+        }
+      }
+      if (patch.ipAllowList !== undefined) {
+        const list = allowList(patch.ipAllowList);
+        if (!sameStrings(list, key.ipAllowList)) {
+          if (caller && caller.keyId === keyId && !allowListCovers(list, caller.clientIp)) {
+            throw conflict('this update would lock the calling key out: its ip_allow_list would not cover your address');
+          }
+          next.ipAllowList = list;
+          changed = true;
+        }
+      }
+      if (!changed) throw badRequest('the request changes nothing: give at least one field with a new value');
+      next.updatedAt = now;
+      await this.store.commit([this.repo.update(next)]);
+      return next;
+    });
+  }
+
+  async delete(accountId: string, keyId: string): Promise<ApiKeyRecord> {
+    return this.mutex.run(keyId, async () => {
+      const key = await this.get(accountId, keyId);
+      await this.store.commit(this.repo.delete(key));
+      return key;
+    });
+  }
+
+  /** Validated scope records; a scope already held keeps its id and timestamps. */
+  private async scopeRecords(
+    accountId: string,
+    requested: string[],
+    now: string,
+    current: ApiKeyScopeRecord[],
+  ): Promise<ApiKeyScopeRecord[]> {
+    let validated;
+    try {
+      validated = await validateScopes(requested, accountId, this.ownership);
+    } catch (err) {
+      if (err instanceof ScopeError) throw badRequest(err.message);
+      throw err;
+    }
+    const byScope = new Map(current.map((s) => [s.scope, s]));
+    return validated.map(({ scope, domainId }) => byScope.get(scope) ?? { id: newId(), scope, domainId, createdAt: now, updatedAt: now });
+  }
+}
+
+function allowList(entries: string[]): string[] {
+  try {
+    return normalizeAllowList(entries);
+  } catch (err) {
+    if (err instanceof AllowListError) throw new AppError(400, err.message);
+    throw err;
+  }
+}
+
+function sameStrings(a: string[], b: string[]): boolean {
+  if (a.length !== b.length) return false;
+  const set = new Set(b);
+  return a.every((x) => set.has(x));
+}

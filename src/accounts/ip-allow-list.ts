@@ -1,0 +1,39 @@
+import type ipaddr from 'ipaddr.js';
+import { cidrContains, formatCidr, parseCidr, type Cidr } from '../util/cidr.ts';
+
+export const MAX_ALLOW_LIST_ENTRIES = 100;
+
+export class AllowListError extends Error {}
+
+/**
+ * Canonicalises an API key's allow list: CIDR or bare address (stored /32 or /128), host bits
+ * masked, IPv4-mapped folded to IPv4, duplicates removed (first occurrence order kept).
+ * Allow-all prefixes and more than 100 entries after de-duplication are refused.
+ */
+export function normalizeAllowList(entries: string[]): string[] {
+  const out: string[] = [];
+  const seen = new Set<string>();
+  for (const entry of entries) {
+    let cidr: Cidr;
+    try {
+      cidr = parseCidr(entry);
+    } catch (err) {
+      throw new AllowListError(`ip_allow_list: ${(err as Error).message}`);
+    }
+    if (cidr[1] === 0) throw new AllowListError(`ip_allow_list: "${entry}" would allow every address`);
+    const text = formatCidr(cidr);
+    if (seen.has(text)) continue;
+    seen.add(text);
+    out.push(text);
+  }
+  if (out.length > MAX_ALLOW_LIST_ENTRIES) {
+    throw new AllowListError(`ip_allow_list: at most ${MAX_ALLOW_LIST_ENTRIES} entries are allowed, got ${out.length}`);
+  }
+  return out;
+}
+
+/** An empty list allows everyone; otherwise the client must fall in one of the blocks. */
+export function allowListCovers(list: string[], client: ipaddr.IPv4 | ipaddr.IPv6): boolean {
+  if (list.length === 0) return true;
+  return list.some((entry) => cidrContains(parseCidr(entry), client));
+}

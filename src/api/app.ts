@@ -1,0 +1,77 @@
+import Koa from 'koa';
+import Router from '@koa/router';
+import type { Logger } from 'pino';
+import type { Accounts } from '../accounts/accounts.ts';
+import type { ApiKeys } from '../accounts/api-keys.ts';
+import type { Cidr } from '../util/cidr.ts';
+import { AppError } from '../util/errors.ts';
+import type { ApiContext, ApiState } from './context.ts';
+import { authenticate, requireScopes } from './middleware/auth.ts';
+import { rawBody } from './middleware/body.ts';
+import { errorResponses } from './middleware/errors.ts';
+import type { Idempotency } from './middleware/idempotency.ts';
+import { rateLimit, type RateLimiter } from './middleware/rate-limit.ts';
+import { requestContext, transport } from './middleware/request-context.ts';
+import { operation } from './operations.ts';
+import { accountRoutes } from './routes/account/index.ts';
+import { apiKeyRoutes } from './routes/api-keys/index.ts';
+import { memberRoutes } from './routes/members/index.ts';
+import { pingRoutes } from './routes/ping/index.ts';
+import type { Route } from './routes/route.ts';
+
+export interface ApiSettings {
+  trustedProxies: Cidr[];
+  bodyLimitBytes: number;
+}
+
+export interface ApiDeps {
+  log: Logger;
+  accounts: Accounts;
+  apiKeys: ApiKeys;
+  idempotency: Idempotency;
+  rateLimiter: RateLimiter;
+  /** Read per request, so a reload takes effect at once. */
+  settings: () => ApiSettings;
+}
+
+/**
+ * The HTTP API. Every v2 request goes: request id → errors → transport (HTTPS, client IP) →
+ * raw body → authentication and allow list → rate limit → scope gate → idempotency → handler.
+ */
+export function buildApp(deps: ApiDeps): Koa<ApiState> {
+  const app = new Koa<ApiState>();
+  app.silent = true;
+  const router = new Router<ApiState>();
+
+  const routes: Route[] = [
+    ...pingRoutes,
+    ...apiKeyRoutes(deps.apiKeys),
+    ...accountRoutes(deps.accounts),
+    ...memberRoutes(deps.accounts),
+  ];
+  const auth = authenticate(deps.apiKeys, deps.accounts);
+  for (const route of routes) {
+    const op = operation(route.operationId);
+    const chain = [auth, rateLimit(deps.rateLimiter, op.rateClass ?? 'general'), requireScopes(op.security)];
+    if (op.idempotent) chain.push(deps.idempotency.middleware(op.secretBearing ?? false));
+    chain.push(route.handler);
+    // The router's context type is its own; our middleware only relies on ApiState and params.
+    router.register(`/v2${op.path}`, [op.method], chain as never, { name: route.operationId });
+  }
+
+  app.use(requestContext(deps.log) as Koa.Middleware<ApiState>);
+  app.use(errorResponses as unknown as Koa.Middleware<ApiState>);
+  app.use(transport(() => ({ trustedProxies: deps.settings().trustedProxies })) as unknown as Koa.Middleware<ApiState>);
+  app.use(rawBody(() => deps.settings().bodyLimitBytes) as unknown as Koa.Middleware<ApiState>);
+  app.use(router.routes());
+  app.use(
+    router.allowedMethods({
+      throw: true,
+      methodNotAllowed: () => new AppError(405, 'method not allowed'),
+      notImplemented: () => new AppError(501, 'method not implemented'),
+    }),
+  );
+  return app;
+}
+
+export type { ApiContext };

@@ -1,0 +1,126 @@
+import type { Next } from 'koa';
+import type { IdempotencyRepo } from '../../store/idempotency-repo.ts';
+import type { IdempotencyRecord } from '../../store/records.ts';
+import { AppError, badRequest } from '../../util/errors.ts';
+import { KeyedMutex } from '../../util/keyed-mutex.ts';
+import type { SecretBox } from '../../util/secret-box.ts';
+import type { Clock } from '../../util/time.ts';
+import type { ApiContext } from '../context.ts';
+import { decide, fingerprint, MAX_KEY_LENGTH, settle, validKey } from '../idempotency-policy.ts';
+
+export interface IdempotencyTimes {
+  lease_seconds: number;
+  retention_hours: number;
+  secret_retention_seconds: number;
+}
+
+/**
+ * The Idempotency-Key state machine around one operation: claim the key (a durable in-progress
+ * record with a lease), execute, then store the outcome, release the key, or keep the lease.
+ */
+export class Idempotency {
+  private readonly mutex = new KeyedMutex();
+
+  constructor(
+    private readonly repo: IdempotencyRepo,
+    private readonly box: SecretBox,
+    private readonly times: () => IdempotencyTimes,
+    private readonly clock: Clock,
+  ) {}
+
+  middleware(secretBearing: boolean) {
+    return async (ctx: ApiContext, next: Next): Promise<void> => {
+      const key = ctx.get('idempotency-key');
+      if (ctx.headers['idempotency-key'] === undefined) {
+        await next();
+        return;
+      }
+      if (!validKey(key)) throw badRequest(`Idempotency-Key must be 1 to ${MAX_KEY_LENGTH} characters`);
+      const accountId = ctx.state.auth!.account.id;
+      const print = fingerprint(ctx.method, ctx.path, ctx.state.rawBody);
+
+      const claimed = await this.claim(accountId, key, print, ctx);
+      if (!claimed) return;
+
+      let status: number;
+      let body: string;
+      try {
+        await next();
+        status = ctx.status;
+        body = JSON.stringify(ctx.body ?? null);
+      } catch (err) {
+        status = err instanceof AppError ? err.status : 500;
+        await this.finish(claimed, settle(status, secretBearing), status, JSON.stringify({ message: (err as Error).message }), secretBearing);
+        throw err;
+      }
+      await this.finish(claimed, settle(status, secretBearing), status, body, secretBearing);
+    };
+  }
+
+  /** Returns the in-progress record now held, or null when the response was already decided. */
+  private async claim(accountId: string, key: string, print: string, ctx: ApiContext): Promise<IdempotencyRecord | null> {
+    return this.mutex.run(`${accountId}:${key}`, async () => {
+      const now = this.clock.now();
+      const existing = await this.repo.get(accountId, key);
+      const decision = decide(existing, print, now);
+      switch (decision.kind) {
+        case 'mismatch':
+          throw new AppError(422, 'idempotency key was already used with a different request payload');
+        case 'in_progress':
+          throw new AppError(409, 'A request with this idempotency key is already in progress', {
+            'Idempotent-Replayed': 'false',
+            'Retry-After': String(decision.retryAfterSeconds),
+          });
+        case 'replay': {
+          const { response } = decision;
+          ctx.status = response.status;
+          ctx.type = 'application/json';
+          ctx.body = response.encrypted ? this.box.open(response.body) : response.body;
+          ctx.set('Idempotent-Replayed', 'true');
+          return null;
+        }
+        case 'execute': {
+          const record: IdempotencyRecord = {
+            v: 1,
+            accountId,
+            key,
+            fingerprint: print,
+            state: 'in_progress',
+            expiresAt: now + this.times().lease_seconds * 1000,
+            response: null,
+          };
+          await this.repo.save(record, existing);
+          return record;
+        }
+      }
+    });
+  }
+
+  private async finish(
+    claimed: IdempotencyRecord,
+    settlement: ReturnType<typeof settle>,
+    status: number,
+    body: string,
+    secretBearing: boolean,
+  ): Promise<void> {
+    switch (settlement) {
+      case 'keep_lease':
+        return;
+      case 'release':
+        await this.repo.remove(claimed);
+        return;
+      case 'complete': {
+        const times = this.times();
+        const ttl = secretBearing ? times.secret_retention_seconds * 1000 : times.retention_hours * 3600 * 1000;
+        const completed: IdempotencyRecord = {
+          ...claimed,
+          state: 'completed',
+          expiresAt: this.clock.now() + ttl,
+          response: { status, body: secretBearing ? this.box.seal(body) : body, encrypted: secretBearing },
+        };
+        await this.repo.save(completed, claimed);
+        return;
+      }
+    }
+  }
+}

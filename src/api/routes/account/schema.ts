@@ -1,0 +1,15 @@
+import { z } from 'zod';
+
+export const website = z.url({ protocol: /^https?$/, error: 'website must be an http(s) URL' }).max(255);
+
+export const updateAccountBody = z.strictObject({
+  name: z.string().trim().min(1, 'name must not be empty').max(255, 'name must be at most 255 characters').optional(),
+  website: website.optional(),
+  about: z.string().max(2000, 'about must be at most 2000 characters').optional(),
+  track_opens: z.boolean().optional(),
+  track_clicks: z.boolean().optional(),
+  reject_bad_recipients: z.boolean().optional(),
+  reject_mistyped_recipients: z.boolean().optional(),
+  message_metadata_retention: z.number().int().min(1).max(30).optional(),
+  message_data_retention: z.number().int().min(0).max(30).optional(),
+});

@@ -1,0 +1,35 @@
+import type { z } from 'zod';
+import { badRequest } from '../util/errors.ts';
+import { isUuid } from '../util/ids.ts';
+import type { ApiContext } from './context.ts';
+
+/** Parses the raw body as JSON and validates it: 400 naming the first bad field. */
+export function parseBody<S extends z.ZodType>(ctx: ApiContext, schema: S): z.output<S> {
+  let json: unknown;
+  try {
+    json = JSON.parse(ctx.state.rawBody.toString('utf8'));
+  } catch {
+    throw badRequest('invalid request body');
+  }
+  return check(schema, json);
+}
+
+export function parseQuery<S extends z.ZodType>(ctx: ApiContext, schema: S): z.output<S> {
+  return check(schema, ctx.query);
+}
+
+/** A path parameter that must be a UUID (400 otherwise). */
+export function uuidParam(ctx: ApiContext, name: string): string {
+  const value = ctx.params[name];
+  if (value === undefined || !isUuid(value)) throw badRequest(`invalid ${name}`);
+  return value.toLowerCase();
+}
+
+function check<S extends z.ZodType>(schema: S, input: unknown): z.output<S> {
+  const result = schema.safeParse(input);
+  if (result.success) return result.data;
+  const issue = result.error.issues[0]!;
+  if (issue.code === 'unrecognized_keys') throw badRequest(`unknown field ${issue.keys.map((k) => [...issue.path, k].join('.')).join(', ')}`);
+  const where = issue.path.length > 0 ? `${issue.path.join('.')}: ` : '';
+  throw badRequest(`${where}${issue.message}`);
+}

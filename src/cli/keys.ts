@@ -1,0 +1,63 @@
+import { Command } from 'commander';
+import { EVERY_GLOBAL_SCOPE } from '../accounts/scopes.ts';
+import { badRequest } from '../util/errors.ts';
+import { isUuid } from '../util/ids.ts';
+import { withCore } from './admin.ts';
+import type { CliIo } from './main.ts';
+
+const collect = (value: string, previous: string[]) => [...previous, value];
+
+function accountId(value: string): string {
+  if (!isUuid(value)) throw badRequest(`--account: "${value}" is not an account id`);
+  return value.toLowerCase();
+}
+
+export function keyCommands(program: Command, io: CliIo): Command {
+  const keys = new Command('keys').description('manage API keys');
+  keys
+    .command('create')
+    .description('create an API key; the secret is printed once')
+    .requiredOption('--account <id>', 'account id')
+    .requiredOption('--label <label>', 'label')
+    .option('--scope <scope>', 'a scope (repeatable; default: every scope)', collect, [])
+    .option('--ip <cidr>', 'allowed client address or CIDR block (repeatable)', collect, [])
+    .action(async (opts: { account: string; label: string; scope: string[]; ip: string[] }) => {
+      const id = accountId(opts.account);
+      const { key, secret } = await withCore(program, async (core) => {
+        await core.accounts.require(id);
+        return core.apiKeys.create(id, {
+          label: opts.label,
+          scopes: opts.scope.length > 0 ? opts.scope : EVERY_GLOBAL_SCOPE,
+          ipAllowList: opts.ip,
+        });
+      });
+      io.out(`key id: ${key.id}\nAPI key (shown once): ${secret}\n`);
+    });
+  keys
+    .command('list')
+    .description('list the API keys of an account')
+    .requiredOption('--account <id>', 'account id')
+    .action(async (opts: { account: string }) => {
+      const id = accountId(opts.account);
+      await withCore(program, async (core) => {
+        await core.accounts.require(id);
+        let after: string | undefined;
+        for (;;) {
+          const page = await core.apiKeys.list(id, after === undefined ? { limit: 100 } : { limit: 100, after });
+          for (const k of page.items) io.out(`${k.id}\t${k.label}\t${k.scopes.map((s) => s.scope).join(',')}\n`);
+          if (!page.hasNext) break;
+          after = page.keys.at(-1);
+        }
+      });
+    });
+  keys
+    .command('delete')
+    .description('delete an API key')
+    .requiredOption('--account <id>', 'account id')
+    .requiredOption('--key <id>', 'key id')
+    .action(async (opts: { account: string; key: string }) => {
+      const key = await withCore(program, (core) => core.apiKeys.delete(accountId(opts.account), opts.key.toLowerCase()));
+      io.out(`deleted ${key.id} (${key.label})\n`);
+    });
+  return keys;
+}

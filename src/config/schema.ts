@@ -1,0 +1,76 @@
+import { validate as validCron } from 'node-cron';
+import { z } from 'zod';
+import { parseCidr } from '../util/cidr.ts';
+
+/**
+ * The one typed configuration. Every option has its default and description here;
+ * config/postilion.example.yaml documents the same tree (a test keeps the two in step).
+ */
+
+const port = z.number().int().min(0).max(65535);
+
+const cidrList = z.array(z.string()).default([]).superRefine((entries, ctx) => {
+  for (const [i, entry] of entries.entries()) {
+    try {
+      parseCidr(entry);
+    } catch (err) {
+      ctx.addIssue({ code: 'custom', path: [i], message: (err as Error).message });
+    }
+  }
+});
+
+const rate = (perSecond: number, burst: number) =>
+  z.strictObject({
+    per_second: z.number().positive().default(perSecond).describe('sustained requests per second, per account'),
+    burst: z.number().int().min(1).default(burst).describe('bucket size: requests allowed at once'),
+  }).prefault({});
+
+export const configSchema = z.strictObject({
+  server: z.strictObject({
+    hostname: z.string().min(1).default('localhost')
+      .describe('this server\'s public host name: EHLO name, DNS record targets, Message-ID fallback'),
+  }).prefault({}),
+  data: z.strictObject({
+    dir: z.string().min(1).default('./data').describe('LevelDB data directory (relative paths start at the working directory)'),
+  }).prefault({}),
+  keys: z.strictObject({
+    dir: z.string().min(1).default('./keys').describe('directory for DKIM private keys, TLS material and the at-rest encryption key'),
+  }).prefault({}),
+  log: z.strictObject({
+    level: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info')
+      .describe('log level of the JSON lines written to stdout (reloadable)'),
+  }).prefault({}),
+  api: z.strictObject({
+    host: z.string().min(1).default('127.0.0.1').describe('address of the plain-HTTP listener'),
+    port: port.default(8080).describe('port of the plain-HTTP listener (0 picks a free port)'),
+    tls: z.strictObject({
+      enabled: z.boolean().default(false).describe('also listen with HTTPS'),
+      host: z.string().min(1).default('127.0.0.1').describe('address of the HTTPS listener'),
+      port: port.default(8443).describe('port of the HTTPS listener'),
+      cert: z.string().min(1).default('tls/api.crt').describe('PEM certificate chain, relative to keys.dir (reloadable)'),
+      key: z.string().min(1).default('tls/api.key').describe('PEM private key, relative to keys.dir (reloadable)'),
+    }).prefault({}),
+    trusted_proxies: cidrList.describe(
+      'peers (CIDR or address) whose X-Forwarded-For and X-Forwarded-Proto are believed (reloadable)'),
+    body_limit_bytes: z.number().int().min(1024).default(25 * 1024 * 1024).describe('largest accepted request body'),
+    rate_limits: z.strictObject({
+      general: rate(100, 200).describe('general v2 endpoints'),
+      statistics: rate(1, 1).describe('statistics endpoints'),
+    }).prefault({}).describe('per-account token buckets (reloadable)'),
+    idempotency: z.strictObject({
+      lease_seconds: z.number().int().min(1).max(300).default(300)
+        .describe('how long an interrupted execution blocks its key'),
+      retention_hours: z.number().int().min(1).max(24).default(24).describe('how long an outcome is replayed'),
+      secret_retention_seconds: z.number().int().min(1).max(300).default(300)
+        .describe('replay window of secret-bearing API-key creations'),
+      purge_schedule: z.string().refine(validCron, 'not a valid cron expression').default('*/10 * * * *').describe('cron expression of the purge of expired records'),
+    }).prefault({}),
+  }).prefault({}),
+  shutdown: z.strictObject({
+    grace_seconds: z.number().min(0).max(600).default(30)
+      .describe('on SIGTERM, how long in-flight work may take before connections are cut'),
+  }).prefault({}),
+});
+
+export type Config = z.infer<typeof configSchema>;
+export type ConfigInput = z.input<typeof configSchema>;

@@ -1,0 +1,59 @@
+import type { Sublevel } from './store.ts';
+
+/** Which slice of an ordered range to read: the first page, or the page after / before a key. */
+export interface PageRequest {
+  limit: number;
+  after?: string;
+  before?: string;
+}
+
+export interface Page<T> {
+  items: T[];
+  /** Sort key of each item, for cursors. */
+  keys: string[];
+  /** Items exist beyond the last item of the page. */
+  hasNext: boolean;
+  /** Items exist before the first item of the page. */
+  hasPrevious: boolean;
+}
+
+/**
+ * Reads one page of the keys starting with `prefix` in `sublevel`, in key order. The cursor
+ * keys are the part after the prefix. Reads at most limit + 2 entries: never a full scan.
+ */
+export async function readPage<T>(sublevel: Sublevel, prefix: string, req: PageRequest): Promise<Page<T>> {
+  const lower = prefix;
+  const upper = `${prefix}\xff`;
+  const take = async (options: { gt: string; lt: string; reverse: boolean; limit: number }) =>
+    (await sublevel.iterator(options).all()) as Array<[string, T]>;
+
+  if (req.before !== undefined) {
+    const rows = await take({ gt: lower, lt: prefix + req.before, reverse: true, limit: req.limit + 1 });
+    const hasPrevious = rows.length > req.limit;
+    const page = rows.slice(0, req.limit).reverse();
+    const last = page.at(-1)?.[0];
+    const hasNext = last === undefined
+      ? false
+      : (await take({ gt: last, lt: upper, reverse: false, limit: 1 })).length > 0;
+    return build(page, prefix, hasNext, hasPrevious);
+  }
+
+  const start = req.after !== undefined ? prefix + req.after : lower;
+  const rows = await take({ gt: start, lt: upper, reverse: false, limit: req.limit + 1 });
+  const hasNext = rows.length > req.limit;
+  const page = rows.slice(0, req.limit);
+  const first = page[0]?.[0];
+  const hasPrevious = first === undefined
+    ? req.after !== undefined
+    : (await take({ gt: lower, lt: first, reverse: true, limit: 1 })).length > 0;
+  return build(page, prefix, hasNext, hasPrevious);
+}
+
+function build<T>(rows: Array<[string, T]>, prefix: string, hasNext: boolean, hasPrevious: boolean): Page<T> {
+  return {
+    items: rows.map(([, value]) => value),
+    keys: rows.map(([key]) => key.slice(prefix.length)),
+    hasNext,
+    hasPrevious,
+  };
+}

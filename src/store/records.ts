@@ -1,0 +1,87 @@
+/**
+ * Stored record formats. Each carries a version so that the format can migrate.
+ * Timestamps are RFC 3339 strings; ids are UUIDv7.
+ */
+
+export interface AccountRecord {
+  v: 1;
+  id: string;
+  parentAccountId: string | null;
+  name: string;
+  website: string;
+  about: string;
+  trackOpens: boolean;
+  trackClicks: boolean;
+  rejectBadRecipients: boolean;
+  rejectMistypedRecipients: boolean;
+  messageMetadataRetention: number;
+  messageDataRetention: number;
+  ownerId: string;
+  status: 'active' | 'suspended';
+  createdAt: string;
+  updatedAt: string;
+}
+
+export interface UserRecord {
+  v: 1;
+  id: string;
+  email: string;
+  name: string;
+  createdAt: string;
+}
+
+export const MEMBER_ROLES = ['Administrator', 'Developer', 'Analyst', 'Billing Manager'] as const;
+export type MemberRole = (typeof MEMBER_ROLES)[number];
+
+export interface MemberRecord {
+  v: 1;
+  accountId: string;
+  userId: string;
+  role: MemberRole;
+  createdAt: string;
+  updatedAt: string;
+}
+
+export interface ApiKeyScopeRecord {
+  id: string;
+  scope: string;
+  domainId: string | null;
+  createdAt: string;
+  updatedAt: string;
+}
+
+export interface ApiKeyRecord {
+  v: 1;
+  id: string;
+  accountId: string;
+  /** v2 keys authenticate with Bearer on /v2; v1 keys with X-Api-Key on /v1. */
+  kind: 'v2' | 'v1';
+  label: string;
+  publicKey: string;
+  /** Hex SHA-256 of the secret; the secret itself is never stored. */
+  secretHash: string;
+  scopes: ApiKeyScopeRecord[];
+  ipAllowList: string[];
+  createdAt: string;
+  updatedAt: string;
+  lastUsedAt: string | null;
+}
+
+export interface StoredResponse {
+  status: number;
+  /** JSON body as text, or base64 AES-GCM ciphertext when `encrypted`. */
+  body: string;
+  encrypted: boolean;
+}
+
+export interface IdempotencyRecord {
+  v: 1;
+  accountId: string;
+  key: string;
+  /** SHA-256 over method, resolved path and the SHA-256 of the raw body. */
+  fingerprint: string;
+  state: 'in_progress' | 'completed';
+  /** in_progress: end of the lease; completed: end of the replay window. */
+  expiresAt: number;
+  response: StoredResponse | null;
+}
