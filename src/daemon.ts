@@ -33,7 +33,11 @@ export interface Core {
   clock: Clock;
 }
 
-export async function openCore(config: Config, clock: Clock = systemClock): Promise<Core> {
+export async function openCore(
+  config: Config,
+  clock: Clock = systemClock,
+  ownership: DomainOwnership = noDomains,
+): Promise<Core> {
   const box = SecretBox.loadOrCreate(join(config.keys.dir, 'secret-box.key'));
   const store = await Store.open(resolve(config.data.dir));
   return {
@@ -41,7 +45,7 @@ export async function openCore(config: Config, clock: Clock = systemClock): Prom
     store,
     box,
     accounts: new Accounts(store, new AccountsRepo(store), clock),
-    apiKeys: new ApiKeys(store, new ApiKeysRepo(store), noDomains, clock),
+    apiKeys: new ApiKeys(store, new ApiKeysRepo(store), ownership, clock),
     idempotencyRepo: new IdempotencyRepo(store),
     clock,
   };
@@ -53,6 +57,8 @@ export interface DaemonOptions {
   /** Where a one-time secret is shown to the operator (stdout), never the log. */
   announce: (text: string) => void;
   clock?: Clock;
+  /** Which domains an account owns (until the domains capability provides it). */
+  domainOwnership?: DomainOwnership;
 }
 
 /**
@@ -67,7 +73,7 @@ export class Daemon {
 
   private constructor(
     private config: Config,
-    private readonly core: Core,
+    private readonly core_: Core,
     private readonly log: Logger,
     private readonly rateLimiter: RateLimiter,
   ) {
@@ -76,7 +82,7 @@ export class Daemon {
 
   static async start(options: DaemonOptions): Promise<Daemon> {
     const { config, log } = options;
-    const core = await openCore(config, options.clock);
+    const core = await openCore(config, options.clock, options.domainOwnership);
     const daemon = new Daemon(config, core, log, new RateLimiter(config.api.rate_limits, core.clock));
     try {
       await daemon.startComponents(options.announce);
@@ -85,6 +91,11 @@ export class Daemon {
       throw err;
     }
     return daemon;
+  }
+
+  /** The store and domain services, for in-process administration (and tests). */
+  get core(): Core {
+    return this.core_;
   }
 
   get apiUrl(): string {
@@ -96,7 +107,7 @@ export class Daemon {
   }
 
   private async startComponents(announce: (text: string) => void): Promise<void> {
-    const { config, core, log } = this;
+    const { config, core_: core, log } = this;
     log.info({ data_dir: core.store.dir }, 'store opened');
 
     const idempotency = new Idempotency(core.idempotencyRepo, core.box, () => this.config.api.idempotency, core.clock);
@@ -136,18 +147,25 @@ export class Daemon {
     }
   }
 
-  /** Applies what can change without a restart; says what needs one. */
+  /**
+   * Applies what can change without a restart; says what needs one. Everything that can fail
+   * (reading certificate files) happens before anything is applied, so a failed reload changes
+   * nothing.
+   */
   reload(next: Config): void {
-    const restartNeeded = (['data', 'keys', 'server'] as const).filter((k) => JSON.stringify(next[k]) !== JSON.stringify(this.config[k]));
-    const api = (c: Config) => JSON.stringify({ host: c.api.host, port: c.api.port, tls: { ...c.api.tls, cert: '', key: '' } });
-    if (api(next) !== api(this.config)) restartNeeded.push('api' as never);
+    const tls = next.api.tls.enabled && this.listeners.length > 1 ? readTls(next) : null;
+    const same = (a: unknown, b: unknown) => JSON.stringify(a) === JSON.stringify(b);
+    const listenerShape = (c: Config) => ({ host: c.api.host, port: c.api.port, tls: { enabled: c.api.tls.enabled, host: c.api.tls.host, port: c.api.tls.port } });
+    const restartNeeded: string[] = (['data', 'keys', 'server'] as const).filter((k) => !same(next[k], this.config[k]));
+    if (!same(listenerShape(next), listenerShape(this.config))) restartNeeded.push('api listeners');
+    if (next.api.idempotency.purge_schedule !== this.config.api.idempotency.purge_schedule) {
+      restartNeeded.push('api.idempotency.purge_schedule');
+    }
+
     this.log.level = next.log.level;
     this.rateLimiter.configure(next.api.rate_limits);
     this.settings = apiSettings(next);
-    if (next.api.tls.enabled) {
-      const tls = readTls(next);
-      for (const listener of this.listeners) listener.reloadTls(tls);
-    }
+    if (tls) for (const listener of this.listeners) listener.reloadTls(tls);
     this.config = { ...next, data: this.config.data, keys: this.config.keys, server: this.config.server };
     this.log.info({ restart_needed_for: restartNeeded }, 'configuration reloaded');
   }
@@ -159,7 +177,7 @@ export class Daemon {
       this.log.info({ grace_seconds: this.config.shutdown.grace_seconds }, 'stopping');
       await Promise.all(this.listeners.map((l) => l.close(graceMs)));
       for (const job of this.jobs) await job.stop();
-      await this.core.store.close();
+      await this.core_.store.close();
       this.log.info('stopped');
     })();
     return this.stopping;

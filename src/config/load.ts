@@ -99,7 +99,7 @@ function optionExists(path: string[]): boolean {
   let schema: z.core.$ZodType = configSchema;
   for (const part of path) {
     const shape = objectShape(schema);
-    if (!shape || !(part in shape)) return false;
+    if (!shape || !Object.hasOwn(shape, part)) return false;
     schema = shape[part]!;
   }
   return true;

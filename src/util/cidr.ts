@@ -20,6 +20,10 @@ export function parseCidr(input: string): Cidr {
   } catch {
     throw new Error(`"${input}" is not an IP address or CIDR block`);
   }
+  // ipaddr.js also reads short and octal forms ("10" as 0.0.0.10): only dotted quads are meant.
+  if (addr.kind() === 'ipv4' && !ipaddr.IPv4.isValidFourPartDecimal(text.split('/')[0]!)) {
+    throw new Error(`"${input}" is not an IP address or CIDR block`);
+  }
   if (addr.kind() === 'ipv6' && (addr as ipaddr.IPv6).isIPv4MappedAddress() && bits >= 96) {
     addr = (addr as ipaddr.IPv6).toIPv4Address();
     bits -= 96;

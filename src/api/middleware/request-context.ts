@@ -10,7 +10,10 @@ export interface TransportPolicy {
   trustedProxies: Cidr[];
 }
 
-/** Request id, per-request logger and one access-log line. Outermost middleware. */
+/**
+ * Request id, per-request logger and one access-log line (the logger gains account_id once the
+ * caller is authenticated). Outermost middleware.
+ */
 export function requestContext(log: Logger) {
   return async (ctx: ApiContext, next: Next): Promise<void> => {
     const started = process.hrtime.bigint();
@@ -23,7 +26,6 @@ export function requestContext(log: Logger) {
       const ms = Number(process.hrtime.bigint() - started) / 1e6;
       ctx.state.log.info(
         {
-          account_id: ctx.state.auth?.account.id,
           method: ctx.method,
           path: ctx.path,
           status: ctx.status,

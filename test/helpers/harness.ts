@@ -1,0 +1,120 @@
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import type { DomainOwnership } from '../../src/accounts/scopes.ts';
+import { validateConfig } from '../../src/config/load.ts';
+import type { Config, ConfigInput } from '../../src/config/schema.ts';
+import { Daemon } from '../../src/daemon.ts';
+import { createLogger } from '../../src/logging/logger.ts';
+import type { Clock } from '../../src/util/time.ts';
+import { assertMatchesContract } from './openapi.ts';
+
+/** A clock the test moves by hand. */
+export class ManualClock implements Clock {
+  constructor(public ms = Date.parse('2026-11-21T12:00:00Z')) {}
+  now(): number {
+    return this.ms;
+  }
+  advance(ms: number): void {
+    this.ms += ms;
+  }
+}
+
+export interface TestServer {
+  daemon: Daemon;
+  config: Config;
+  url: string;
+  dir: string;
+  accountId: string;
+  adminKey: string;
+  stop(): Promise<void>;
+  /** Starts a new daemon on the same data dir (after stop), as after a restart. */
+  restart(): Promise<TestServer>;
+}
+
+export interface TestServerOptions {
+  config?: ConfigInput;
+  clock?: Clock;
+  domainOwnership?: DomainOwnership;
+  dir?: string;
+}
+
+/** A real daemon in this process: real LevelDB in a temp dir, API on 127.0.0.1:0. */
+export async function startServer(options: TestServerOptions = {}): Promise<TestServer> {
+  const dir = options.dir ?? mkdtempSync(join(tmpdir(), 'postilion-test-'));
+  const input: ConfigInput = {
+    log: { level: (process.env.TEST_LOG ?? 'silent') as 'silent' },
+    ...options.config,
+    data: { dir: join(dir, 'data') },
+    keys: { dir: join(dir, 'keys') },
+    api: { host: '127.0.0.1', port: 0, ...options.config?.api },
+    shutdown: { grace_seconds: 2, ...options.config?.shutdown },
+  };
+  const config = validateConfig(input, 'test');
+  let announced = '';
+  const daemon = await Daemon.start({
+    config,
+    log: createLogger(config.log.level),
+    announce: (text) => (announced += text),
+    ...(options.clock ? { clock: options.clock } : {}),
+    ...(options.domainOwnership ? { domainOwnership: options.domainOwnership } : {}),
+  });
+  const server: TestServer = {
+    daemon,
+    config,
+    url: daemon.apiUrl,
+    dir,
+    accountId: /account id: ([0-9a-f-]{36})/.exec(announced)?.[1] ?? '',
+    adminKey: /aha-sk-[A-Za-z0-9]{64}/.exec(announced)?.[0] ?? '',
+    stop: async () => {
+      await daemon.stop();
+      if (!options.dir) rmSync(dir, { recursive: true, force: true });
+    },
+    restart: async () => {
+      await daemon.stop();
+      const next = await startServer({ ...options, dir });
+      return { ...next, accountId: server.accountId, adminKey: server.adminKey, stop: async () => {
+        await next.daemon.stop();
+        if (!options.dir) rmSync(dir, { recursive: true, force: true });
+      } };
+    },
+  };
+  return server;
+}
+
+export interface CallOptions {
+  key?: string | null;
+  body?: unknown;
+  rawBody?: string;
+  headers?: Record<string, string>;
+  /** When given, the JSON response is checked against the OpenAPI document. */
+  operationId?: string;
+}
+
+export interface CallResult {
+  status: number;
+  headers: Headers;
+  body: any; // eslint-disable-line @typescript-eslint/no-explicit-any -- JSON of many shapes, asserted by tests
+}
+
+/** One HTTP call; the JSON body is parsed and, with an operationId, validated against the contract. */
+export async function call(server: { url: string; adminKey: string }, method: string, path: string, options: CallOptions = {}): Promise<CallResult> {
+  const headers: Record<string, string> = { ...options.headers };
+  const key = options.key === undefined ? server.adminKey : options.key;
+  if (key !== null) headers.authorization = `Bearer ${key}`;
+  let body: string | undefined = options.rawBody;
+  if (options.body !== undefined) {
+    body = JSON.stringify(options.body);
+    headers['content-type'] = 'application/json';
+  }
+  const res = await fetch(server.url + path, { method, headers, ...(body !== undefined ? { body } : {}) });
+  const text = await res.text();
+  let parsed: unknown = undefined;
+  try {
+    parsed = text ? JSON.parse(text) : undefined;
+  } catch {
+    parsed = text;
+  }
+  if (options.operationId) assertMatchesContract(options.operationId, res.status, parsed);
+  return { status: res.status, headers: res.headers, body: parsed };
+}

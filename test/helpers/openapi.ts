@@ -1,0 +1,70 @@
+import { readFileSync } from 'node:fs';
+import { dirname, resolve } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { Ajv2020 } from 'ajv/dist/2020.js';
+import addFormatsModule from 'ajv-formats';
+import type { ValidateFunction } from 'ajv';
+import { parse } from 'yaml';
+
+/**
+ * The one place that checks responses against the contract: ../shared/reference/openapi.yaml,
+ * looked up by operationId and status. Statuses an operation does not declare are checked
+ * against ErrorResponse when they are errors, and refused otherwise.
+ */
+const here = dirname(fileURLToPath(import.meta.url));
+const SPEC_PATH = process.env.POSTILION_OPENAPI ?? resolve(here, '../../../shared/reference/openapi.yaml');
+
+interface OperationDoc {
+  operationId?: string;
+  responses?: Record<string, { content?: Record<string, { schema?: unknown }> }>;
+}
+
+const doc = parse(readFileSync(SPEC_PATH, 'utf8')) as { paths: Record<string, Record<string, OperationDoc>> };
+const addFormats = addFormatsModule as unknown as (ajv: Ajv2020) => void;
+const ajv = new Ajv2020({ strict: false, allErrors: true, validateSchema: false });
+addFormats(ajv);
+ajv.addSchema(doc as object, 'openapi');
+
+const pointers = new Map<string, { pointer: string; statuses: Set<string> }>();
+for (const [path, item] of Object.entries(doc.paths)) {
+  for (const [method, op] of Object.entries(item)) {
+    if (!op?.operationId) continue;
+    pointers.set(op.operationId, {
+      pointer: `/paths/${escape(path)}/${method}/responses`,
+      statuses: new Set(Object.keys(op.responses ?? {})),
+    });
+  }
+}
+
+function escape(segment: string): string {
+  return encodeURIComponent(segment.replace(/~/g, '~0').replace(/\//g, '~1'));
+}
+
+const compiled = new Map<string, ValidateFunction>();
+
+function validatorFor(ref: string): ValidateFunction {
+  let fn = compiled.get(ref);
+  if (!fn) {
+    fn = ajv.compile({ $ref: ref });
+    compiled.set(ref, fn);
+  }
+  return fn;
+}
+
+/** Throws with the schema errors when `body` is not what `operationId` declares for `status`. */
+export function assertMatchesContract(operationId: string, status: number, body: unknown): void {
+  const op = pointers.get(operationId);
+  if (!op) throw new Error(`operationId ${operationId} is not in the OpenAPI document`);
+  let ref: string;
+  if (op.statuses.has(String(status))) {
+    ref = `openapi#${op.pointer}/${status}/content/${escape('application/json')}/schema`;
+  } else if (status >= 400) {
+    ref = 'openapi#/components/schemas/ErrorResponse';
+  } else {
+    throw new Error(`${operationId} does not declare status ${status}`);
+  }
+  const validate = validatorFor(ref);
+  if (!validate(body)) {
+    throw new Error(`${operationId} ${status} response does not match the contract: ${ajv.errorsText(validate.errors)}\n${JSON.stringify(body)}`);
+  }
+}

@@ -1,0 +1,57 @@
+import { expect } from 'chai';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { Store, StoreLockedError } from '../../src/store/store.ts';
+
+describe('store (real LevelDB)', () => {
+  let dir: string;
+  beforeEach(() => {
+    dir = mkdtempSync(join(tmpdir(), 'postilion-store-'));
+  });
+  afterEach(() => {
+    rmSync(dir, { recursive: true, force: true });
+  });
+
+  it('gathers concurrent commits into fewer synced batches, each caller answered after its batch', async () => {
+    const store = await Store.open(dir);
+    const writers = 200;
+    await Promise.all(
+      Array.from({ length: writers }, (_, i) => store.commit([{ type: 'put', family: 'meta', key: `k${i}`, value: { i } }])),
+    );
+    const { batches, writes } = store.commitStats;
+    expect(writes).to.equal(writers);
+    expect(batches).to.be.lessThan(writers);
+    for (let i = 0; i < writers; i++) expect(await store.get('meta', `k${i}`)).to.deep.equal({ i });
+    await store.close();
+  });
+
+  it('applies a commit touching several families atomically and keeps it across reopen', async () => {
+    const store = await Store.open(dir);
+    await store.commit([
+      { type: 'put', family: 'accounts', key: 'a', value: { v: 1 } },
+      { type: 'put', family: 'users', key: 'u', value: { v: 1 } },
+    ]);
+    await store.close();
+    const reopened = await Store.open(dir);
+    expect(await reopened.get('accounts', 'a')).to.deep.equal({ v: 1 });
+    expect(await reopened.get('users', 'u')).to.deep.equal({ v: 1 });
+    expect(await reopened.get('accounts', 'u')).to.equal(undefined);
+    await reopened.close();
+  });
+
+  it('refuses a second opener of the same directory with a clear error', async () => {
+    const store = await Store.open(dir);
+    try {
+      await Store.open(dir).then(
+        () => expect.fail('second open succeeded'),
+        (err: unknown) => {
+          expect(err).to.be.instanceOf(StoreLockedError);
+          expect((err as Error).message).to.contain('in use by another process');
+        },
+      );
+    } finally {
+      await store.close();
+    }
+  });
+});
