@@ -37,6 +37,8 @@ export interface TestServerOptions {
   clock?: Clock;
   domainOwnership?: DomainOwnership;
   dir?: string;
+  /** Receives every JSON log line (the level is then at least info). */
+  logLines?: string[];
 }
 
 /** A real daemon in this process: real LevelDB in a temp dir, API on 127.0.0.1:0. */
@@ -54,7 +56,9 @@ export async function startServer(options: TestServerOptions = {}): Promise<Test
   let announced = '';
   const daemon = await Daemon.start({
     config,
-    log: createLogger(config.log.level),
+    log: options.logLines
+      ? createLogger(config.log.level === 'silent' ? 'info' : config.log.level, { write: (line: string) => void options.logLines!.push(line) })
+      : createLogger(config.log.level),
     announce: (text) => (announced += text),
     ...(options.clock ? { clock: options.clock } : {}),
     ...(options.domainOwnership ? { domainOwnership: options.domainOwnership } : {}),
