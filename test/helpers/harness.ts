@@ -1,4 +1,5 @@
 import { mkdtempSync, rmSync } from 'node:fs';
+import { Level } from 'level';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { DomainOwnership } from '../../src/accounts/scopes.ts';
@@ -121,4 +122,15 @@ export async function call(server: { url: string; adminKey: string }, method: st
   }
   if (options.operationId) assertMatchesContract(options.operationId, res.status, parsed);
   return { status: res.status, headers: res.headers, body: parsed };
+}
+
+/** Whether any raw key or value in the (closed) store of `server` contains `text`. */
+export async function storeContains(server: { dir: string }, text: string): Promise<boolean> {
+  const db = new Level(join(server.dir, 'data'));
+  try {
+    for await (const [k, v] of db.iterator()) if (`${k}${v}`.includes(text)) return true;
+    return false;
+  } finally {
+    await db.close();
+  }
 }

@@ -1,6 +1,5 @@
 import { expect } from 'chai';
-import { Level } from 'level';
-import { call, ManualClock, startServer, type TestServer } from '../../helpers/harness.ts';
+import { call, ManualClock, startServer, storeContains, type TestServer } from '../../helpers/harness.ts';
 
 const MINUTE = 60_000;
 
@@ -48,11 +47,7 @@ describe('Idempotency-Key', () => {
     expect(list).to.have.length(1);
 
     await server.daemon.stop();
-    const db = new Level(`${server.dir}/data`);
-    let plaintext = false;
-    for await (const [k, v] of db.iterator()) if (`${k}${v}`.includes(first.body.secret_key)) plaintext = true;
-    await db.close();
-    expect(plaintext).to.equal(false);
+    expect(await storeContains(server, first.body.secret_key)).to.equal(false);
     server = await server.restart();
   });
 
