@@ -29,7 +29,7 @@ export interface Core {
   box: SecretBox;
   accounts: Accounts;
   apiKeys: ApiKeys;
-  idempotencyRepo: IdempotencyRepo;
+  idempotency: Idempotency;
   clock: Clock;
 }
 
@@ -46,7 +46,7 @@ export async function openCore(
     box,
     accounts: new Accounts(store, new AccountsRepo(store), clock),
     apiKeys: new ApiKeys(store, new ApiKeysRepo(store), ownership, clock),
-    idempotencyRepo: new IdempotencyRepo(store),
+    idempotency: new Idempotency(new IdempotencyRepo(store), box, config.api.idempotency, clock),
     clock,
   };
 }
@@ -110,12 +110,11 @@ export class Daemon {
     const { config, core_: core, log } = this;
     log.info({ data_dir: core.store.dir }, 'store opened');
 
-    const idempotency = new Idempotency(core.idempotencyRepo, core.box, () => this.config.api.idempotency, core.clock);
     const app = buildApp({
       log,
       accounts: core.accounts,
       apiKeys: core.apiKeys,
-      idempotency,
+      idempotency: core.idempotency,
       rateLimiter: this.rateLimiter,
       settings: () => this.settings,
     });
@@ -124,7 +123,7 @@ export class Daemon {
       schedule(
         config.api.idempotency.purge_schedule,
         async () => {
-          const purged = await core.idempotencyRepo.purgeExpired(core.clock.now());
+          const purged = await core.idempotency.purgeExpired(core.clock.now());
           if (purged > 0) log.info({ purged }, 'expired idempotency records purged');
         },
         { name: 'idempotency-purge', noOverlap: true },
@@ -141,7 +140,7 @@ export class Daemon {
     log.info({ urls: this.urls }, 'API listening');
 
     if (!(await core.accounts.hasAny())) {
-      const result = await bootstrap(core.accounts, core.apiKeys, bootstrapDefaults(config.server.hostname));
+      const result = await bootstrap(core.store, core.accounts, core.apiKeys, bootstrapDefaults(config.server.hostname));
       log.info({ account_id: result.account.id, key_id: result.key.id }, 'bootstrap account and admin key created');
       announce(formatBootstrap(result, this.apiUrl));
     }
@@ -164,6 +163,7 @@ export class Daemon {
 
     this.log.level = next.log.level;
     this.rateLimiter.configure(next.api.rate_limits);
+    this.core_.idempotency.configure(next.api.idempotency);
     this.settings = apiSettings(next);
     if (tls) for (const listener of this.listeners) listener.reloadTls(tls);
     this.config = { ...next, data: this.config.data, keys: this.config.keys, server: this.config.server };

@@ -1,5 +1,6 @@
 import type { AccountsRepo } from '../store/accounts-repo.ts';
 import type { AccountRecord, MemberRecord, MemberRole, UserRecord } from '../store/records.ts';
+import type { WriteOp } from '../store/group-commit.ts';
 import type { Store } from '../store/store.ts';
 import { badRequest, conflict, forbidden, notFound } from '../util/errors.ts';
 import { newId } from '../util/ids.ts';
@@ -70,46 +71,44 @@ export class Accounts {
   /** Creates the account, its owner user (or reuses the user with that email) and the membership. */
   async create(input: NewAccount): Promise<AccountRecord> {
     return this.mutex.run(`user:${input.ownerEmail.toLowerCase()}`, async () => {
-      const now = iso(this.clock.now());
-      const existing = await this.repo.getUserByEmail(input.ownerEmail);
-      const owner: UserRecord = existing ?? {
-        v: 1,
-        id: newId(),
-        email: input.ownerEmail,
-        name: input.ownerName ?? '',
-        createdAt: now,
-      };
-      const account: AccountRecord = {
-        v: 1,
-        id: newId(),
-        parentAccountId: input.parentAccountId ?? null,
-        name: input.name,
-        website: input.website,
-        ...ACCOUNT_DEFAULTS,
-        ownerId: owner.id,
-        status: 'active',
-        createdAt: now,
-        updatedAt: now,
-      };
-      const member: MemberRecord = {
-        v: 1,
-        accountId: account.id,
-        userId: owner.id,
-        role: 'Administrator',
-        createdAt: now,
-        updatedAt: now,
-      };
-      await this.store.commit([
-        ...(existing ? [] : this.repo.putUser(owner)),
-        this.repo.putAccount(account),
-        this.repo.putMember(member),
-      ]);
+      const { account, ops } = await this.prepareCreate(input);
+      await this.store.commit(ops);
       return account;
     });
   }
 
+  /** The records of a new account as write ops, for a caller that commits them with other writes. */
+  async prepareCreate(input: NewAccount): Promise<{ account: AccountRecord; ops: WriteOp[] }> {
+    checkNewAccount(input);
+    const now = iso(this.clock.now());
+    const existing = await this.repo.getUserByEmail(input.ownerEmail);
+    const owner: UserRecord = existing ?? {
+      v: 1,
+      id: newId(),
+      email: input.ownerEmail.toLowerCase(),
+      name: input.ownerName ?? '',
+      createdAt: now,
+    };
+    const account: AccountRecord = {
+      v: 1,
+      id: newId(),
+      parentAccountId: input.parentAccountId ?? null,
+      name: input.name.trim(),
+      website: input.website,
+      ...ACCOUNT_DEFAULTS,
+      ownerId: owner.id,
+      status: 'active',
+      createdAt: now,
+      updatedAt: now,
+    };
+    const member: MemberRecord = { v: 1, accountId: account.id, userId: owner.id, role: 'Administrator', createdAt: now, updatedAt: now };
+    return {
+      account,
+      ops: [...(existing ? [] : this.repo.putUser(owner)), this.repo.putAccount(account), this.repo.putMember(member)],
+    };
+  }
+
   async update(id: string, patch: AccountPatch): Promise<AccountRecord> {
-    if (Object.keys(patch).length === 0) throw badRequest('the request changes nothing: give at least one field');
     return this.mutex.run(`account:${id}`, async () => {
       const account = await this.require(id);
       const updated: AccountRecord = { ...account, ...patch, updatedAt: iso(this.clock.now()) };
@@ -144,5 +143,24 @@ export class Accounts {
     const member = await this.repo.getMember(accountId, userId);
     if (!member) throw notFound('member not found');
     await this.store.commit([this.repo.deleteMember(accountId, userId)]);
+  }
+}
+
+const EMAIL = /^[^\s@]+@[^\s@]+$/;
+
+/** The same rules for every way in (API, CLI, bootstrap), so no record breaks the API's shapes. */
+function checkNewAccount(input: NewAccount): void {
+  const name = input.name.trim();
+  if (name.length === 0 || name.length > 255) throw badRequest('account name must be 1 to 255 characters');
+  if (!isHttpUrl(input.website)) throw badRequest(`website must be an http(s) URL, got "${input.website}"`);
+  if (!EMAIL.test(input.ownerEmail) || input.ownerEmail.length > 254) throw badRequest(`owner email "${input.ownerEmail}" is not an email address`);
+}
+
+export function isHttpUrl(text: string): boolean {
+  try {
+    const url = new URL(text);
+    return (url.protocol === 'http:' || url.protocol === 'https:') && url.hostname.length > 0 && text.length <= 255;
+  } catch {
+    return false;
   }
 }

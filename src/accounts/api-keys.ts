@@ -3,13 +3,14 @@ import type ipaddr from 'ipaddr.js';
 import type { ApiKeysRepo } from '../store/api-keys-repo.ts';
 import type { PageRequest, Page } from '../store/page.ts';
 import type { ApiKeyRecord, ApiKeyScopeRecord } from '../store/records.ts';
+import type { WriteOp } from '../store/group-commit.ts';
 import type { Store } from '../store/store.ts';
-import { AppError, badRequest, conflict, notFound } from '../util/errors.ts';
+import { AppError, badRequest, conflict, forbidden, notFound } from '../util/errors.ts';
 import { newId, randomAlphanumeric } from '../util/ids.ts';
 import { KeyedMutex } from '../util/keyed-mutex.ts';
 import { iso, type Clock } from '../util/time.ts';
 import { AllowListError, allowListCovers, normalizeAllowList } from './ip-allow-list.ts';
-import { ScopeError, validateScopes, type DomainOwnership } from './scopes.ts';
+import { parseScope, ScopeError, validateScopes, type DomainOwnership, type Grants } from './scopes.ts';
 
 export const SECRET_PREFIX = 'aha-sk-';
 export const PUBLIC_PREFIX = 'aha-pk-';
@@ -22,6 +23,8 @@ export interface NewApiKey {
   scopes: string[];
   ipAllowList?: string[];
   kind?: ApiKeyRecord['kind'];
+  /** The grants of the key asking; absent for the operator (CLI, bootstrap), who may grant anything. */
+  grantor?: Grants;
 }
 
 export interface ApiKeyPatch {
@@ -30,10 +33,11 @@ export interface ApiKeyPatch {
   ipAllowList?: string[];
 }
 
-/** Who asks for a change, so a key cannot lock itself out of its own allow list. */
+/** Who asks for a change: a key cannot lock itself out, nor grant scopes it does not hold. */
 export interface Caller {
   keyId: string;
   clientIp: ipaddr.IPv4 | ipaddr.IPv6;
+  grants: Grants;
 }
 
 export function hashSecret(secret: string): string {
@@ -52,6 +56,15 @@ export class ApiKeys {
 
   /** Creates a key; the secret is returned here and never again. */
   async create(accountId: string, input: NewApiKey): Promise<{ key: ApiKeyRecord; secret: string }> {
+    const { key, secret, ops } = await this.prepareCreate(accountId, input);
+    await this.store.commit(ops);
+    return { key, secret };
+  }
+
+  /** A new key and its write ops, for a caller that commits them with other writes. */
+  async prepareCreate(accountId: string, input: NewApiKey): Promise<{ key: ApiKeyRecord; secret: string; ops: WriteOp[] }> {
+    const label = input.label.trim();
+    if (label.length === 0 || label.length > 255) throw badRequest('label must be 1 to 255 characters');
     const now = iso(this.clock.now());
     const id = newId();
     const secret = SECRET_PREFIX + randomAlphanumeric(64);
@@ -60,17 +73,16 @@ export class ApiKeys {
       id,
       accountId,
       kind: input.kind ?? 'v2',
-      label: input.label,
+      label,
       publicKey: PUBLIC_PREFIX + randomAlphanumeric(64),
       secretHash: hashSecret(secret),
-      scopes: await this.scopeRecords(accountId, input.scopes, now, []),
+      scopes: await this.scopeRecords(accountId, input.scopes, now, [], input.grantor),
       ipAllowList: allowList(input.ipAllowList ?? []),
       createdAt: now,
       updatedAt: now,
       lastUsedAt: null,
     };
-    await this.store.commit(this.repo.create(key));
-    return { key, secret };
+    return { key, secret, ops: this.repo.create(key) };
   }
 
   /** The live key for a presented secret, or undefined. Refreshes last_used_at coarsely. */
@@ -78,12 +90,16 @@ export class ApiKeys {
     const key = await this.repo.findBySecretHash(hashSecret(secret));
     if (!key) return undefined;
     const now = this.clock.now();
-    if (key.lastUsedAt === null || now - Date.parse(key.lastUsedAt) > LAST_USED_RESOLUTION_MS) {
-      const touched = { ...key, lastUsedAt: iso(now) };
-      await this.mutex.run(key.id, () => this.repo.touch(touched));
+    if (key.lastUsedAt !== null && now - Date.parse(key.lastUsedAt) <= LAST_USED_RESOLUTION_MS) return key;
+    // Re-read under the key's lock: writing back the copy read above could undo a concurrent
+    // update (an allow list) or resurrect a deleted key.
+    return this.mutex.run(key.id, async () => {
+      const current = await this.repo.get(key.accountId, key.id);
+      if (!current) return undefined;
+      const touched = { ...current, lastUsedAt: iso(now) };
+      await this.repo.touch(touched);
       return touched;
-    }
-    return key;
+    });
   }
 
   list(accountId: string, page: PageRequest): Promise<Page<ApiKeyRecord>> {
@@ -111,7 +127,7 @@ export class ApiKeys {
         changed = true;
       }
       if (patch.scopes !== undefined) {
-        const scopes = await this.scopeRecords(accountId, patch.scopes, now, key.scopes);
+        const scopes = await this.scopeRecords(accountId, patch.scopes, now, key.scopes, caller?.grants);
         if (!sameStrings(scopes.map((s) => s.scope), key.scopes.map((s) => s.scope))) {
           next.scopes = scopes;
           changed = true;
@@ -148,6 +164,7 @@ export class ApiKeys {
     requested: string[],
     now: string,
     current: ApiKeyScopeRecord[],
+    grantor?: Grants,
   ): Promise<ApiKeyScopeRecord[]> {
     let validated;
     try {
@@ -155,6 +172,15 @@ export class ApiKeys {
     } catch (err) {
       if (err instanceof ScopeError) throw badRequest(err.message);
       throw err;
+    }
+    if (grantor) {
+      const held = new Set(current.map((s) => s.scope));
+      for (const { scope } of validated) {
+        // A scope the key already has may stay; a new one must be held by the caller.
+        if (!held.has(scope) && !grantor.covers(parseScope(scope)!)) {
+          throw forbidden(`cannot grant scope "${scope}": the calling key does not hold it`);
+        }
+      }
     }
     const byScope = new Map(current.map((s) => [s.scope, s]));
     return validated.map(({ scope, domainId }) => byScope.get(scope) ?? { id: newId(), scope, domainId, createdAt: now, updatedAt: now });

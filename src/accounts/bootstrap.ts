@@ -1,4 +1,5 @@
 import type { AccountRecord, ApiKeyRecord } from '../store/records.ts';
+import type { Store } from '../store/store.ts';
 import type { Accounts } from './accounts.ts';
 import type { ApiKeys } from './api-keys.ts';
 import { EVERY_GLOBAL_SCOPE } from './scopes.ts';
@@ -15,11 +16,15 @@ export interface BootstrapInput {
   ownerEmail: string;
 }
 
-/** The first account of a fresh server and an administrator key holding every scope. */
-export async function bootstrap(accounts: Accounts, apiKeys: ApiKeys, input: BootstrapInput): Promise<Bootstrapped> {
-  const account = await accounts.create(input);
-  const { key, secret } = await apiKeys.create(account.id, { label: 'bootstrap admin key', scopes: EVERY_GLOBAL_SCOPE });
-  return { account, key, secret };
+/**
+ * The first account of a fresh server and an administrator key holding every scope, written in
+ * one commit: a crash can never leave an account without its key.
+ */
+export async function bootstrap(store: Store, accounts: Accounts, apiKeys: ApiKeys, input: BootstrapInput): Promise<Bootstrapped> {
+  const created = await accounts.prepareCreate(input);
+  const { key, secret, ops } = await apiKeys.prepareCreate(created.account.id, { label: 'bootstrap admin key', scopes: EVERY_GLOBAL_SCOPE });
+  await store.commit([...created.ops, ...ops]);
+  return { account: created.account, key, secret };
 }
 
 export function bootstrapDefaults(hostname: string): BootstrapInput {

@@ -138,6 +138,23 @@ export class Grants {
     return domain === undefined ? held.size > 0 : held.has(normalizeDomain(domain));
   }
 
+  /**
+   * Whether a key holding these grants may hand `scope` to another key: it must hold it itself
+   * (the wildcard only from a wildcard, `:all` only from `:all`).
+   */
+  covers(scope: Scope): boolean {
+    switch (scope.kind) {
+      case 'wildcard':
+        return this.wildcard;
+      case 'static':
+        return this.holds(scope.scope);
+      case 'all':
+        return this.holds(`${scope.family}:all`);
+      case 'domain':
+        return this.holds(`${scope.family}:{domain}`, scope.domain);
+    }
+  }
+
   /** Whether the key holds `family:all` (or `*`): it then sees every domain's resources. */
   holdsAll(family: DomainFamily): boolean {
     return this.wildcard || this.all.has(family);

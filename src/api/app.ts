@@ -4,7 +4,6 @@ import type { Logger } from 'pino';
 import type { Accounts } from '../accounts/accounts.ts';
 import type { ApiKeys } from '../accounts/api-keys.ts';
 import type { Cidr } from '../util/cidr.ts';
-import { AppError } from '../util/errors.ts';
 import type { ApiContext, ApiState } from './context.ts';
 import { authenticate, requireScopes } from './middleware/auth.ts';
 import { rawBody } from './middleware/body.ts';
@@ -36,7 +35,7 @@ export interface ApiDeps {
 
 /**
  * The HTTP API. Every v2 request goes: request id → errors → transport (HTTPS, client IP) →
- * raw body → authentication and allow list → rate limit → scope gate → idempotency → handler.
+ * authentication and allow list → rate limit → scope gate → raw body → idempotency → handler.
  */
 export function buildApp(deps: ApiDeps): Koa<ApiState> {
   const app = new Koa<ApiState>();
@@ -50,9 +49,11 @@ export function buildApp(deps: ApiDeps): Koa<ApiState> {
     ...memberRoutes(deps.accounts),
   ];
   const auth = authenticate(deps.apiKeys, deps.accounts);
+  const body = rawBody(() => deps.settings().bodyLimitBytes);
   for (const route of routes) {
     const op = operation(route.operationId);
-    const chain = [auth, rateLimit(deps.rateLimiter, op.rateClass ?? 'general'), requireScopes(op.security)];
+    // The body is read only once the caller is known and within its rate: no anonymous uploads.
+    const chain = [auth, rateLimit(deps.rateLimiter, op.rateClass ?? 'general'), requireScopes(op.security), body];
     if (op.idempotent) chain.push(deps.idempotency.middleware(op.secretBearing ?? false));
     chain.push(route.handler);
     // The router's context type is its own; our middleware only relies on ApiState and params.
@@ -62,15 +63,8 @@ export function buildApp(deps: ApiDeps): Koa<ApiState> {
   app.use(requestContext(deps.log) as Koa.Middleware<ApiState>);
   app.use(errorResponses as unknown as Koa.Middleware<ApiState>);
   app.use(transport(() => ({ trustedProxies: deps.settings().trustedProxies })) as unknown as Koa.Middleware<ApiState>);
-  app.use(rawBody(() => deps.settings().bodyLimitBytes) as unknown as Koa.Middleware<ApiState>);
   app.use(router.routes());
-  app.use(
-    router.allowedMethods({
-      throw: true,
-      methodNotAllowed: () => new AppError(405, 'method not allowed'),
-      notImplemented: () => new AppError(501, 'method not implemented'),
-    }),
-  );
+  app.use(router.allowedMethods());
   return app;
 }
 

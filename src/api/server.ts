@@ -28,6 +28,16 @@ export class ApiListener {
     server.requestTimeout = 120_000;
     server.keepAliveTimeout = 5_000;
     const listener = new ApiListener(server);
+    // Requests Node refuses before the app sees them still get a JSON error body.
+    server.on('clientError', (err: NodeJS.ErrnoException, socket) => {
+      if (!socket.writable) return socket.destroy();
+      const tooLarge = err.code === 'HPE_HEADER_OVERFLOW';
+      const body = JSON.stringify({ message: tooLarge ? 'request headers too large' : 'bad request' });
+      socket.end(
+        `HTTP/1.1 ${tooLarge ? '431 Request Header Fields Too Large' : '400 Bad Request'}\r\n` +
+          `Content-Type: application/json\r\nContent-Length: ${Buffer.byteLength(body)}\r\nConnection: close\r\n\r\n${body}`,
+      );
+    });
     server.on('request', (_req, res: ServerResponse) => {
       listener.inFlight++;
       res.once('close', () => {

@@ -20,7 +20,7 @@ export function initCommand(program: Command, io: CliIo, setExit: (code: number)
           return;
         }
         const defaults = bootstrapDefaults(config.server.hostname);
-        const result = await bootstrap(core.accounts, core.apiKeys, {
+        const result = await bootstrap(core.store, core.accounts, core.apiKeys, {
           name: opts.name ?? defaults.name,
           website: opts.website ?? defaults.website,
           ownerEmail: opts.ownerEmail ?? defaults.ownerEmail,

@@ -32,26 +32,23 @@ export class IdempotencyRepo {
     ]);
   }
 
-  /** Deletes records whose expiry is before `now`, in bounded batches. Returns how many. */
-  async purgeExpired(now: number, batchSize = 500): Promise<number> {
-    let purged = 0;
-    for (;;) {
-      const rows = (await this.store.families.idempotencyByExpiry
-        .iterator({ lt: timeKey(now), limit: batchSize })
-        .all()) as Array<[string, string]>;
-      if (rows.length === 0) return purged;
-      const ops: WriteOp[] = [];
-      for (const [indexKey, key] of rows) {
-        ops.push({ type: 'del', family: 'idempotencyByExpiry', key: indexKey });
-        const current = await this.store.get<IdempotencyRecord>('idempotency', key);
-        // Only remove the record if this index entry is its current one.
-        if (current && expiryKey(current.expiresAt, key) === indexKey) {
-          ops.push({ type: 'del', family: 'idempotency', key });
-        }
-      }
-      await this.store.commit(ops);
-      purged += rows.length;
-    }
+  /**
+   * Up to `limit` expiry-index entries before `now`, each with the record it points at when
+   * that entry is still the record's current one (else the entry is stale).
+   */
+  async expired(now: number, limit: number): Promise<Array<{ indexKey: string; record: IdempotencyRecord | undefined }>> {
+    const rows = (await this.store.families.idempotencyByExpiry.iterator({ lt: timeKey(now), limit }).all()) as Array<[string, string]>;
+    return Promise.all(
+      rows.map(async ([indexKey, key]) => {
+        const record = await this.store.get<IdempotencyRecord>('idempotency', key);
+        const current = record && expiryKey(record.expiresAt, key) === indexKey;
+        return { indexKey, record: current ? record : undefined };
+      }),
+    );
+  }
+
+  async dropIndexEntry(indexKey: string): Promise<void> {
+    await this.store.commit([{ type: 'del', family: 'idempotencyByExpiry', key: indexKey }]);
   }
 }
 

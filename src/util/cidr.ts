@@ -40,6 +40,7 @@ export function formatCidr([addr, bits]: Cidr): string {
 
 /** Parses a client address as seen on a socket; IPv4-mapped IPv6 becomes IPv4. */
 export function parseClientIp(text: string): ipaddr.IPv4 | ipaddr.IPv6 | null {
+  if (!text.includes(':') && !ipaddr.IPv4.isValidFourPartDecimal(text)) return null;
   try {
     return ipaddr.process(text);
   } catch {

@@ -8,7 +8,6 @@ import type { ApiContext } from '../context.ts';
  */
 export function rawBody(limitBytes: () => number) {
   return async (ctx: ApiContext, next: Next): Promise<void> => {
-    ctx.state.rawBody = Buffer.alloc(0);
     if (ctx.method === 'GET' || ctx.method === 'HEAD' || ctx.method === 'DELETE' || ctx.method === 'OPTIONS') {
       await next();
       return;

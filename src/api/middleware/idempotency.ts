@@ -24,20 +24,28 @@ export class Idempotency {
   constructor(
     private readonly repo: IdempotencyRepo,
     private readonly box: SecretBox,
-    private readonly times: () => IdempotencyTimes,
+    private times: IdempotencyTimes,
     private readonly clock: Clock,
   ) {}
 
+  configure(times: IdempotencyTimes): void {
+    this.times = times;
+  }
+
   middleware(secretBearing: boolean) {
     return async (ctx: ApiContext, next: Next): Promise<void> => {
-      const key = ctx.get('idempotency-key');
-      if (ctx.headers['idempotency-key'] === undefined) {
+      const values = ctx.req.headersDistinct['idempotency-key'];
+      if (values === undefined) {
         await next();
         return;
       }
+      if (values.length > 1) throw badRequest('Idempotency-Key must be given once');
+      // Header bytes arrive as latin1; the limit counts the characters the client sent (UTF-8).
+      const key = Buffer.from(values[0]!, 'latin1').toString('utf8');
       if (!validKey(key)) throw badRequest(`Idempotency-Key must be 1 to ${MAX_KEY_LENGTH} characters`);
       const accountId = ctx.state.auth!.account.id;
-      const print = fingerprint(ctx.method, ctx.path, ctx.state.rawBody);
+      // Routing ignores case and a trailing slash, so the resolved path does too.
+      const print = fingerprint(ctx.method, ctx.path.toLowerCase().replace(/\/+$/, ''), ctx.state.rawBody);
 
       const claimed = await this.claim(accountId, key, print, ctx);
       if (!claimed) return;
@@ -86,7 +94,7 @@ export class Idempotency {
             key,
             fingerprint: print,
             state: 'in_progress',
-            expiresAt: now + this.times().lease_seconds * 1000,
+            expiresAt: now + this.times.lease_seconds * 1000,
             response: null,
           };
           await this.repo.save(record, existing);
@@ -96,7 +104,46 @@ export class Idempotency {
     });
   }
 
+  /** Deletes expired records, under the same per-key lock as a claim, in bounded batches. */
+  async purgeExpired(now: number, batchSize = 500): Promise<number> {
+    let purged = 0;
+    for (;;) {
+      const entries = await this.repo.expired(now, batchSize);
+      if (entries.length === 0) return purged;
+      for (const { indexKey, record } of entries) {
+        if (!record) {
+          await this.repo.dropIndexEntry(indexKey);
+          continue;
+        }
+        await this.mutex.run(`${record.accountId}:${record.key}`, async () => {
+          const current = await this.repo.get(record.accountId, record.key);
+          if (current && current.expiresAt === record.expiresAt) {
+            await this.repo.remove(current);
+            purged++;
+          } else {
+            await this.repo.dropIndexEntry(indexKey);
+          }
+        });
+      }
+    }
+  }
+
   private async finish(
+    claimed: IdempotencyRecord,
+    settlement: ReturnType<typeof settle>,
+    status: number,
+    body: string,
+    secretBearing: boolean,
+  ): Promise<void> {
+    await this.mutex.run(`${claimed.accountId}:${claimed.key}`, async () => {
+      // An execution that outlived its lease no longer owns the key: leave the newer claim alone.
+      const current = await this.repo.get(claimed.accountId, claimed.key);
+      if (!current || current.state !== 'in_progress' || current.expiresAt !== claimed.expiresAt) return;
+      await this.settle(claimed, settlement, status, body, secretBearing);
+    });
+  }
+
+  private async settle(
     claimed: IdempotencyRecord,
     settlement: ReturnType<typeof settle>,
     status: number,
@@ -110,7 +157,7 @@ export class Idempotency {
         await this.repo.remove(claimed);
         return;
       case 'complete': {
-        const times = this.times();
+        const times = this.times;
         const ttl = secretBearing ? times.secret_retention_seconds * 1000 : times.retention_hours * 3600 * 1000;
         const completed: IdempotencyRecord = {
           ...claimed,

@@ -40,11 +40,17 @@ describe('account and members resources', () => {
       { website: 'ftp://files.example' },
       { name: '' },
       { track_opens: 'yes' },
-      {},
     ]) {
       const res = await call(server, 'PUT', base, { body, operationId: 'updateAccount' });
       expect(res.status, JSON.stringify(body)).to.equal(400);
     }
+  });
+
+  it('answers an empty update with the unchanged account', async () => {
+    const before = await call(server, 'GET', base);
+    const res = await call(server, 'PUT', base, { body: {}, operationId: 'updateAccount' });
+    expect(res.status).to.equal(200);
+    expect(res.body.name).to.equal(before.body.name);
   });
 
   it('lists the owner as an Administrator member', async () => {

@@ -21,7 +21,7 @@ describe('scope enforcement per operation', () => {
   // Each operation, a request for it, and the scope the table says it needs.
   const cases: Array<{ op: string; method: string; path: (id: string) => string; body?: object; scope: string }> = [
     { op: 'getAPIKeys', method: 'GET', path: () => '/api-keys', scope: 'api-keys:read' },
-    { op: 'createAPIKey', method: 'POST', path: () => '/api-keys', body: { label: 'x', scopes: ['accounts:read'] }, scope: 'api-keys:write' },
+    { op: 'createAPIKey', method: 'POST', path: () => '/api-keys', body: { label: 'x', scopes: ['api-keys:write'] }, scope: 'api-keys:write' },
     { op: 'getAccount', method: 'GET', path: () => '', scope: 'accounts:read' },
     { op: 'updateAccount', method: 'PUT', path: () => '', body: { about: 'x' }, scope: 'accounts:write' },
     { op: 'getAccountMembers', method: 'GET', path: () => '/members', scope: 'accounts:members:read' },
@@ -49,7 +49,8 @@ describe('scope enforcement per operation', () => {
   }
 
   it('lets the wildcard scope through every operation', async () => {
-    const key = await keyWith(['*']);
+    // Only the operator can mint a wildcard key: no API key holds '*' to grant it.
+    const key = (await server.daemon.core.apiKeys.create(server.accountId, { label: 'star', scopes: ['*'] })).secret;
     expect((await call(server, 'GET', `${base}/api-keys`, { key })).status).to.equal(200);
     expect((await call(server, 'GET', `${base}/members`, { key })).status).to.equal(200);
   });
@@ -71,5 +72,33 @@ describe('scope enforcement per operation', () => {
     const victim = await call(server, 'POST', `${base}/api-keys`, { body: { label: 'victim', scopes: ['accounts:read'] } });
     expect((await call(server, 'DELETE', `${base}/api-keys/${victim.body.id}`, { key: await keyWith(['api-keys:write']) })).status).to.equal(403);
     expect((await call(server, 'DELETE', `${base}/api-keys/${victim.body.id}`, { key: await keyWith(['api-keys:delete']) })).status).to.equal(200);
+  });
+
+  it('refuses with 403 to grant a scope the calling key does not hold', async () => {
+    const limited = await keyWith(['api-keys:write', 'accounts:read']);
+    const escalate = await call(server, 'POST', `${base}/api-keys`, { key: limited, body: { label: 'x', scopes: ['api-keys:write', 'api-keys:delete'] }, operationId: 'createAPIKey' });
+    expect(escalate.status).to.equal(403);
+    expect(escalate.body.message).to.contain('api-keys:delete');
+    const star = await call(server, 'POST', `${base}/api-keys`, { body: { label: 'x', scopes: ['*'] } });
+    expect(star.status).to.equal(403);
+    const subset = await call(server, 'POST', `${base}/api-keys`, { key: limited, body: { label: 'x', scopes: ['accounts:read'] } });
+    expect(subset.status).to.equal(201);
+  });
+
+  it('refuses with 403 a key widening its own scopes, but lets it keep or drop what it has', async () => {
+    const created = await call(server, 'POST', `${base}/api-keys`, { body: { label: 'self', scopes: ['api-keys:write', 'accounts:read'] } });
+    const self = created.body.secret_key;
+    const widen = await call(server, 'PUT', `${base}/api-keys/${created.body.id}`, { key: self, body: { scopes: ['api-keys:write', 'accounts:read', 'accounts:write'] }, operationId: 'updateAPIKey' });
+    expect(widen.status).to.equal(403);
+    const narrow = await call(server, 'PUT', `${base}/api-keys/${created.body.id}`, { key: self, body: { scopes: ['api-keys:write'] }, operationId: 'updateAPIKey' });
+    expect(narrow.status).to.equal(200);
+  });
+
+  it('guards getAPIKey and updateAPIKey with api-keys:read and api-keys:write', async () => {
+    const target = (await call(server, 'POST', `${base}/api-keys`, { body: { label: 't', scopes: ['accounts:read'] } })).body.id;
+    expect((await call(server, 'GET', `${base}/api-keys/${target}`, { key: await keyWith(['api-keys:write']) })).status).to.equal(403);
+    expect((await call(server, 'GET', `${base}/api-keys/${target}`, { key: await keyWith(['api-keys:read']) })).status).to.equal(200);
+    expect((await call(server, 'PUT', `${base}/api-keys/${target}`, { key: await keyWith(['api-keys:read']), body: { label: 'u' } })).status).to.equal(403);
+    expect((await call(server, 'PUT', `${base}/api-keys/${target}`, { key: await keyWith(['api-keys:write']), body: { label: 'u' } })).status).to.equal(200);
   });
 });

@@ -5,7 +5,7 @@ export const website = z.url({ protocol: /^https?$/, error: 'website must be an 
 export const updateAccountBody = z.strictObject({
   name: z.string().trim().min(1, 'name must not be empty').max(255, 'name must be at most 255 characters').optional(),
   website: website.optional(),
-  about: z.string().max(2000, 'about must be at most 2000 characters').optional(),
+  about: z.string().max(65_535, 'about must be at most 65535 characters').optional(),
   track_opens: z.boolean().optional(),
   track_clicks: z.boolean().optional(),
   reject_bad_recipients: z.boolean().optional(),

@@ -19,10 +19,12 @@ export function apiKeyRoutes(apiKeys: ApiKeys): Route[] {
       operationId: 'createAPIKey',
       handler: async (ctx) => {
         const body = parseBody(ctx, createApiKeyBody);
-        const { key, secret } = await apiKeys.create(authOf(ctx).account.id, {
+        const auth = authOf(ctx);
+        const { key, secret } = await apiKeys.create(auth.account.id, {
           label: body.label,
           scopes: body.scopes,
           ipAllowList: body.ip_allow_list ?? [],
+          grantor: auth.grants,
         });
         ctx.status = 201;
         ctx.body = { ...presentApiKey(key), secret_key: secret };
@@ -43,7 +45,7 @@ export function apiKeyRoutes(apiKeys: ApiKeys): Route[] {
           auth.account.id,
           uuidParam(ctx, 'key_id'),
           { label: body.label ?? undefined, scopes: body.scopes ?? undefined, ipAllowList: body.ip_allow_list ?? undefined },
-          { keyId: auth.key.id, clientIp: ctx.state.clientIp },
+          { keyId: auth.key.id, clientIp: ctx.state.clientIp, grants: auth.grants },
         );
         ctx.body = presentApiKey(updated);
       },
