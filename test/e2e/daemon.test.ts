@@ -137,4 +137,30 @@ describe('postilion daemon (child process)', function () {
     expect(res.status).to.equal(200);
     expect(((await res.json()) as { name: string }).name).to.equal('Acme');
   });
+
+  it('keeps every acknowledged write after kill -9', async () => {
+    const daemon = start();
+    const key = (await daemon.waitFor(KEY))[0];
+    const account = (await daemon.waitFor(/account id: ([0-9a-f-]{36})/))[1];
+    const url = await apiUrl(daemon);
+    const created = await Promise.all(
+      Array.from({ length: 20 }, (_, i) =>
+        fetch(`${url}/v2/accounts/${account}/api-keys`, {
+          method: 'POST',
+          headers: { authorization: `Bearer ${key}`, 'content-type': 'application/json' },
+          body: JSON.stringify({ label: `k${i}`, scopes: ['accounts:read'] }),
+        }).then((r) => r.json() as Promise<{ id: string; secret_key: string }>),
+      ),
+    );
+    daemon.signal('SIGKILL');
+    await daemon.exited;
+
+    const again = start();
+    const url2 = await apiUrl(again);
+    const list = (await (await fetch(`${url2}/v2/accounts/${account}/api-keys`, { headers: { authorization: `Bearer ${key}` } })).json()) as { data: Array<{ id: string }> };
+    const ids = new Set(list.data.map((k) => k.id));
+    for (const c of created) expect(ids.has(c.id), c.id).to.equal(true);
+    const res = await fetch(`${url2}/v2/ping`, { headers: { authorization: `Bearer ${created[19]!.secret_key}` } });
+    expect(res.status).to.equal(200);
+  });
 });

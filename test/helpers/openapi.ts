@@ -14,9 +14,14 @@ import { parse } from 'yaml';
 const here = dirname(fileURLToPath(import.meta.url));
 const SPEC_PATH = process.env.POSTILION_OPENAPI ?? resolve(here, '../../../shared/reference/openapi.yaml');
 
+interface ResponseDoc {
+  $ref?: string;
+  content?: Record<string, { schema?: unknown }>;
+}
+
 interface OperationDoc {
   operationId?: string;
-  responses?: Record<string, { content?: Record<string, { schema?: unknown }> }>;
+  responses?: Record<string, ResponseDoc>;
 }
 
 const doc = parse(readFileSync(SPEC_PATH, 'utf8')) as { paths: Record<string, Record<string, OperationDoc>> };
@@ -25,14 +30,16 @@ const ajv = new Ajv2020({ strict: false, allErrors: true, validateSchema: false 
 addFormats(ajv);
 ajv.addSchema(doc as object, 'openapi');
 
-const pointers = new Map<string, { pointer: string; statuses: Set<string> }>();
+/** Per operation: status → JSON pointer of the response object (shared `$ref` responses followed). */
+const responses = new Map<string, Map<string, string>>();
 for (const [path, item] of Object.entries(doc.paths)) {
   for (const [method, op] of Object.entries(item)) {
     if (!op?.operationId) continue;
-    pointers.set(op.operationId, {
-      pointer: `/paths/${escape(path)}/${method}/responses`,
-      statuses: new Set(Object.keys(op.responses ?? {})),
-    });
+    const byStatus = new Map<string, string>();
+    for (const [status, response] of Object.entries(op.responses ?? {})) {
+      byStatus.set(status, response.$ref ? response.$ref.slice(1) : `/paths/${escape(path)}/${method}/responses/${status}`);
+    }
+    responses.set(op.operationId, byStatus);
   }
 }
 
@@ -53,11 +60,12 @@ function validatorFor(ref: string): ValidateFunction {
 
 /** Throws with the schema errors when `body` is not what `operationId` declares for `status`. */
 export function assertMatchesContract(operationId: string, status: number, body: unknown): void {
-  const op = pointers.get(operationId);
-  if (!op) throw new Error(`operationId ${operationId} is not in the OpenAPI document`);
+  const byStatus = responses.get(operationId);
+  if (!byStatus) throw new Error(`operationId ${operationId} is not in the OpenAPI document`);
+  const pointer = byStatus.get(String(status));
   let ref: string;
-  if (op.statuses.has(String(status))) {
-    ref = `openapi#${op.pointer}/${status}/content/${escape('application/json')}/schema`;
+  if (pointer) {
+    ref = `openapi#${pointer}/content/${escape('application/json')}/schema`;
   } else if (status >= 400) {
     ref = 'openapi#/components/schemas/ErrorResponse';
   } else {

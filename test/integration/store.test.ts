@@ -54,4 +54,22 @@ describe('store (real LevelDB)', () => {
       await store.close();
     }
   });
+
+  it('writes every commit with sync: true', async () => {
+    const { Level } = await import('level');
+    const original = Level.prototype.batch;
+    const seen: unknown[] = [];
+    Level.prototype.batch = function (this: unknown, ...args: unknown[]) {
+      seen.push(args[1]);
+      return (original as (...a: unknown[]) => unknown).apply(this, args);
+    } as typeof original;
+    try {
+      const store = await Store.open(dir);
+      await store.commit([{ type: 'put', family: 'meta', key: 'a', value: 1 }]);
+      await store.close();
+    } finally {
+      Level.prototype.batch = original;
+    }
+    expect(seen).to.deep.equal([{ sync: true }]);
+  });
 });

@@ -86,4 +86,71 @@ describe('API authentication', () => {
     expect(res.status).to.equal(405);
     expect(res.body.message).to.equal('method not allowed');
   });
+
+  it('answers 405 with an Allow header for a known path with the wrong method', async () => {
+    const res = await call(server, 'POST', '/v2/ping');
+    expect(res.status).to.equal(405);
+    expect(res.headers.get('allow')).to.contain('GET');
+  });
+
+  it('answers requests Node refuses itself with a JSON error body', async () => {
+    const { connect } = await import('node:net');
+    const { port } = new URL(server.url);
+    const raw = await new Promise<string>((resolve, reject) => {
+      const socket = connect(Number(port), '127.0.0.1', () => socket.write('GET /v2/ping HTTP/1.1\r\nHost: x\r\nBad Header\r\n\r\n'));
+      let data = '';
+      socket.on('data', (d) => (data += d.toString()));
+      socket.on('end', () => resolve(data));
+      socket.on('error', reject);
+    });
+    expect(raw).to.match(/^HTTP\/1\.1 400 /);
+    expect(raw).to.contain('{"message":"bad request"}');
+  });
+
+  it('does not read the body of an unauthenticated request', async () => {
+    const res = await call(server, 'POST', `/v2/accounts/${server.accountId}/api-keys`, { key: null, rawBody: 'x'.repeat(30 * 1024 * 1024) });
+    expect(res.status).to.equal(401);
+  });
+
+  it('refuses the keys of a suspended account with 401', async () => {
+    const { core } = server.daemon;
+    const other = await core.accounts.create({ name: 'S', website: 'https://s.example', ownerEmail: 'o@s.example' });
+    const { secret } = await core.apiKeys.create(other.id, { label: 's', scopes: ['accounts:read'] });
+    expect((await call(server, 'GET', '/v2/ping', { key: secret })).status).to.equal(200);
+    await core.store.commit([{ type: 'put', family: 'accounts', key: other.id, value: { ...other, status: 'suspended' } }]);
+    const res = await call(server, 'GET', '/v2/ping', { key: secret });
+    expect(res.status).to.equal(401);
+    expect(res.body.message).to.equal('Account is suspended');
+  });
+
+  it('never undoes a concurrent allow-list change while recording last_used_at', async () => {
+    const base = `/v2/accounts/${server.accountId}/api-keys`;
+    const created = await call(server, 'POST', base, { body: { label: 'race', scopes: ['accounts:read'] } });
+    const secret = created.body.secret_key as string;
+    // Hold the update's commit open, so that the key's first uses read it before the change lands.
+    const { store } = server.daemon.core;
+    const commit = store.commit.bind(store);
+    let holding!: () => void;
+    const held = new Promise<void>((resolve) => (holding = resolve));
+    store.commit = async (ops) => {
+      if (ops.some((op) => op.type === 'put' && (op.value as { ipAllowList?: string[] }).ipAllowList?.length)) {
+        holding();
+        await new Promise((r) => setTimeout(r, 150));
+      }
+      return commit(ops);
+    };
+    try {
+      const update = call(server, 'PUT', `${base}/${created.body.id}`, { body: { ip_allow_list: ['10.9.0.0/16'] } });
+      await held;
+      // Each ping is judged by the key as it stands once the update is done (so 403 here).
+      await Promise.all(Array.from({ length: 3 }, () => call(server, 'GET', '/v2/ping', { key: secret })));
+      expect((await update).status).to.equal(200);
+    } finally {
+      store.commit = commit;
+    }
+    const got = await call(server, 'GET', `${base}/${created.body.id}`);
+    expect(got.body.ip_allow_list).to.deep.equal(['10.9.0.0/16']);
+    expect(got.body.last_used_at).to.be.a('string');
+    expect((await call(server, 'GET', '/v2/ping', { key: secret })).status).to.equal(403);
+  });
 });

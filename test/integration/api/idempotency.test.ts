@@ -230,4 +230,32 @@ describe('Idempotency-Key', () => {
     expect([a.status, b.status]).to.deep.equal([200, 200]);
     expect(b.headers.get('idempotent-replayed')).to.equal(null);
   });
+
+  it('treats the path case-insensitively and ignores a trailing slash, as routing does', async () => {
+    const idem = fresh();
+    const body = { email: 'o@example.com', role: 'Developer' };
+    expect((await post(members, body, idem)).status).to.equal(201);
+    const upper = await post(`/v2/accounts/${server.accountId.toUpperCase()}/members/`, body, idem);
+    expect(upper.status).to.equal(201);
+    expect(upper.headers.get('idempotent-replayed')).to.equal('true');
+  });
+
+  it('counts the key length in characters, and refuses the header given twice', async () => {
+    const accented = 'é'.repeat(200);
+    const res = await call(server, 'POST', members, { body: { email: 'p@example.com', role: 'Developer' }, headers: { 'idempotency-key': Buffer.from(accented, 'utf8').toString('latin1') } });
+    expect(res.status).to.equal(201);
+    const { request } = await import('node:http');
+    const status = await new Promise<number>((resolve, reject) => {
+      const req = request(`${server.url}${members}`, {
+        method: 'POST',
+        headers: [['authorization', `Bearer ${server.adminKey}`], ['idempotency-key', 'a'], ['idempotency-key', 'b'], ['content-type', 'application/json']] as unknown as Record<string, string>,
+      }, (r) => {
+        r.resume();
+        resolve(r.statusCode ?? 0);
+      });
+      req.on('error', reject);
+      req.end(JSON.stringify({ email: 'q@example.com', role: 'Developer' }));
+    });
+    expect(status).to.equal(400);
+  });
 });

@@ -124,6 +124,12 @@ describe('client address, allow lists and HTTPS', () => {
       expect(relayed.status).to.equal(200);
     });
 
+    it('fails closed on an unreadable X-Forwarded-For hop', async () => {
+      const res = await call(server, 'GET', '/v2/ping', { headers: { 'x-forwarded-for': 'unknown' } });
+      expect(res.status).to.equal(400);
+      expect(res.body.message).to.contain('unknown');
+    });
+
     it('refuses a remote client whose proxy says nothing about the protocol', async () => {
       const res = await call(server, 'GET', '/v2/ping', { headers: { 'x-forwarded-for': '203.0.113.9' } });
       expect(res.status).to.equal(403);
@@ -164,26 +170,6 @@ describe('client address, allow lists and HTTPS', () => {
       const outList = await call(server, 'POST', `/v2/accounts/${server.accountId}/api-keys`, { body: { label: 'v4', scopes: ['api-keys:read'], ip_allow_list: ['127.0.0.1'] } });
       expect((await call(server, 'GET', '/v2/ping', { key: inList.body.secret_key })).status).to.equal(200);
       expect((await call(server, 'GET', '/v2/ping', { key: outList.body.secret_key })).status).to.equal(403);
-    });
-  });
-
-  describe('on a dual-stack listener', () => {
-    let server: TestServer;
-    before(async () => {
-      server = await startServer({ config: { api: { host: '::' } } });
-    });
-    after(async () => {
-      await server.stop();
-    });
-
-    it('treats an IPv4-mapped IPv6 client as its IPv4 address', async () => {
-      const port = new URL(server.url.replace('[::]', '127.0.0.1')).port;
-      const v4 = { url: `http://127.0.0.1:${port}`, adminKey: server.adminKey };
-      const res = await call(v4, 'POST', `/v2/accounts/${server.accountId}/api-keys`, { body: { label: 'mapped', scopes: ['api-keys:read'], ip_allow_list: ['127.0.0.1'] } });
-      expect(res.status).to.equal(201);
-      expect(await fromAddress(v4.url, '127.0.0.1', res.body.secret_key)).to.equal(200);
-      const other = await call(v4, 'POST', `/v2/accounts/${server.accountId}/api-keys`, { body: { label: 'other', scopes: ['api-keys:read'], ip_allow_list: ['127.0.0.2'] } });
-      expect(await fromAddress(v4.url, '127.0.0.1', other.body.secret_key)).to.equal(403);
     });
   });
 
