@@ -8,6 +8,7 @@ import type { Store } from '../store/store.ts';
 import { AppError, badRequest, conflict, forbidden, notFound } from '../util/errors.ts';
 import { newId, randomAlphanumeric } from '../util/ids.ts';
 import { KeyedMutex } from '../util/keyed-mutex.ts';
+import { isPrintable } from '../util/text.ts';
 import { iso, type Clock } from '../util/time.ts';
 import { AllowListError, allowListCovers, normalizeAllowList } from './ip-allow-list.ts';
 import { parseScope, ScopeError, validateScopes, type DomainOwnership, type Grants } from './scopes.ts';
@@ -63,8 +64,7 @@ export class ApiKeys {
 
   /** A new key and its write ops, for a caller that commits them with other writes. */
   async prepareCreate(accountId: string, input: NewApiKey): Promise<{ key: ApiKeyRecord; secret: string; ops: WriteOp[] }> {
-    const label = input.label.trim();
-    if (label.length === 0 || label.length > 255) throw badRequest('label must be 1 to 255 characters');
+    const label = checkLabel(input.label);
     const now = iso(this.clock.now());
     const id = newId();
     const secret = SECRET_PREFIX + randomAlphanumeric(64);
@@ -122,8 +122,8 @@ export class ApiKeys {
       const now = iso(this.clock.now());
       const next: ApiKeyRecord = { ...key };
       let changed = false;
-      if (patch.label !== undefined && patch.label !== key.label) {
-        next.label = patch.label;
+      if (patch.label !== undefined && checkLabel(patch.label) !== key.label) {
+        next.label = checkLabel(patch.label);
         changed = true;
       }
       if (patch.scopes !== undefined) {
@@ -200,4 +200,11 @@ function sameStrings(a: string[], b: string[]): boolean {
   if (a.length !== b.length) return false;
   const set = new Set(b);
   return a.every((x) => set.has(x));
+}
+
+function checkLabel(text: string): string {
+  const label = text.trim();
+  if (label.length === 0 || label.length > 255) throw badRequest('label must be 1 to 255 characters');
+  if (!isPrintable(label)) throw badRequest('label must not contain control characters');
+  return label;
 }

@@ -74,7 +74,7 @@ describe('API keys resource', () => {
   });
 
   it('validates label and scopes', async () => {
-    for (const body of [{ label: '', scopes: ['api-keys:read'] }, { label: 'x'.repeat(256), scopes: ['api-keys:read'] }, { label: 'x', scopes: [] }, { scopes: ['api-keys:read'] }, { label: 'x' }]) {
+    for (const body of [{ label: 'nul\u0000byte', scopes: ['api-keys:read'] }, { label: 'rtl\u202Eevil', scopes: ['api-keys:read'] }, { label: '', scopes: ['api-keys:read'] }, { label: 'x'.repeat(256), scopes: ['api-keys:read'] }, { label: 'x', scopes: [] }, { scopes: ['api-keys:read'] }, { label: 'x' }]) {
       const res = await create(body);
       expect(res.status, JSON.stringify(body)).to.equal(400);
     }

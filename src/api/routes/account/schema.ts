@@ -1,9 +1,10 @@
 import { z } from 'zod';
+import { isPrintable } from '../../../util/text.ts';
 
 export const website = z.url({ protocol: /^https?$/, error: 'website must be an http(s) URL' }).max(255);
 
 export const updateAccountBody = z.strictObject({
-  name: z.string().trim().min(1, 'name must not be empty').max(255, 'name must be at most 255 characters').optional(),
+  name: z.string().trim().min(1, 'name must not be empty').max(255, 'name must be at most 255 characters').refine(isPrintable, 'name must not contain control characters').optional(),
   website: website.optional(),
   about: z.string().max(65_535, 'about must be at most 65535 characters').optional(),
   track_opens: z.boolean().optional(),
