@@ -12,7 +12,7 @@ export async function errorResponses(ctx: ApiContext, next: Next): Promise<void>
     if (ctx.status === 404 && ctx.body === undefined) throw new AppError(404, 'not found');
     // The router answers these itself (with an Allow header); give them the error body too.
     if (ctx.status === 405 && !ctx.body) throw new AppError(405, 'method not allowed', { Allow: ctx.response.get('Allow') });
-    if (ctx.status === 501 && !ctx.body) throw new AppError(501, 'method not implemented');
+    if (ctx.status === 501 && !ctx.body) throw new AppError(501, 'unsupported HTTP method');
   } catch (err) {
     const { status, message, headers } = describe(err);
     if (status >= 500) ctx.state.log.error({ err }, 'request failed');
