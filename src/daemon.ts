@@ -4,7 +4,6 @@ import { schedule, type ScheduledTask } from 'node-cron';
 import { Accounts } from './accounts/accounts.ts';
 import { ApiKeys } from './accounts/api-keys.ts';
 import { bootstrap, bootstrapDefaults, formatBootstrap } from './accounts/bootstrap.ts';
-import type { DomainOwnership } from './accounts/scopes.ts';
 import { buildApp, type ApiSettings } from './api/app.ts';
 import { Idempotency } from './api/middleware/idempotency.ts';
 import { RateLimiter } from './api/middleware/rate-limit.ts';
@@ -15,12 +14,20 @@ import { AccountsRepo } from './store/accounts-repo.ts';
 import { ApiKeysRepo } from './store/api-keys-repo.ts';
 import { IdempotencyRepo } from './store/idempotency-repo.ts';
 import { Store } from './store/store.ts';
+import { DomainsRepo } from './store/domains-repo.ts';
+import { EventsRepo } from './store/events-repo.ts';
+import { DkimKeyStore } from './domains/dkim-keys.ts';
+import { DnsChecker } from './domains/dns-checker.ts';
+import { Domains } from './domains/domains.ts';
+import type { Identity } from './domains/records.ts';
+import { createResolver, type DnsResolver } from './domains/resolver.ts';
+import { Rotator } from './domains/rotator.ts';
+import { DkimSigner } from './domains/signer.ts';
+import { EventRecorder } from './events/recorder.ts';
+import { KeyedMutex } from './util/keyed-mutex.ts';
 import { parseCidr } from './util/cidr.ts';
 import { SecretBox } from './util/secret-box.ts';
 import { systemClock, type Clock } from './util/time.ts';
-
-/** Domains arrive with the domains capability; until then an account owns none. */
-const noDomains: DomainOwnership = async () => null;
 
 /** The store and the domain services: what the daemon serves and what admin commands use. */
 export interface Core {
@@ -30,23 +37,50 @@ export interface Core {
   accounts: Accounts;
   apiKeys: ApiKeys;
   idempotency: Idempotency;
+  domains: Domains;
+  dnsChecker: DnsChecker;
+  rotator: Rotator;
+  signer: DkimSigner;
+  resolver: DnsResolver;
   clock: Clock;
 }
 
-export async function openCore(
-  config: Config,
-  clock: Clock = systemClock,
-  ownership: DomainOwnership = noDomains,
-): Promise<Core> {
+export function identityOf(config: Config): Identity {
+  return { hostname: config.server.hostname, sendingIps: config.server.sending_ips, dmarcRecord: config.domains.dmarc_record };
+}
+
+export async function openCore(config: Config, clock: Clock = systemClock): Promise<Core> {
   const box = SecretBox.loadOrCreate(join(config.keys.dir, 'secret-box.key'));
   const store = await Store.open(resolve(config.data.dir));
+  const apiKeysRepo = new ApiKeysRepo(store);
+  const domainsRepo = new DomainsRepo(store);
+  const dkimKeys = new DkimKeyStore(join(resolve(config.keys.dir), 'dkim'));
+  const domainLocks = new KeyedMutex();
+  const resolver = createResolver({ servers: config.dns.servers, timeoutMs: config.dns.timeout_ms, tries: config.dns.tries });
+  const events = new EventRecorder(new EventsRepo(store), clock);
+  const domains = new Domains(store, domainsRepo, apiKeysRepo, dkimKeys, domainLocks, clock, {
+    trackingSubdomain: config.domains.tracking_subdomain,
+    returnPathSubdomain: config.domains.return_path_subdomain,
+    subscriptionSubdomain: config.domains.subscription_subdomain,
+    mediaSubdomain: config.domains.media_subdomain,
+    ed25519: config.dkim.ed25519,
+  });
+  const dnsChecker = new DnsChecker(store, domainsRepo, resolver, events, domainLocks, clock, identityOf(config), config.domains.check_cache_seconds * 1000);
   return {
     config,
     store,
     box,
     accounts: new Accounts(store, new AccountsRepo(store), clock),
-    apiKeys: new ApiKeys(store, new ApiKeysRepo(store), ownership, clock),
+    apiKeys: new ApiKeys(store, apiKeysRepo, domains.ownership, clock),
     idempotency: new Idempotency(new IdempotencyRepo(store), box, config.api.idempotency, clock),
+    domains,
+    dnsChecker,
+    rotator: new Rotator(store, domainsRepo, dkimKeys, dnsChecker, domainLocks, clock, {
+      ed25519: config.dkim.ed25519,
+      retiredGraceDays: config.dkim.retired_grace_days,
+    }),
+    signer: new DkimSigner(dkimKeys, (name) => domains.signingKeys(name)),
+    resolver,
     clock,
   };
 }
@@ -57,8 +91,6 @@ export interface DaemonOptions {
   /** Where a one-time secret is shown to the operator (stdout), never the log. */
   announce: (text: string) => void;
   clock?: Clock;
-  /** Which domains an account owns (until the domains capability provides it). */
-  domainOwnership?: DomainOwnership;
 }
 
 /**
@@ -82,7 +114,7 @@ export class Daemon {
 
   static async start(options: DaemonOptions): Promise<Daemon> {
     const { config, log } = options;
-    const core = await openCore(config, options.clock, options.domainOwnership);
+    const core = await openCore(config, options.clock);
     const daemon = new Daemon(config, core, log, new RateLimiter(config.api.rate_limits, core.clock));
     try {
       await daemon.startComponents(options.announce);
@@ -114,6 +146,8 @@ export class Daemon {
       log,
       accounts: core.accounts,
       apiKeys: core.apiKeys,
+      domains: core.domains,
+      dnsChecker: core.dnsChecker,
       idempotency: core.idempotency,
       rateLimiter: this.rateLimiter,
       settings: () => this.settings,
@@ -127,6 +161,22 @@ export class Daemon {
           if (purged > 0) log.info({ purged }, 'expired idempotency records purged');
         },
         { name: 'idempotency-purge', noOverlap: true },
+      ),
+      schedule(
+        config.domains.check_schedule,
+        async () => {
+          const changed = await core.dnsChecker.checkAll((domain, err) => log.warn({ err, domain: domain.name }, 'DNS check failed'));
+          log.info({ changed }, 'domain DNS re-check done');
+        },
+        { name: 'domain-dns-check', noOverlap: true },
+      ),
+      schedule(
+        config.dkim.rotation_schedule,
+        async () => {
+          const result = await core.rotator.runDaily((domain, err) => log.warn({ err, domain: domain.name }, 'DKIM rotation failed'));
+          log.info(result, 'DKIM rotation job done');
+        },
+        { name: 'dkim-rotation', noOverlap: true },
       ),
     );
 
@@ -155,7 +205,7 @@ export class Daemon {
     const tls = next.api.tls.enabled && this.listeners.length > 1 ? readTls(next) : null;
     const same = (a: unknown, b: unknown) => JSON.stringify(a) === JSON.stringify(b);
     const listenerShape = (c: Config) => ({ host: c.api.host, port: c.api.port, tls: { enabled: c.api.tls.enabled, host: c.api.tls.host, port: c.api.tls.port } });
-    const restartNeeded: string[] = (['data', 'keys', 'server'] as const).filter((k) => !same(next[k], this.config[k]));
+    const restartNeeded: string[] = (['data', 'keys', 'server', 'dns', 'domains', 'dkim'] as const).filter((k) => !same(next[k], this.config[k]));
     if (!same(listenerShape(next), listenerShape(this.config))) restartNeeded.push('api listeners');
     if (next.api.idempotency.purge_schedule !== this.config.api.idempotency.purge_schedule) {
       restartNeeded.push('api.idempotency.purge_schedule');
@@ -166,7 +216,8 @@ export class Daemon {
     this.core_.idempotency.configure(next.api.idempotency);
     this.settings = apiSettings(next);
     if (tls) for (const listener of this.listeners) listener.reloadTls(tls);
-    this.config = { ...next, data: this.config.data, keys: this.config.keys, server: this.config.server };
+    const kept = { data: this.config.data, keys: this.config.keys, server: this.config.server, dns: this.config.dns, domains: this.config.domains, dkim: this.config.dkim };
+    this.config = { ...next, ...kept };
     this.log.info({ restart_needed_for: restartNeeded }, 'configuration reloaded');
   }
 

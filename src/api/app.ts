@@ -12,7 +12,10 @@ import type { Idempotency } from './middleware/idempotency.ts';
 import { rateLimit, type RateLimiter } from './middleware/rate-limit.ts';
 import { requestContext, transport } from './middleware/request-context.ts';
 import { operation } from './operations.ts';
+import type { DnsChecker } from '../domains/dns-checker.ts';
+import type { Domains } from '../domains/domains.ts';
 import { accountRoutes } from './routes/account/index.ts';
+import { domainRoutes } from './routes/domains/index.ts';
 import { apiKeyRoutes } from './routes/api-keys/index.ts';
 import { memberRoutes } from './routes/members/index.ts';
 import { pingRoutes } from './routes/ping/index.ts';
@@ -27,6 +30,8 @@ export interface ApiDeps {
   log: Logger;
   accounts: Accounts;
   apiKeys: ApiKeys;
+  domains: Domains;
+  dnsChecker: DnsChecker;
   idempotency: Idempotency;
   rateLimiter: RateLimiter;
   /** Read per request, so a reload takes effect at once. */
@@ -47,6 +52,7 @@ export function buildApp(deps: ApiDeps): Koa<ApiState> {
     ...apiKeyRoutes(deps.apiKeys),
     ...accountRoutes(deps.accounts),
     ...memberRoutes(deps.accounts),
+    ...domainRoutes(deps.domains, deps.dnsChecker),
   ];
   const auth = authenticate(deps.apiKeys, deps.accounts);
   const body = rawBody(() => deps.settings().bodyLimitBytes);

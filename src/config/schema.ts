@@ -1,3 +1,4 @@
+import { isIP } from 'node:net';
 import { validate as validCron } from 'node-cron';
 import { z } from 'zod';
 import { parseCidr } from '../util/cidr.ts';
@@ -8,6 +9,9 @@ import { parseCidr } from '../util/cidr.ts';
  */
 
 const port = z.number().int().min(0).max(65535);
+
+/** One DNS label: letters, digits, hyphens, not at either end. */
+export const label = z.string().regex(/^(?!-)[a-z0-9-]{1,63}(?<!-)$/, 'must be a single DNS label (a-z, 0-9, -)');
 
 const cidrList = z.array(z.string()).default([]).superRefine((entries, ctx) => {
   for (const [i, entry] of entries.entries()) {
@@ -29,6 +33,36 @@ export const configSchema = z.strictObject({
   server: z.strictObject({
     hostname: z.string().min(1).default('localhost')
       .describe('this server\'s public host name: EHLO name, DNS record targets, Message-ID fallback'),
+    sending_ips: z.array(z.string()).default([]).superRefine((entries, ctx) => {
+      for (const [i, entry] of entries.entries()) {
+        if (!isIP(entry)) ctx.addIssue({ code: 'custom', path: [i], message: `"${entry}" is not an IP address` });
+      }
+    }).describe('public addresses mail leaves from: the SPF record authorises them (else a:hostname)'),
+  }).prefault({}),
+  dns: z.strictObject({
+    servers: z.array(z.string()).default([])
+      .describe('resolvers to ask ("127.0.0.1", "[::1]:5353", "10.0.0.2:53"); empty: the system\'s'),
+    timeout_ms: z.number().int().min(100).max(60_000).default(5000).describe('per-query timeout'),
+    tries: z.number().int().min(1).max(10).default(2).describe('attempts per query'),
+  }).prefault({}),
+  domains: z.strictObject({
+    check_schedule: z.string().refine(validCron, 'not a valid cron expression').default('*/30 * * * *')
+      .describe('cron expression of the periodic DNS re-check of every domain'),
+    check_cache_seconds: z.number().int().min(0).max(3600).default(60)
+      .describe('check-dns returns the last result when it is younger than this'),
+    tracking_subdomain: label.default('track').describe('default tracking subdomain of new domains'),
+    return_path_subdomain: label.default('rp').describe('default return-path (bounce) subdomain of new domains'),
+    subscription_subdomain: label.default('unsub').describe('default subscription-management subdomain of new domains'),
+    media_subdomain: label.default('media').describe('default media subdomain of new domains'),
+    dmarc_record: z.string().startsWith('v=DMARC1').default('v=DMARC1; p=quarantine; sp=none; adkim=r; aspf=r;')
+      .describe('the DMARC TXT record suggested to new domains'),
+  }).prefault({}),
+  dkim: z.strictObject({
+    ed25519: z.boolean().default(false).describe('also sign with an Ed25519 key (RFC 8463), next to RSA-2048'),
+    rotation_schedule: z.string().refine(validCron, 'not a valid cron expression').default('17 3 * * *')
+      .describe('cron expression of the daily rotation job (domains with dkim_rotation_interval_days)'),
+    retired_grace_days: z.number().int().min(1).max(90).default(7)
+      .describe('how long a retired key stays published so that mail signed with it still verifies'),
   }).prefault({}),
   data: z.strictObject({
     dir: z.string().min(1).default('./data').describe('LevelDB data directory (relative paths start at the working directory)'),

@@ -85,3 +85,57 @@ export interface IdempotencyRecord {
   expiresAt: number;
   response: StoredResponse | null;
 }
+
+export interface DkimKeyRecord {
+  selector: string;
+  algorithm: 'rsa' | 'ed25519';
+  /** The DNS `p=` value. */
+  publicKey: string;
+  createdAt: string;
+}
+
+/** One signing identity: an RSA key, and an Ed25519 key signed alongside when enabled. */
+export interface DkimSlotRecord {
+  keys: DkimKeyRecord[];
+  /** When the slot became the active one (active and retired slots). */
+  activatedAt: string | null;
+  /** Retired slots: published until then, then deleted. */
+  publishUntil: string | null;
+}
+
+export interface DomainRecord {
+  v: 1;
+  id: string;
+  accountId: string;
+  name: string;
+  trackingSubdomain: string;
+  returnPathSubdomain: string;
+  subscriptionSubdomain: string;
+  mediaSubdomain: string;
+  dkimRotationIntervalDays: number | null;
+  dsnRecipient: string | null;
+  dkim: {
+    active: DkimSlotRecord;
+    standby: DkimSlotRecord | null;
+    retired: DkimSlotRecord[];
+  };
+  dns: {
+    checkedAt: string | null;
+    /** Record key (see domains/records.ts) → whether it was found as published. */
+    propagated: Record<string, boolean>;
+    valid: boolean;
+    /** Set the first time the domain's DNS was valid: the selector is then locked. */
+    everValid: boolean;
+  };
+  createdAt: string;
+  updatedAt: string;
+}
+
+export interface EventRecord {
+  v: 1;
+  id: string;
+  accountId: string;
+  type: string;
+  createdAt: string;
+  data: Record<string, unknown>;
+}

@@ -14,6 +14,11 @@ export const FAMILIES = [
   'apiKeysByHash',
   'idempotency',
   'idempotencyByExpiry',
+  'domains',
+  'domainsByName',
+  'domainsByAccount',
+  'events',
+  'eventsByAccount',
 ] as const;
 export type Family = (typeof FAMILIES)[number];
 

@@ -2,7 +2,6 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { Level } from 'level';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import type { DomainOwnership } from '../../src/accounts/scopes.ts';
 import { validateConfig } from '../../src/config/load.ts';
 import type { Config, ConfigInput } from '../../src/config/schema.ts';
 import { Daemon } from '../../src/daemon.ts';
@@ -37,7 +36,6 @@ export interface TestServer {
 export interface TestServerOptions {
   config?: ConfigInput;
   clock?: Clock;
-  domainOwnership?: DomainOwnership;
   dir?: string;
   /** Receives every JSON log line (the level is then at least info). */
   logLines?: string[];
@@ -63,7 +61,6 @@ export async function startServer(options: TestServerOptions = {}): Promise<Test
       : createLogger(config.log.level),
     announce: (text) => (announced += text),
     ...(options.clock ? { clock: options.clock } : {}),
-    ...(options.domainOwnership ? { domainOwnership: options.domainOwnership } : {}),
   });
   const server: TestServer = {
     daemon,

@@ -4,11 +4,13 @@ import { call, startServer, storeContains, type TestServer } from '../../helpers
 describe('API keys resource', () => {
   let server: TestServer;
   let base: string;
+  let exampleId: string;
   before(async () => {
-    server = await startServer({
-      domainOwnership: async (_account, domain) => (domain === 'example.com' ? '01890a5d-ac96-774b-bcce-b302099a0001' : null),
-    });
+    server = await startServer();
     base = `/v2/accounts/${server.accountId}/api-keys`;
+    const domain = await call(server, 'POST', `/v2/accounts/${server.accountId}/domains`, { body: { domain: 'example.com' } });
+    expect(domain.status).to.equal(201);
+    exampleId = domain.body.id;
   });
   after(async () => {
     await server.stop();
@@ -57,7 +59,7 @@ describe('API keys resource', () => {
   it('keeps domain scopes of owned domains with their domain_id', async () => {
     const res = await create({ label: 'domain', scopes: ['messages:send:{Example.COM.}'] });
     expect(res.status).to.equal(201);
-    expect(res.body.scopes[0]).to.include({ scope: 'messages:send:{example.com}', domain_id: '01890a5d-ac96-774b-bcce-b302099a0001' });
+    expect(res.body.scopes[0]).to.include({ scope: 'messages:send:{example.com}', domain_id: exampleId });
   });
 
   it('refuses a domain scope for a domain the account does not own', async () => {

@@ -1,0 +1,93 @@
+import { cidrContains, parseCidr, parseClientIp } from '../util/cidr.ts';
+import type { DkimKeyRecord } from '../store/records.ts';
+import type { ExpectedRecord, Identity } from './records.ts';
+import { DnsUnavailableError, stripDot, type DnsResolver } from './resolver.ts';
+
+/** Whether each record is published: true, false, or null when DNS could not be asked. */
+export type CheckResult = Map<string, boolean | null>;
+
+/** Looks every record up (in parallel) and judges it. */
+export async function checkRecords(resolver: DnsResolver, records: ExpectedRecord[], identity: Identity): Promise<CheckResult> {
+  const results = await Promise.all(
+    records.map(async (record): Promise<[string, boolean | null]> => {
+      try {
+        return [record.key, await isPublished(resolver, record, identity)];
+      } catch (err) {
+        if (err instanceof DnsUnavailableError) return [record.key, null];
+        throw err;
+      }
+    }),
+  );
+  return new Map(results);
+}
+
+async function isPublished(resolver: DnsResolver, record: ExpectedRecord, identity: Identity): Promise<boolean> {
+  const { check } = record;
+  switch (check.kind) {
+    case 'spf':
+      return spfAuthorizes(await resolver.txt(record.host), identity);
+    case 'dkim':
+      return dkimMatches(await resolver.txt(record.host), check.key);
+    case 'dmarc':
+      return dmarcPresent(await resolver.txt(record.host));
+    case 'cname':
+      return (await resolver.cname(record.host)).includes(stripDot(check.target));
+    case 'mx':
+      return (await resolver.mx(record.host)).some((mx) => mx.exchange === stripDot(check.target));
+  }
+}
+
+/**
+ * Whether the domain's one SPF record lets this server send: `a:<hostname>`, or ip4:/ip6:
+ * mechanisms covering every configured sending address. `include:` is not followed.
+ */
+export function spfAuthorizes(txt: string[], identity: Identity): boolean {
+  const spf = txt.filter((t) => /^v=spf1(\s|$)/i.test(t.trim()));
+  if (spf.length !== 1) return false; // none, or several (a permanent error under RFC 7208)
+  const terms = spf[0]!.trim().split(/\s+/).slice(1);
+  const passing = terms
+    .map((t) => t.toLowerCase())
+    .filter((t) => !/^[-~?]/.test(t))
+    .map((t) => t.replace(/^\+/, ''));
+  if (passing.includes('all')) return true;
+  if (passing.includes(`a:${stripDot(identity.hostname)}`)) return true;
+  if (identity.sendingIps.length === 0) return false;
+  const blocks = passing
+    .filter((t) => t.startsWith('ip4:') || t.startsWith('ip6:'))
+    .flatMap((t) => {
+      try {
+        return [parseCidr(t.slice(4))];
+      } catch {
+        return [];
+      }
+    });
+  return identity.sendingIps.every((ip) => {
+    const addr = parseClientIp(ip);
+    return addr !== null && blocks.some((block) => cidrContains(block, addr));
+  });
+}
+
+/** Whether a TXT record at the selector publishes exactly this key. */
+export function dkimMatches(txt: string[], key: DkimKeyRecord): boolean {
+  return txt.some((record) => {
+    const tags = parseTags(record);
+    if (tags.v !== undefined && tags.v !== 'DKIM1') return false;
+    if ((tags.k ?? 'rsa') !== key.algorithm) return false;
+    return (tags.p ?? '').replace(/\s+/g, '') === key.publicKey;
+  });
+}
+
+export function dmarcPresent(txt: string[]): boolean {
+  return txt.filter((t) => /^v=DMARC1\s*(;|$)/.test(t.trim())).length === 1;
+}
+
+/** `tag=value; tag=value` as in DKIM and DMARC records. */
+export function parseTags(record: string): Record<string, string> {
+  const tags: Record<string, string> = {};
+  for (const part of record.split(';')) {
+    const eq = part.indexOf('=');
+    if (eq < 0) continue;
+    tags[part.slice(0, eq).trim()] = part.slice(eq + 1).trim();
+  }
+  return tags;
+}

@@ -1,0 +1,122 @@
+import { createPrivateKey, createPublicKey, generateKeyPair, type KeyObject } from 'node:crypto';
+import { mkdir, readFile, rm, writeFile } from 'node:fs/promises';
+import { join } from 'node:path';
+import { promisify } from 'node:util';
+
+export type DkimAlgorithm = 'rsa' | 'ed25519';
+
+/** The public half of a key, as published in DNS; the private half is a file under keys/dkim/. */
+export interface DkimPublicKey {
+  selector: string;
+  algorithm: DkimAlgorithm;
+  /** The `p=` value: base64 SubjectPublicKeyInfo (RSA) or the raw 32 bytes (Ed25519, RFC 8463). */
+  publicKey: string;
+  createdAt: string;
+}
+
+export class DkimKeyError extends Error {}
+
+const generate = promisify(generateKeyPair);
+
+/** The TXT record content that publishes a key. */
+export function dkimTxt(key: DkimPublicKey): string {
+  return `v=DKIM1; k=${key.algorithm}; p=${key.publicKey}`;
+}
+
+/**
+ * DKIM private keys as PEM files, mode 0600, at keys/dkim/<domain id>/<selector>.pem. Each is
+ * parsed once and kept as a KeyObject: parsing PEM on every signature is measurably slower.
+ */
+export class DkimKeyStore {
+  private readonly cache = new Map<string, KeyObject>();
+  private readonly pems = new Map<string, string>();
+
+  constructor(private readonly dir: string) {}
+
+  async generate(domainId: string, selector: string, algorithm: DkimAlgorithm, createdAt: string): Promise<DkimPublicKey> {
+    const { privateKey } =
+      algorithm === 'rsa'
+        ? await generate('rsa', { modulusLength: 2048 })
+        : await generate('ed25519');
+    return this.save(domainId, selector, privateKey, createdAt);
+  }
+
+  /** Takes an operator-supplied RSA key (PEM, at least 1024 bits). */
+  async import(domainId: string, selector: string, pem: string, createdAt: string): Promise<DkimPublicKey> {
+    let key: KeyObject;
+    try {
+      key = createPrivateKey({ key: pem, format: 'pem' });
+    } catch {
+      throw new DkimKeyError('dkim_private_key is not a PEM private key');
+    }
+    if (key.asymmetricKeyType !== 'rsa') throw new DkimKeyError('dkim_private_key must be an RSA key');
+    if ((key.asymmetricKeyDetails?.modulusLength ?? 0) < 1024) throw new DkimKeyError('dkim_private_key must have at least 1024 bits');
+    return this.save(domainId, selector, key, createdAt);
+  }
+
+  /** The private key for signing. */
+  async privateKey(domainId: string, selector: string): Promise<KeyObject> {
+    const path = this.path(domainId, selector);
+    let key = this.cache.get(path);
+    if (!key) {
+      key = createPrivateKey({ key: await readFile(path, 'utf8'), format: 'pem' });
+      this.cache.set(path, key);
+    }
+    return key;
+  }
+
+  /** The private key as PEM (for libraries that take text), exported once. */
+  async privatePem(domainId: string, selector: string): Promise<string> {
+    const path = this.path(domainId, selector);
+    let pem = this.pems.get(path);
+    if (pem === undefined) {
+      pem = (await this.privateKey(domainId, selector)).export({ type: 'pkcs8', format: 'pem' }) as string;
+      this.pems.set(path, pem);
+    }
+    return pem;
+  }
+
+  async rename(domainId: string, from: string, to: string): Promise<void> {
+    const key = await this.privateKey(domainId, from);
+    await this.write(domainId, to, key);
+    await this.remove(domainId, from);
+  }
+
+  async remove(domainId: string, selector: string): Promise<void> {
+    const path = this.path(domainId, selector);
+    this.cache.delete(path);
+    this.pems.delete(path);
+    await rm(path, { force: true });
+  }
+
+  async removeDomain(domainId: string): Promise<void> {
+    for (const cache of [this.cache, this.pems]) {
+      for (const path of cache.keys()) if (path.startsWith(join(this.dir, domainId))) cache.delete(path);
+    }
+    await rm(join(this.dir, domainId), { recursive: true, force: true });
+  }
+
+  private async save(domainId: string, selector: string, key: KeyObject, createdAt: string): Promise<DkimPublicKey> {
+    await this.write(domainId, selector, key);
+    const algorithm = key.asymmetricKeyType as DkimAlgorithm;
+    const publicKey = createPublicKey(key);
+    const p =
+      algorithm === 'rsa'
+        ? (publicKey.export({ type: 'spki', format: 'der' }) as Buffer).toString('base64')
+        : // RFC 8463: the raw 32-byte key, which is the tail of the 44-byte SPKI encoding.
+          (publicKey.export({ type: 'spki', format: 'der' }) as Buffer).subarray(-32).toString('base64');
+    return { selector, algorithm, publicKey: p, createdAt };
+  }
+
+  private async write(domainId: string, selector: string, key: KeyObject): Promise<void> {
+    await mkdir(join(this.dir, domainId), { recursive: true, mode: 0o700 });
+    const path = this.path(domainId, selector);
+    await writeFile(path, key.export({ type: 'pkcs8', format: 'pem' }) as string, { mode: 0o600 });
+    this.cache.set(path, key);
+    this.pems.delete(path);
+  }
+
+  private path(domainId: string, selector: string): string {
+    return join(this.dir, domainId, `${selector}.pem`);
+  }
+}

@@ -1,0 +1,105 @@
+import type { EventRecorder } from '../events/recorder.ts';
+import type { DomainsRepo } from '../store/domains-repo.ts';
+import type { DomainRecord } from '../store/records.ts';
+import type { Store } from '../store/store.ts';
+import { AppError } from '../util/errors.ts';
+import type { KeyedMutex } from '../util/keyed-mutex.ts';
+import { iso, type Clock } from '../util/time.ts';
+import { checkRecords } from './checks.ts';
+import { expectedRecords, type ExpectedRecord, type Identity } from './records.ts';
+import type { DnsResolver } from './resolver.ts';
+
+export interface PresentedRecord extends ExpectedRecord {
+  propagated: boolean;
+}
+
+/**
+ * Looks a domain's records up and stores what it found. A required record that was published
+ * and no longer is records a `domain.dns_error` event in the same batch.
+ */
+export class DnsChecker {
+  constructor(
+    private readonly store: Store,
+    private readonly repo: DomainsRepo,
+    private readonly resolver: DnsResolver,
+    private readonly events: EventRecorder,
+    private readonly mutex: KeyedMutex,
+    private readonly clock: Clock,
+    private identity: Identity,
+    private readonly cacheMs: number,
+  ) {}
+
+  /** The records to publish, with what the last check found. */
+  records(domain: DomainRecord): PresentedRecord[] {
+    return expectedRecords(domain, this.identity).map((r) => ({ ...r, propagated: domain.dns.propagated[r.key] === true }));
+  }
+
+  /** check-dns: a fresh check, or the last result when it is younger than the cache window. */
+  async checkNow(domain: DomainRecord): Promise<DomainRecord> {
+    const last = domain.dns.checkedAt === null ? null : Date.parse(domain.dns.checkedAt);
+    if (last !== null && this.clock.now() - last < this.cacheMs) return domain;
+    const checked = await this.check(domain);
+    if (!checked) throw new AppError(503, 'DNS is unavailable right now, please try again later');
+    return checked;
+  }
+
+  /** Re-checks one domain; null when no lookup could be answered (the stored state is kept). */
+  async check(domain: DomainRecord): Promise<DomainRecord | null> {
+    const records = expectedRecords(domain, this.identity);
+    const found = await checkRecords(this.resolver, records, this.identity);
+    if ([...found.values()].every((v) => v === null)) return null;
+    return this.mutex.run(`domain:${domain.id}`, async () => {
+      const current = await this.repo.get(domain.id);
+      if (!current) return null;
+      const now = iso(this.clock.now());
+      const propagated: Record<string, boolean> = {};
+      // A record whose lookup failed keeps its last known state.
+      for (const r of expectedRecords(current, this.identity)) propagated[r.key] = found.get(r.key) ?? current.dns.propagated[r.key] ?? false;
+      const required = expectedRecords(current, this.identity).filter((r) => r.required);
+      const valid = required.every((r) => propagated[r.key]);
+      const next: DomainRecord = {
+        ...current,
+        dns: { checkedAt: now, propagated, valid, everValid: current.dns.everValid || valid },
+      };
+      const broke = required.some((r) => current.dns.propagated[r.key] === true && !propagated[r.key]);
+      const ops = this.repo.put(next, current);
+      if (broke) {
+        const dkimValid = required.filter((r) => r.check.kind === 'dkim').every((r) => propagated[r.key]);
+        ops.push(
+          ...this.events.record({
+            type: 'domain.dns_error',
+            accountId: current.accountId,
+            data: {
+              domain: current.name,
+              account_id: current.accountId,
+              spf_valid: propagated.spf === true,
+              dkim_valid: dkimValid,
+              dmarc_valid: propagated.dmarc === true,
+              dns_last_checked_at: now,
+            },
+          }),
+        );
+      }
+      await this.store.commit(ops);
+      return next;
+    });
+  }
+
+  /** The periodic job: every domain, one at a time. Returns how many changed validity. */
+  async checkAll(onError: (domain: DomainRecord, err: unknown) => void): Promise<number> {
+    let changed = 0;
+    for await (const domain of this.repo.all()) {
+      try {
+        const next = await this.check(domain);
+        if (next && next.dns.valid !== domain.dns.valid) changed++;
+      } catch (err) {
+        onError(domain, err);
+      }
+    }
+    return changed;
+  }
+
+  setIdentity(identity: Identity): void {
+    this.identity = identity;
+  }
+}

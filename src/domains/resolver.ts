@@ -1,0 +1,55 @@
+import { Resolver } from 'node:dns/promises';
+
+/** A lookup that could not be answered (timeout, SERVFAIL, refused): not the same as "no record". */
+export class DnsUnavailableError extends Error {
+  override name = 'DnsUnavailableError';
+}
+
+/** Codes that mean the name or the record type is not there: an empty answer, not a failure. */
+const ABSENT = new Set(['ENOTFOUND', 'ENODATA', 'NXDOMAIN', 'ENONAME']);
+
+export interface MxRecord {
+  exchange: string;
+  priority: number;
+}
+
+/** The DNS questions Postilion asks, with absence reported as an empty answer. */
+export interface DnsResolver {
+  txt(name: string): Promise<string[]>;
+  cname(name: string): Promise<string[]>;
+  mx(name: string): Promise<MxRecord[]>;
+  /** A generic lookup in the shape mailauth expects (`dns.promises.resolve`). */
+  resolve(name: string, rrtype: string): Promise<unknown>;
+}
+
+export interface ResolverOptions {
+  servers: string[];
+  timeoutMs: number;
+  tries: number;
+}
+
+/** Node's resolver (c-ares) pointed at the configured servers, so tests and air-gapped sites choose. */
+export function createResolver(options: ResolverOptions): DnsResolver {
+  const resolver = new Resolver({ timeout: options.timeoutMs, tries: options.tries });
+  if (options.servers.length > 0) resolver.setServers(options.servers);
+  const ask = async <T>(lookup: () => Promise<T[]>): Promise<T[]> => {
+    try {
+      return await lookup();
+    } catch (err) {
+      const code = (err as NodeJS.ErrnoException).code ?? '';
+      if (ABSENT.has(code)) return [];
+      throw new DnsUnavailableError(`DNS lookup failed: ${code || (err as Error).message}`);
+    }
+  };
+  return {
+    // A TXT record is a list of strings to be joined (RFC 7208 §3.3).
+    txt: async (name) => (await ask(() => resolver.resolveTxt(name))).map((chunks) => chunks.join('')),
+    cname: async (name) => (await ask(() => resolver.resolveCname(name))).map(stripDot),
+    mx: async (name) => (await ask(() => resolver.resolveMx(name))).map((r) => ({ exchange: stripDot(r.exchange), priority: r.priority })),
+    resolve: (name, rrtype) => resolver.resolve(name, rrtype as 'TXT'),
+  };
+}
+
+export function stripDot(name: string): string {
+  return name.toLowerCase().replace(/\.$/, '');
+}
