@@ -3,6 +3,7 @@ import { ConfigError, loadConfig } from '../config/load.ts';
 import { StoreLockedError } from '../store/store.ts';
 import { AppError } from '../util/errors.ts';
 import { accountCommands } from './accounts.ts';
+import { domainCommands } from './domains.ts';
 import { initCommand } from './init.ts';
 import { keyCommands } from './keys.ts';
 import { startCommand } from './start.ts';
@@ -36,6 +37,7 @@ export async function main(argv: string[], io: CliIo = stdio): Promise<number> {
   program.addCommand(initCommand(program, io, setExit));
   program.addCommand(accountCommands(program, io));
   program.addCommand(keyCommands(program, io));
+  program.addCommand(domainCommands(program, io));
 
   try {
     await program.parseAsync(argv);

@@ -116,6 +116,13 @@ export class Domains {
     return this.repo.list(accountId, dnsValid, page);
   }
 
+  /** Any account's domain by name (operator tools). */
+  async byName(name: string): Promise<DomainRecord> {
+    const domain = await this.repo.getByName(normalizeDomain(name));
+    if (!domain) throw notFound(`domain ${normalizeDomain(name)} not found`);
+    return domain;
+  }
+
   /** The account's domain by name; another account's domain is not found, as an unknown one. */
   async get(accountId: string, name: string): Promise<DomainRecord> {
     const domain = await this.repo.getByName(normalizeDomain(name));
