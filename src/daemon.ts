@@ -79,7 +79,7 @@ export async function openCore(config: Config, clock: Clock = systemClock): Prom
       ed25519: config.dkim.ed25519,
       retiredGraceDays: config.dkim.retired_grace_days,
     }),
-    signer: new DkimSigner(dkimKeys, (name) => domains.signingKeys(name)),
+    signer: new DkimSigner(dkimKeys, (name) => domains.signingKeys(name), clock),
     resolver,
     clock,
   };

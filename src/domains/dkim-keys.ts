@@ -76,10 +76,15 @@ export class DkimKeyStore {
     return pem;
   }
 
-  async rename(domainId: string, from: string, to: string): Promise<void> {
-    const key = await this.privateKey(domainId, from);
-    await this.write(domainId, to, key);
-    await this.remove(domainId, from);
+  /**
+   * Renames the keys of a slot together: every key is read before any is written, so a new name
+   * may be another key's old one ("sel" → "sele" while the Ed25519 key moves "sele" → "selee").
+   */
+  async rename(domainId: string, renames: Array<{ from: string; to: string }>): Promise<void> {
+    const keys = await Promise.all(renames.map(async ({ from, to }) => ({ to, key: await this.privateKey(domainId, from) })));
+    for (const { to, key } of keys) await this.write(domainId, to, key);
+    const kept = new Set(renames.map((r) => r.to));
+    for (const { from } of renames) if (!kept.has(from)) await this.remove(domainId, from);
   }
 
   async remove(domainId: string, selector: string): Promise<void> {

@@ -2,7 +2,7 @@ import type { EventRecorder } from '../events/recorder.ts';
 import type { DomainsRepo } from '../store/domains-repo.ts';
 import type { DomainRecord } from '../store/records.ts';
 import type { Store } from '../store/store.ts';
-import { AppError } from '../util/errors.ts';
+import { AppError, notFound } from '../util/errors.ts';
 import type { KeyedMutex } from '../util/keyed-mutex.ts';
 import { iso, type Clock } from '../util/time.ts';
 import { checkRecords } from './checks.ts';
@@ -39,8 +39,10 @@ export class DnsChecker {
     const last = domain.dns.checkedAt === null ? null : Date.parse(domain.dns.checkedAt);
     if (last !== null && this.clock.now() - last < this.cacheMs) return domain;
     const checked = await this.check(domain);
-    if (!checked) throw new AppError(503, 'DNS is unavailable right now, please try again later');
-    return checked;
+    if (checked) return checked;
+    // Deleted while it was being looked up: say so rather than blame DNS.
+    if (!(await this.repo.get(domain.id))) throw notFound('domain not found');
+    throw new AppError(503, 'DNS is unavailable right now, please try again later');
   }
 
   /** Re-checks one domain; null when no lookup could be answered (the stored state is kept). */

@@ -212,13 +212,12 @@ export class Domains {
       throw badRequest('dkim_selector is locked: the domain has verified DNS records or has rotated keys');
     }
     const selector = wanted ?? newSelector(this.clock.now());
-    next.dkim.active.keys = [];
-    for (const key of active.keys) {
-      const renamed = key.algorithm === 'rsa' ? selector : ed25519Selector(selector);
-      await this.keys.rename(current.id, key.selector, renamed);
-      next.dkim.active.keys.push({ ...key, selector: renamed });
-      delete next.dns.propagated[`dkim:${key.selector}`];
-    }
+    const renames = active.keys.map((key) => ({ from: key.selector, to: key.algorithm === 'rsa' ? selector : ed25519Selector(selector) }));
+    const standby = new Set(current.dkim.standby?.keys.map((k) => k.selector) ?? []);
+    if (renames.some((r) => standby.has(r.to))) throw badRequest('dkim_selector is in use by the standby key of this domain');
+    await this.keys.rename(current.id, renames);
+    next.dkim.active.keys = active.keys.map((key, i) => ({ ...key, selector: renames[i]!.to }));
+    for (const key of active.keys) delete next.dns.propagated[`dkim:${key.selector}`];
   }
 }
 

@@ -2,6 +2,7 @@ import type { Readable } from 'node:stream';
 import type { DKIMSignOptions } from 'mailauth';
 import { dkimSign } from 'mailauth/lib/dkim/sign.js';
 import type { DkimKeyRecord } from '../store/records.ts';
+import type { Clock } from '../util/time.ts';
 import type { DkimKeyStore } from './dkim-keys.ts';
 
 export interface SigningIdentity {
@@ -20,10 +21,11 @@ export class DkimSigner {
   constructor(
     private readonly keys: DkimKeyStore,
     private readonly lookup: (domain: string) => Promise<SigningIdentity | null>,
+    private readonly clock: Clock,
   ) {}
 
   /** The DKIM-Signature header lines to put in front of `message` (ends with CRLF). */
-  async sign(domain: string, message: Buffer | string | Readable, signTime = new Date()): Promise<string> {
+  async sign(domain: string, message: Buffer | string | Readable, signTime = new Date(this.clock.now())): Promise<string> {
     const identity = await this.lookup(domain);
     if (!identity) throw new SigningError(`no DKIM keys: ${domain} is not a known domain`);
     const signatureData = await Promise.all(

@@ -32,8 +32,10 @@ export async function readPage<T>(sublevel: Sublevel, prefix: string, req: PageR
     const hasPrevious = rows.length > req.limit;
     const page = rows.slice(0, req.limit).reverse();
     const last = page.at(-1)?.[0];
+    // Nothing before the cursor in this range: what follows starts at the cursor itself. A merged
+    // listing (domains split by validity) needs this for the range whose page came up empty.
     const hasNext = last === undefined
-      ? false
+      ? (await sublevel.iterator({ gte: prefix + req.before, lt: upper, limit: 1 }).all()).length > 0
       : (await take({ gt: last, lt: upper, reverse: false, limit: 1 })).length > 0;
     return build(page, prefix, hasNext, hasPrevious);
   }
