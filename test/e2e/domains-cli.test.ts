@@ -1,0 +1,84 @@
+import { expect } from 'chai';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { run } from '../helpers/child.ts';
+import { startDnsServer, type TestDnsServer } from '../helpers/dns-server.ts';
+
+/** Parses the record table `domains add|check` prints into publishable records. */
+function printedRecords(stdout: string): Array<{ type: string; host: string; content: string; ok: boolean }> {
+  const out = [];
+  const lines = stdout.split('\n');
+  for (let i = 0; i < lines.length; i++) {
+    const m = /^\s+\[(ok|missing)\s*\] (?:required|optional)\s+(TXT|CNAME|MX)\s+(\S+)$/.exec(lines[i]!);
+    if (m) out.push({ ok: m[1] === 'ok', type: m[2]!, host: m[3]!, content: lines[i + 1]!.trim() });
+  }
+  return out;
+}
+
+describe('postilion domains (CLI)', function () {
+  this.timeout(60_000);
+  let dir: string;
+  let dns: TestDnsServer;
+  let config: string;
+  let account: string;
+  const cli = (...args: string[]) => run(['--config', config, ...args], dir);
+
+  before(async () => {
+    dir = mkdtempSync(join(tmpdir(), 'postilion-domains-cli-'));
+    dns = await startDnsServer();
+    config = join(dir, 'postilion.yaml');
+    writeFileSync(
+      config,
+      `server:\n  hostname: mx.postilion.test\n  sending_ips: [192.0.2.10]\ndns:\n  servers: ["${dns.address}"]\n  timeout_ms: 500\n  tries: 1\n` +
+        `data:\n  dir: ${join(dir, 'data')}\nkeys:\n  dir: ${join(dir, 'keys')}\n`,
+    );
+    const init = await cli('init');
+    account = /account id: ([0-9a-f-]{36})/.exec(init.stdout)![1]!;
+  });
+  after(async () => {
+    await dns.close();
+    rmSync(dir, { recursive: true, force: true });
+  });
+
+  it('adds a domain, prints its records, and sees them published after `check`', async () => {
+    const added = await cli('domains', 'add', 'Example.COM.', '--account', account, '--rotation-days', '30');
+    expect(added.code).to.equal(0);
+    const records = printedRecords(added.stdout);
+    expect(records.map((r) => r.type)).to.include.members(['TXT', 'CNAME', 'MX']);
+    expect(records.every((r) => !r.ok)).to.equal(true);
+
+    for (const r of records) {
+      if (r.type === 'TXT') dns.zone.add(r.host, 'TXT', r.content);
+      if (r.type === 'CNAME') dns.zone.set(r.host, 'CNAME', [r.content]);
+      if (r.type === 'MX') dns.zone.set(r.host, 'MX', [{ exchange: r.content, priority: 10 }]);
+    }
+    const checked = await cli('domains', 'check', 'example.com');
+    expect(checked.code).to.equal(0);
+    expect(checked.stdout).to.contain('dns_valid=true');
+    expect(printedRecords(checked.stdout).every((r) => r.ok)).to.equal(true);
+
+    const list = await cli('domains', 'list', '--account', account);
+    expect(list.stdout).to.match(/^example\.com\tdns_valid=true\t/m);
+  });
+
+  it('rotates on demand once the standby is published, and refuses an unknown domain', async () => {
+    const rotated = await cli('domains', 'rotate-dkim', 'example.com');
+    expect(rotated.code).to.equal(0);
+    expect(rotated.stdout).to.match(/^rotated: active selector now pst/);
+    // The next standby is new and unpublished: a second rotation is refused and says what to publish.
+    const again = await cli('domains', 'rotate-dkim', 'example.com');
+    expect(again.code).to.equal(2);
+    expect(again.stderr).to.contain('publish the standby key first');
+    expect(again.stderr).to.match(/TXT pst\w+\._domainkey\.example\.com/);
+    const unknown = await cli('domains', 'check', 'nope.example');
+    expect(unknown.code).to.equal(2);
+    expect(unknown.stderr).to.contain('not found');
+  });
+
+  it('refuses a bad domain name with a clear message', async () => {
+    const res = await cli('domains', 'add', 'not a domain', '--account', account);
+    expect(res.code).to.equal(2);
+    expect(res.stderr).to.contain('invalid domain name');
+  });
+});
