@@ -1,4 +1,6 @@
 import type { Command } from 'commander';
+import { badRequest } from '../util/errors.ts';
+import { isUuid } from '../util/ids.ts';
 import { openCore, type Core } from '../daemon.ts';
 import { configFrom } from './main.ts';
 
@@ -13,4 +15,10 @@ export async function withCore<T>(program: Command, fn: (core: Core) => Promise<
   } finally {
     await core.store.close();
   }
+}
+
+/** An --account option: a UUID, lower-cased. */
+export function accountId(value: string): string {
+  if (!isUuid(value)) throw badRequest(`--account: "${value}" is not an account id`);
+  return value.toLowerCase();
 }

@@ -3,14 +3,9 @@ import type { PresentedRecord } from '../domains/dns-checker.ts';
 import type { Core } from '../daemon.ts';
 import type { DomainRecord } from '../store/records.ts';
 import { badRequest } from '../util/errors.ts';
-import { isUuid } from '../util/ids.ts';
-import { withCore } from './admin.ts';
+import { everyItem } from '../store/page.ts';
+import { accountId, withCore } from './admin.ts';
 import type { CliIo } from './main.ts';
-
-function accountId(value: string): string {
-  if (!isUuid(value)) throw badRequest(`--account: "${value}" is not an account id`);
-  return value.toLowerCase();
-}
 
 function positiveInt(value: string): number {
   const n = Number(value);
@@ -56,12 +51,8 @@ export function domainCommands(program: Command, io: CliIo): Command {
     .action(async (opts: { account: string }) => {
       await withCore(program, async (core) => {
         const id = accountId(opts.account);
-        let after: string | undefined;
-        for (;;) {
-          const page = await core.domains.list(id, undefined, after === undefined ? { limit: 100 } : { limit: 100, after });
-          for (const d of page.items) io.out(`${d.name}\tdns_valid=${d.dns.valid}\t${d.id}\n`);
-          if (!page.hasNext) break;
-          after = page.keys.at(-1);
+        for await (const d of everyItem((req) => core.domains.list(id, undefined, req))) {
+          io.out(`${d.name}\tdns_valid=${d.dns.valid}\t${d.id}\n`);
         }
       });
     });

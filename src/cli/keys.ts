@@ -1,16 +1,10 @@
 import { Command } from 'commander';
 import { EVERY_GLOBAL_SCOPE } from '../accounts/scopes.ts';
-import { badRequest } from '../util/errors.ts';
-import { isUuid } from '../util/ids.ts';
-import { withCore } from './admin.ts';
+import { everyItem } from '../store/page.ts';
+import { accountId, withCore } from './admin.ts';
 import type { CliIo } from './main.ts';
 
 const collect = (value: string, previous: string[]) => [...previous, value];
-
-function accountId(value: string): string {
-  if (!isUuid(value)) throw badRequest(`--account: "${value}" is not an account id`);
-  return value.toLowerCase();
-}
 
 export function keyCommands(program: Command, io: CliIo): Command {
   const keys = new Command('keys').description('manage API keys');
@@ -41,12 +35,8 @@ export function keyCommands(program: Command, io: CliIo): Command {
       const id = accountId(opts.account);
       await withCore(program, async (core) => {
         await core.accounts.require(id);
-        let after: string | undefined;
-        for (;;) {
-          const page = await core.apiKeys.list(id, after === undefined ? { limit: 100 } : { limit: 100, after });
-          for (const k of page.items) io.out(`${k.id}\t${k.label}\t${k.scopes.map((s) => s.scope).join(',')}\n`);
-          if (!page.hasNext) break;
-          after = page.keys.at(-1);
+        for await (const k of everyItem((req) => core.apiKeys.list(id, req))) {
+          io.out(`${k.id}\t${k.label}\t${k.scopes.map((s) => s.scope).join(',')}\n`);
         }
       });
     });

@@ -2,7 +2,7 @@ import type { DomainOwnership } from '../accounts/scopes.ts';
 import type { ApiKeysRepo } from '../store/api-keys-repo.ts';
 import type { DomainsRepo } from '../store/domains-repo.ts';
 import type { WriteOp } from '../store/group-commit.ts';
-import type { Page, PageRequest } from '../store/page.ts';
+import { everyItem, type Page, type PageRequest } from '../store/page.ts';
 import type { DkimKeyRecord, DomainRecord } from '../store/records.ts';
 import type { Store } from '../store/store.ts';
 import { isValidDomain, normalizeDomain } from '../util/domain-name.ts';
@@ -181,15 +181,9 @@ export class Domains {
     return this.mutex.run(`domain:${domain.id}`, async () => {
       const current = await this.get(accountId, name);
       const ops: WriteOp[] = [...this.repo.delete(current)];
-      let after: string | undefined;
-      for (;;) {
-        const page = await this.apiKeysRepo.list(accountId, after === undefined ? { limit: 100 } : { limit: 100, after });
-        for (const key of page.items) {
-          const scopes = key.scopes.filter((s) => s.domainId !== current.id);
-          if (scopes.length !== key.scopes.length) ops.push(this.apiKeysRepo.update({ ...key, scopes }));
-        }
-        if (!page.hasNext) break;
-        after = page.keys.at(-1);
+      for await (const key of everyItem((req) => this.apiKeysRepo.list(accountId, req))) {
+        const scopes = key.scopes.filter((s) => s.domainId !== current.id);
+        if (scopes.length !== key.scopes.length) ops.push(this.apiKeysRepo.update({ ...key, scopes }));
       }
       await this.store.commit(ops);
       await this.keys.removeDomain(current.id);

@@ -59,3 +59,14 @@ function build<T>(rows: Array<[string, T]>, prefix: string, hasNext: boolean, ha
     hasPrevious,
   };
 }
+
+/** Every item of a paged listing, page by page (for jobs and operator tools, not list endpoints). */
+export async function* everyItem<T>(read: (req: PageRequest) => Promise<Page<T>>, limit = 100): AsyncGenerator<T> {
+  let after: string | undefined;
+  for (;;) {
+    const page = await read(after === undefined ? { limit } : { limit, after });
+    yield* page.items;
+    if (!page.hasNext || page.keys.length === 0) return;
+    after = page.keys.at(-1);
+  }
+}
