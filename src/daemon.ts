@@ -56,9 +56,10 @@ export async function openCore(config: Config, clock: Clock = systemClock): Prom
   const domainsRepo = new DomainsRepo(store);
   const dkimKeys = new DkimKeyStore(join(resolve(config.keys.dir), 'dkim'));
   const domainLocks = new KeyedMutex();
+  const keyLocks = new KeyedMutex();
   const resolver = createResolver({ servers: config.dns.servers, timeoutMs: config.dns.timeout_ms, tries: config.dns.tries });
   const events = new EventRecorder(new EventsRepo(store), clock);
-  const domains = new Domains(store, domainsRepo, apiKeysRepo, dkimKeys, domainLocks, clock, {
+  const domains = new Domains(store, domainsRepo, apiKeysRepo, dkimKeys, domainLocks, keyLocks, clock, {
     trackingSubdomain: config.domains.tracking_subdomain,
     returnPathSubdomain: config.domains.return_path_subdomain,
     subscriptionSubdomain: config.domains.subscription_subdomain,
@@ -71,7 +72,7 @@ export async function openCore(config: Config, clock: Clock = systemClock): Prom
     store,
     box,
     accounts: new Accounts(store, new AccountsRepo(store), clock),
-    apiKeys: new ApiKeys(store, apiKeysRepo, domains.ownership, clock),
+    apiKeys: new ApiKeys(store, apiKeysRepo, domains.ownership, clock, keyLocks),
     idempotency: new Idempotency(new IdempotencyRepo(store), box, config.api.idempotency, clock),
     domains,
     dnsChecker,

@@ -46,13 +46,13 @@ export function hashSecret(secret: string): string {
 }
 
 export class ApiKeys {
-  private readonly mutex = new KeyedMutex();
-
   constructor(
     private readonly store: Store,
     private readonly repo: ApiKeysRepo,
     private readonly ownership: DomainOwnership,
     private readonly clock: Clock,
+    /** Per-key locks, shared with whoever else rewrites keys (domain deletion). */
+    private readonly mutex: KeyedMutex = new KeyedMutex(),
   ) {}
 
   /** Creates a key; the secret is returned here and never again. */

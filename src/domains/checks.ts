@@ -38,32 +38,38 @@ async function isPublished(resolver: DnsResolver, record: ExpectedRecord, identi
 }
 
 /**
- * Whether the domain's one SPF record lets this server send: `a:<hostname>`, or ip4:/ip6:
- * mechanisms covering every configured sending address. `include:` is not followed.
+ * Whether the domain's one SPF record lets this server send, evaluated as a receiver would, left
+ * to right: for each sending address the first mechanism that matches it decides, and only a
+ * pass (`+`, or no qualifier) counts. `a:<hostname>` matches our own addresses; `all` matches
+ * everything; mechanisms that would need further lookups (include, mx, exists, a without our
+ * hostname) are not followed. With no sending addresses configured, `a:<hostname>` is the test.
  */
 export function spfAuthorizes(txt: string[], identity: Identity): boolean {
   const spf = txt.filter((t) => /^v=spf1(\s|$)/i.test(t.trim()));
   if (spf.length !== 1) return false; // none, or several (a permanent error under RFC 7208)
-  const terms = spf[0]!.trim().split(/\s+/).slice(1);
-  const passing = terms
-    .map((t) => t.toLowerCase())
-    .filter((t) => !/^[-~?]/.test(t))
-    .map((t) => t.replace(/^\+/, ''));
-  if (passing.includes('all')) return true;
-  if (passing.includes(`a:${stripDot(identity.hostname)}`)) return true;
-  if (identity.sendingIps.length === 0) return false;
-  const blocks = passing
-    .filter((t) => t.startsWith('ip4:') || t.startsWith('ip6:'))
-    .flatMap((t) => {
-      try {
-        return [parseCidr(t.slice(4))];
-      } catch {
-        return [];
-      }
-    });
+  const terms = spf[0]!.trim().split(/\s+/).slice(1).map((t) => t.toLowerCase()).filter((t) => !t.includes('='));
+  const ourHost = `a:${stripDot(identity.hostname)}`;
+  const verdict = (matches: (mechanism: string) => boolean): boolean => {
+    for (const term of terms) {
+      const qualifier = /^[-+~?]/.test(term) ? term[0] : '+';
+      const mechanism = term.replace(/^[-+~?]/, '');
+      if (mechanism === 'all' || matches(mechanism)) return qualifier === '+';
+    }
+    return false; // no match: neutral, not a pass
+  };
+  if (identity.sendingIps.length === 0) return verdict((m) => m === ourHost);
   return identity.sendingIps.every((ip) => {
     const addr = parseClientIp(ip);
-    return addr !== null && blocks.some((block) => cidrContains(block, addr));
+    if (!addr) return false;
+    return verdict((m) => {
+      if (m === ourHost) return true;
+      if (!m.startsWith('ip4:') && !m.startsWith('ip6:')) return false;
+      try {
+        return cidrContains(parseCidr(m.slice(4)), addr);
+      } catch {
+        return false;
+      }
+    });
   });
 }
 
@@ -71,7 +77,9 @@ export function spfAuthorizes(txt: string[], identity: Identity): boolean {
 export function dkimMatches(txt: string[], key: DkimKeyRecord): boolean {
   return txt.some((record) => {
     const tags = parseTags(record);
-    if (tags.v !== undefined && tags.v !== 'DKIM1') return false;
+    // RFC 6376 §3.6.1: v=, when present, must be first; h= must allow sha256.
+    if (tags.v !== undefined && (tags.v !== 'DKIM1' || !/^\s*v\s*=/.test(record))) return false;
+    if (tags.h !== undefined && !tags.h.split(':').map((h) => h.trim()).includes('sha256')) return false;
     if ((tags.k ?? 'rsa') !== key.algorithm) return false;
     return (tags.p ?? '').replace(/\s+/g, '') === key.publicKey;
   });

@@ -1,5 +1,5 @@
 import { createPrivateKey, createPublicKey, generateKeyPair, type KeyObject } from 'node:crypto';
-import { mkdir, readFile, rm, writeFile } from 'node:fs/promises';
+import { mkdir, open, readFile, rename, rm } from 'node:fs/promises';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
 
@@ -77,14 +77,12 @@ export class DkimKeyStore {
   }
 
   /**
-   * Renames the keys of a slot together: every key is read before any is written, so a new name
-   * may be another key's old one ("sel" → "sele" while the Ed25519 key moves "sele" → "selee").
+   * Writes each key again under its new selector; the old files stay until the caller removes
+   * them, after the record that names the new selectors is committed.
    */
-  async rename(domainId: string, renames: Array<{ from: string; to: string }>): Promise<void> {
+  async copy(domainId: string, renames: Array<{ from: string; to: string }>): Promise<void> {
     const keys = await Promise.all(renames.map(async ({ from, to }) => ({ to, key: await this.privateKey(domainId, from) })));
     for (const { to, key } of keys) await this.write(domainId, to, key);
-    const kept = new Set(renames.map((r) => r.to));
-    for (const { from } of renames) if (!kept.has(from)) await this.remove(domainId, from);
   }
 
   async remove(domainId: string, selector: string): Promise<void> {
@@ -113,10 +111,26 @@ export class DkimKeyStore {
     return { selector, algorithm, publicKey: p, createdAt };
   }
 
+  /** Written to a temporary file, fsynced and renamed, then the directory fsynced: never a torn key. */
   private async write(domainId: string, selector: string, key: KeyObject): Promise<void> {
-    await mkdir(join(this.dir, domainId), { recursive: true, mode: 0o700 });
+    const dir = join(this.dir, domainId);
+    await mkdir(dir, { recursive: true, mode: 0o700 });
     const path = this.path(domainId, selector);
-    await writeFile(path, key.export({ type: 'pkcs8', format: 'pem' }) as string, { mode: 0o600 });
+    const temporary = `${path}.${process.pid}.tmp`;
+    const file = await open(temporary, 'w', 0o600);
+    try {
+      await file.writeFile(key.export({ type: 'pkcs8', format: 'pem' }) as string);
+      await file.sync();
+    } finally {
+      await file.close();
+    }
+    await rename(temporary, path);
+    const handle = await open(dir, 'r');
+    try {
+      await handle.sync();
+    } finally {
+      await handle.close();
+    }
     this.cache.set(path, key);
     this.pems.delete(path);
   }

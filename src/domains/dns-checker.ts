@@ -55,8 +55,13 @@ export class DnsChecker {
       if (!current) return null;
       const now = iso(this.clock.now());
       const propagated: Record<string, boolean> = {};
-      // A record whose lookup failed keeps its last known state.
-      for (const r of expectedRecords(current, this.identity)) propagated[r.key] = found.get(r.key) ?? current.dns.propagated[r.key] ?? false;
+      const asked = new Map(records.map((r) => [r.key, `${r.type} ${r.host} ${r.content}`]));
+      for (const r of expectedRecords(current, this.identity)) {
+        const previous = current.dns.propagated[r.key] ?? false;
+        // Only answers to the question as the record now stands count (it may have changed
+        // while DNS was asked); a lookup that failed keeps the last known state.
+        propagated[r.key] = asked.get(r.key) === `${r.type} ${r.host} ${r.content}` ? (found.get(r.key) ?? previous) : previous;
+      }
       const required = expectedRecords(current, this.identity).filter((r) => r.required);
       const valid = required.every((r) => propagated[r.key]);
       const next: DomainRecord = {

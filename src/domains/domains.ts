@@ -27,7 +27,7 @@ export interface DomainSettings {
   subscriptionSubdomain?: string;
   mediaSubdomain?: string;
   dkimRotationIntervalDays?: number | null;
-  /** null or "" → a generated selector. */
+  /** On create: null or "" → a generated selector. On update: null → unchanged, "" → clear the override. */
   dkimSelector?: string | null;
   dsnRecipient?: string | null;
 }
@@ -53,6 +53,8 @@ export class Domains {
     private readonly apiKeysRepo: ApiKeysRepo,
     private readonly keys: DkimKeyStore,
     private readonly mutex: KeyedMutex,
+    /** The API keys' locks: scope removal on delete must not race a key's own update. */
+    private readonly keyLocks: KeyedMutex,
     private readonly clock: Clock,
     private readonly defaults: DomainDefaults,
   ) {}
@@ -71,11 +73,13 @@ export class Domains {
       if (await this.repo.getByName(name)) throw conflict('domain already exists');
       const now = iso(this.clock.now());
       const id = newId();
-      const selector = input.dkimSelector?.trim() ? input.dkimSelector.trim().toLowerCase() : newSelector(this.clock.now());
+      const override = input.dkimSelector?.trim() ? input.dkimSelector.trim().toLowerCase() : null;
       const interval = input.dkimRotationIntervalDays ?? null;
       let active;
+      let standby = null;
       try {
-        active = await newSlot(this.keys, id, selector, this.defaults.ed25519, now, input.dkimPrivateKey);
+        active = await newSlot(this.keys, id, override ?? newSelector(this.clock.now()), this.defaults.ed25519, now, input.dkimPrivateKey);
+        if (interval !== null) standby = await newSlot(this.keys, id, newSelector(this.clock.now()), this.defaults.ed25519, now);
       } catch (err) {
         await this.keys.removeDomain(id);
         if (err instanceof DkimKeyError) throw badRequest(err.message);
@@ -92,12 +96,9 @@ export class Domains {
         subscriptionSubdomain: input.subscriptionSubdomain ?? this.defaults.subscriptionSubdomain,
         mediaSubdomain: input.mediaSubdomain ?? this.defaults.mediaSubdomain,
         dkimRotationIntervalDays: interval,
+        dkimSelectorOverride: override,
         dsnRecipient: input.dsnRecipient ?? null,
-        dkim: {
-          active,
-          standby: interval === null ? null : await newSlot(this.keys, id, newSelector(this.clock.now()), this.defaults.ed25519, now),
-          retired: [],
-        },
+        dkim: { active, standby, retired: [] },
         dns: { checkedAt: null, propagated: {}, valid: false, everValid: false },
         createdAt: now,
         updatedAt: now,
@@ -159,7 +160,10 @@ export class Domains {
         next[field] = value;
       }
       if (patch.dsnRecipient !== undefined) next.dsnRecipient = patch.dsnRecipient;
-      if (patch.dkimSelector !== undefined) await this.changeSelector(current, next, patch.dkimSelector);
+      if (patch.dkimSelector !== undefined && patch.dkimSelector !== null) {
+        const removeOld = await this.changeSelector(current, next, patch.dkimSelector);
+        if (removeOld) cleanups.push(removeOld);
+      }
       if (patch.dkimRotationIntervalDays !== undefined && patch.dkimRotationIntervalDays !== current.dkimRotationIntervalDays) {
         next.dkimRotationIntervalDays = patch.dkimRotationIntervalDays;
         if (patch.dkimRotationIntervalDays === null && current.dkim.standby) {
@@ -175,17 +179,29 @@ export class Domains {
     });
   }
 
-  /** Deletes the domain, the API-key scopes that name it (same batch), then its key files. */
+  /**
+   * Deletes the domain and the API-key scopes that name it in one batch, holding the locks of
+   * those keys so that no concurrent key update is overwritten; then its key files.
+   */
   async delete(accountId: string, name: string): Promise<DomainRecord> {
     const domain = await this.get(accountId, name);
     return this.mutex.run(`domain:${domain.id}`, async () => {
       const current = await this.get(accountId, name);
-      const ops: WriteOp[] = [...this.repo.delete(current)];
-      for await (const key of everyItem((req) => this.apiKeysRepo.list(accountId, req))) {
-        const scopes = key.scopes.filter((s) => s.domainId !== current.id);
-        if (scopes.length !== key.scopes.length) ops.push(this.apiKeysRepo.update({ ...key, scopes }));
-      }
-      await this.store.commit(ops);
+      const naming = async () => {
+        const ids: string[] = [];
+        for await (const key of everyItem((req) => this.apiKeysRepo.list(accountId, req))) {
+          if (key.scopes.some((s) => s.domainId === current.id)) ids.push(key.id);
+        }
+        return ids;
+      };
+      await this.keyLocks.runAll(await naming(), async () => {
+        const ops: WriteOp[] = [...this.repo.delete(current)];
+        for (const id of await naming()) {
+          const key = await this.apiKeysRepo.get(accountId, id);
+          if (key) ops.push(this.apiKeysRepo.update({ ...key, scopes: key.scopes.filter((s) => s.domainId !== current.id) }));
+        }
+        await this.store.commit(ops);
+      });
       await this.keys.removeDomain(current.id);
       return current;
     });
@@ -197,21 +213,30 @@ export class Domains {
     return domain ? { domainId: domain.id, name: domain.name, keys: domain.dkim.active.keys } : null;
   }
 
-  private async changeSelector(current: DomainRecord, next: DomainRecord, requested: string | null): Promise<void> {
-    const active = current.dkim.active;
-    const rsa = active.keys.find((k) => k.algorithm === 'rsa')!;
-    const wanted = requested?.trim() ? requested.trim().toLowerCase() : null;
-    if (wanted === rsa.selector) return;
+  /**
+   * Sets or clears (`""`) the selector override and moves the active key(s) to it. New key files
+   * are written before the commit; the caller removes the old ones after it (the returned cleanup).
+   */
+  private async changeSelector(current: DomainRecord, next: DomainRecord, requested: string): Promise<(() => Promise<void>) | null> {
+    const wanted = requested.trim() ? requested.trim().toLowerCase() : null;
+    if (wanted === current.dkimSelectorOverride) return null;
     if (current.dns.everValid || current.dkim.retired.length > 0) {
       throw badRequest('dkim_selector is locked: the domain has verified DNS records or has rotated keys');
     }
-    const selector = wanted ?? newSelector(this.clock.now());
+    next.dkimSelectorOverride = wanted;
+    const active = current.dkim.active;
+    const rsa = active.keys.find((k) => k.algorithm === 'rsa')!;
+    const selector = wanted ?? (rsa.selector === current.dkimSelectorOverride ? newSelector(this.clock.now()) : rsa.selector);
+    if (selector === rsa.selector) return null;
     const renames = active.keys.map((key) => ({ from: key.selector, to: key.algorithm === 'rsa' ? selector : ed25519Selector(selector) }));
-    const standby = new Set(current.dkim.standby?.keys.map((k) => k.selector) ?? []);
-    if (renames.some((r) => standby.has(r.to))) throw badRequest('dkim_selector is in use by the standby key of this domain');
-    await this.keys.rename(current.id, renames);
+    const taken = new Set([...active.keys, ...(current.dkim.standby?.keys ?? [])].map((k) => k.selector));
+    if (renames.some((r) => taken.has(r.to))) throw badRequest(`dkim_selector ${selector} is in use by another key of this domain`);
+    await this.keys.copy(current.id, renames);
     next.dkim.active.keys = active.keys.map((key, i) => ({ ...key, selector: renames[i]!.to }));
     for (const key of active.keys) delete next.dns.propagated[`dkim:${key.selector}`];
+    return async () => {
+      for (const { from } of renames) await this.keys.remove(current.id, from);
+    };
   }
 }
 

@@ -1,6 +1,7 @@
 import type { DomainsRepo } from '../store/domains-repo.ts';
 import type { DomainRecord } from '../store/records.ts';
 import type { Store } from '../store/store.ts';
+import { notFound } from '../util/errors.ts';
 import type { KeyedMutex } from '../util/keyed-mutex.ts';
 import { iso, type Clock } from '../util/time.ts';
 import type { DkimKeyStore } from './dkim-keys.ts';
@@ -35,7 +36,9 @@ export class Rotator {
   async rotate(domain: DomainRecord, force = false): Promise<RotationOutcome> {
     const checked = (await this.checker.check(domain)) ?? domain;
     return this.mutex.run(`domain:${domain.id}`, async () => {
-      const current = (await this.repo.get(domain.id)) ?? checked;
+      const current = await this.repo.get(domain.id);
+      // Deleted meanwhile: writing it back would resurrect it without its key files.
+      if (!current) throw notFound(`domain ${checked.name} not found`);
       const now = this.clock.now();
       const decision = rotationDecision(current, now, force);
       if (decision.kind === 'no_standby' && force) {

@@ -113,6 +113,8 @@ export interface DomainRecord {
   subscriptionSubdomain: string;
   mediaSubdomain: string;
   dkimRotationIntervalDays: number | null;
+  /** The selector the account asked for (`dkim_selector`), or null for a generated one. */
+  dkimSelectorOverride: string | null;
   dsnRecipient: string | null;
   dkim: {
     active: DkimSlotRecord;

@@ -19,4 +19,11 @@ export class KeyedMutex {
       if (this.tails.get(key) === tail) this.tails.delete(key);
     }
   }
+
+  /** Holds the locks of all `keys` (taken in sorted order, so two callers cannot deadlock). */
+  async runAll<T>(keys: string[], fn: () => Promise<T>): Promise<T> {
+    const sorted = [...new Set(keys)].sort();
+    const step = (i: number): Promise<T> => (i === sorted.length ? fn() : this.run(sorted[i]!, () => step(i + 1)));
+    return step(0);
+  }
 }

@@ -103,7 +103,9 @@ export function recordOf(domain: ApiDomain, test: (r: ApiDomain['dns_records'][n
 
 export const spfOf = (d: ApiDomain) => recordOf(d, (r) => r.type === 'TXT' && r.content.startsWith('v=spf1'));
 export const dmarcOf = (d: ApiDomain) => recordOf(d, (r) => r.host === `_dmarc.${d.domain}`);
-export const activeDkimOf = (d: ApiDomain) => recordOf(d, (r) => r.host === `${d.dkim_selector}._domainkey.${d.domain}`);
+export const activeDkimOf = (d: ApiDomain) => recordOf(d, (r) => /^DKIM \(active, rsa\)$/.test(r.label));
+/** The RSA selector in use (`dkim_selector` reports only the override, null when none is set). */
+export const activeSelector = (d: ApiDomain) => activeDkimOf(d).host.split('._domainkey.')[0]!;
 export const standbyDkimOf = (d: ApiDomain) => recordOf(d, (r) => r.host.includes('._domainkey.') && /standby/.test(r.label));
 export const retiredDkimOf = (d: ApiDomain) => recordOf(d, (r) => r.host.includes('._domainkey.') && /retired/.test(r.label));
 

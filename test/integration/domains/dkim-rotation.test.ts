@@ -11,8 +11,7 @@ import {
   testMessage,
   verifyDkim,
   type ApiDomain,
-  type DomainBed,
-} from '../../helpers/domains.ts';
+  type DomainBed, activeSelector } from '../../helpers/domains.ts';
 
 const selectorOf = (record: { host: string }) => record.host.split('.')[0]!;
 
@@ -67,7 +66,7 @@ describe('DKIM key rotation', () => {
       await publishStandby();
       bed.clock.ms = createdAt + 7 * DAY_MS - 60_000;
       expect(await runDaily()).to.deep.equal({ rotated: 0, purged: 0 });
-      expect((await bed.get('example.com')).dkim_selector).to.equal(created.dkim_selector);
+      expect(activeSelector(await bed.get('example.com'))).to.equal(activeSelector(created));
       expect((await bed.server.daemon.core.rotator.rotate(await record())).decision).to.deep.equal({ kind: 'wait', until: createdAt + 7 * DAY_MS });
 
       bed.clock.ms = createdAt + 7 * DAY_MS;
@@ -78,7 +77,7 @@ describe('DKIM key rotation', () => {
       bed.clock.advance(30 * DAY_MS);
       expect(await runDaily()).to.deep.equal({ rotated: 0, purged: 0 });
       const domain = await bed.get('example.com');
-      expect(domain.dkim_selector).to.equal(created.dkim_selector);
+      expect(activeSelector(domain)).to.equal(activeSelector(created));
       expect(domain.rotation_ready).to.equal(false);
     });
 
@@ -88,19 +87,19 @@ describe('DKIM key rotation', () => {
       bed.clock.advance(8 * DAY_MS);
       expect(await runDaily()).to.deep.equal({ rotated: 0, purged: 0 });
       const domain = await bed.get('example.com');
-      expect(domain.dkim_selector).to.equal(created.dkim_selector);
+      expect(activeSelector(domain)).to.equal(activeSelector(created));
       expect(domain.rotation_ready).to.equal(false);
     });
 
     it('promotes the standby key after the interval, makes a new standby and keeps the retired key listed', async () => {
       await publishStandby();
-      const oldActive = created.dkim_selector!;
+      const oldActive = activeSelector(created);
       const oldStandby = selectorOf(standbyDkimOf(created));
       bed.clock.advance(7 * DAY_MS);
       expect(await runDaily()).to.deep.equal({ rotated: 1, purged: 0 });
 
       const rotated = await bed.get('example.com');
-      expect(rotated.dkim_selector).to.equal(oldStandby);
+      expect(activeSelector(rotated)).to.equal(oldStandby);
       const standby = standbyDkimOf(rotated);
       expect(selectorOf(standby)).to.not.be.oneOf([oldActive, oldStandby]);
       expect(standby).to.include({ required: false, propagated: false });
@@ -121,10 +120,10 @@ describe('DKIM key rotation', () => {
       expect((await runDaily()).rotated).to.equal(1);
       const rotated = await bed.get('example.com');
 
-      expect(await verifyDkim(bed, signedBefore)).to.deep.equal([{ selector: created.dkim_selector, algorithm: 'rsa-sha256', result: 'pass' }]);
+      expect(await verifyDkim(bed, signedBefore)).to.deep.equal([{ selector: activeSelector(created), algorithm: 'rsa-sha256', result: 'pass' }]);
       const after = testMessage('after');
       expect(await verifyDkim(bed, (await sign(after)) + after)).to.deep.equal([
-        { selector: rotated.dkim_selector, algorithm: 'rsa-sha256', result: 'pass' },
+        { selector: activeSelector(rotated), algorithm: 'rsa-sha256', result: 'pass' },
       ]);
     });
 
@@ -159,7 +158,7 @@ describe('DKIM key rotation', () => {
       expect((await runDaily()).rotated).to.equal(0);
       bed.clock.advance(5 * 60_000);
       expect((await runDaily()).rotated).to.equal(1);
-      expect((await bed.get('example.com')).dkim_selector).to.equal(selectorOf(standbyDkimOf(created)));
+      expect(activeSelector(await bed.get('example.com'))).to.equal(selectorOf(standbyDkimOf(created)));
     });
   });
 
@@ -180,18 +179,18 @@ describe('DKIM key rotation', () => {
       const first = await rotator.rotate(await record(), true);
       expect(first.decision).to.deep.equal({ kind: 'no_standby' });
       const withStandby = await bed.get('example.com');
-      expect(withStandby.dkim_selector).to.equal(created.dkim_selector);
+      expect(activeSelector(withStandby)).to.equal(activeSelector(created));
       const standby = standbyDkimOf(withStandby);
 
       expect((await rotator.rotate(await record(), true)).decision).to.deep.equal({ kind: 'standby_not_published' });
-      expect((await bed.get('example.com')).dkim_selector).to.equal(created.dkim_selector);
+      expect(activeSelector(await bed.get('example.com'))).to.equal(activeSelector(created));
 
       publishRecord(bed.dns.zone, standby);
       // No interval to wait for: forced, it rotates as soon as the standby is published.
       expect((await rotator.rotate(await record(), true)).decision).to.deep.equal({ kind: 'rotate' });
       const rotated = await bed.get('example.com');
-      expect(rotated.dkim_selector).to.equal(selectorOf(standby));
-      expect(retiredDkimOf(rotated).host).to.equal(`${created.dkim_selector}._domainkey.example.com`);
+      expect(activeSelector(rotated)).to.equal(selectorOf(standby));
+      expect(retiredDkimOf(rotated).host).to.equal(`${activeSelector(created)}._domainkey.example.com`);
       const message = testMessage();
       expect((await verifyDkim(bed, (await sign(message)) + message))[0]!.result).to.equal('pass');
     });
@@ -217,7 +216,7 @@ describe('DKIM key rotation', () => {
     it('is wired into the daemon: a due domain with a published standby rotates without any call', async () => {
       await publishStandby();
       bed.clock.advance(7 * DAY_MS);
-      await eventually(async () => (await bed.get('example.com')).dkim_selector === selectorOf(standbyDkimOf(created)));
+      await eventually(async () => activeSelector(await bed.get('example.com')) === selectorOf(standbyDkimOf(created)));
     });
   });
 
@@ -247,20 +246,20 @@ describe('DKIM key rotation', () => {
       bed.clock.ms = createdAt + 7 * DAY_MS;
       expect((await runDaily()).rotated).to.equal(1);
       const rotated = await bed.get('example.com');
-      expect(rotated.dkim_selector).to.equal(selectorOf(standby[0]!));
+      expect(activeSelector(rotated)).to.equal(selectorOf(standby[0]!));
       expect(rotated.dns_records.filter((r) => /retired/.test(r.label)).map((r) => selectorOf(r))).to.deep.equal([
-        created.dkim_selector,
-        `${created.dkim_selector}e`,
+        activeSelector(created),
+        `${activeSelector(created)}e`,
       ]);
 
       expect(await verifyDkim(bed, signedBefore)).to.deep.equal([
-        { selector: created.dkim_selector, algorithm: 'rsa-sha256', result: 'pass' },
-        { selector: `${created.dkim_selector}e`, algorithm: 'ed25519-sha256', result: 'pass' },
+        { selector: activeSelector(created), algorithm: 'rsa-sha256', result: 'pass' },
+        { selector: `${activeSelector(created)}e`, algorithm: 'ed25519-sha256', result: 'pass' },
       ]);
       const after = testMessage('after');
       expect(await verifyDkim(bed, (await sign(after)) + after)).to.deep.equal([
-        { selector: rotated.dkim_selector, algorithm: 'rsa-sha256', result: 'pass' },
-        { selector: `${rotated.dkim_selector}e`, algorithm: 'ed25519-sha256', result: 'pass' },
+        { selector: activeSelector(rotated), algorithm: 'rsa-sha256', result: 'pass' },
+        { selector: `${activeSelector(rotated)}e`, algorithm: 'ed25519-sha256', result: 'pass' },
       ]);
     });
   });

@@ -1,7 +1,7 @@
 import { existsSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { expect } from 'chai';
-import { activeDkimOf, recordOf, standbyDkimOf, startDomainBed, type ApiDomain, type DomainBed } from '../../helpers/domains.ts';
+import { activeDkimOf, recordOf, standbyDkimOf, startDomainBed, type ApiDomain, type DomainBed, activeSelector } from '../../helpers/domains.ts';
 
 describe('updating a domain', () => {
   let bed: DomainBed;
@@ -67,21 +67,32 @@ describe('updating a domain', () => {
 
   it('renames the DKIM key with dkim_selector before DNS is valid, moving its key file', async () => {
     const created = await bed.create('example.com');
-    const old = created.dkim_selector!;
+    const old = activeSelector(created);
     const pem = readFileSync(keyFile(created, old), 'utf8');
+    expect(created.dkim_selector).to.equal(null);
     const res = await update({ dkim_selector: 'Brand2026' });
     expect(res.status).to.equal(200);
     expect(res.body.dkim_selector).to.equal('brand2026');
+    expect(activeSelector(res.body)).to.equal('brand2026');
     expect(activeDkimOf(res.body).content).to.equal(activeDkimOf(created).content);
     expect(hosts(res.body)).to.not.include(`${old}._domainkey.example.com`);
     expect(readFileSync(keyFile(created, 'brand2026'), 'utf8')).to.equal(pem);
     expect(existsSync(keyFile(created, old))).to.equal(false);
 
-    // null: back to a generated selector.
-    const generated = await update({ dkim_selector: null });
+    // null leaves the selector as it is.
+    const unchanged = await update({ dkim_selector: null });
+    expect(unchanged.status).to.equal(200);
+    expect(unchanged.body.dkim_selector).to.equal('brand2026');
+    expect(activeSelector(unchanged.body)).to.equal('brand2026');
+
+    // "" (or blanks) clears the override: back to a generated selector, once.
+    const generated = await update({ dkim_selector: '  ' });
     expect(generated.status).to.equal(200);
-    expect(generated.body.dkim_selector).to.match(/^pst20261121[a-z0-9]{4}$/);
+    expect(generated.body.dkim_selector).to.equal(null);
+    expect(activeSelector(generated.body)).to.match(/^pst20261121[a-z0-9]{4}$/);
     expect(existsSync(keyFile(created, 'brand2026'))).to.equal(false);
+    const again = await update({ dkim_selector: '' });
+    expect(activeSelector(again.body)).to.equal(activeSelector(generated.body));
   });
 
   it('forgets whether the old selector propagated when the selector changes', async () => {
@@ -103,17 +114,19 @@ describe('updating a domain', () => {
     bed.dns.zone.clear();
     expect((await bed.recheck('example.com')).body.dns_valid).to.equal(false);
     expect((await update({ dkim_selector: 'other' })).status).to.equal(400);
-    expect((await bed.get('example.com')).dkim_selector).to.equal(created.dkim_selector);
-    expect((await update({ dkim_selector: created.dkim_selector })).status).to.equal(200);
+    expect(activeSelector(await bed.get('example.com'))).to.equal(activeSelector(created));
+    // Asking for what is already set is not a change, locked or not.
+    expect((await update({ dkim_selector: '' })).status).to.equal(200);
+    expect((await update({ dkim_selector: null })).status).to.equal(200);
   });
 
   it("refuses with 400 a selector that is the standby key's, leaving both keys in place", async () => {
     const created = await bed.create('example.com', { dkim_rotation_interval_days: 7 });
     const standby = standbyDkimOf(created).host.split('.')[0]!;
-    const pems = [created.dkim_selector!, standby].map((s) => readFileSync(keyFile(created, s), 'utf8'));
+    const pems = [activeSelector(created), standby].map((s) => readFileSync(keyFile(created, s), 'utf8'));
     const res = await update({ dkim_selector: standby });
     expect(res.status).to.equal(400);
-    expect([created.dkim_selector!, standby].map((s) => readFileSync(keyFile(created, s), 'utf8'))).to.deep.equal(pems);
+    expect([activeSelector(created), standby].map((s) => readFileSync(keyFile(created, s), 'utf8'))).to.deep.equal(pems);
     expect(await bed.get('example.com')).to.deep.equal(created);
   });
 
@@ -127,13 +140,13 @@ describe('updating a domain', () => {
     expect(off.body.dkim_rotation_interval_days).to.equal(null);
     expect(off.body.dns_records.filter((r: { label: string }) => /standby/.test(r.label))).to.deep.equal([]);
     expect(existsSync(keyFile(created, standby))).to.equal(false);
-    expect(existsSync(keyFile(created, created.dkim_selector!))).to.equal(true);
+    expect(existsSync(keyFile(created, activeSelector(created)))).to.equal(true);
 
     const on = await update({ dkim_rotation_interval_days: 14 });
     expect(on.status).to.equal(200);
     expect(on.body.dkim_rotation_interval_days).to.equal(14);
     const fresh = standbyDkimOf(on.body).host.split('.')[0]!;
-    expect(fresh).to.not.equal(created.dkim_selector);
+    expect(fresh).to.not.equal(activeSelector(created));
     expect(existsSync(keyFile(created, fresh))).to.equal(true);
 
     // Another interval keeps the standby key.

@@ -26,6 +26,12 @@ describe('spfAuthorizes', () => {
     expect(spfAuthorizes(['v=spf1 +ip4:192.0.2.10 +ip6:2001:db8::10 -all'], withIps)).to.equal(true);
   });
 
+  it('evaluates left to right: an earlier -all ends the record', () => {
+    expect(spfAuthorizes(['v=spf1 -all ip4:192.0.2.10 ip6:2001:db8::10'], withIps)).to.equal(false);
+    expect(spfAuthorizes(['v=spf1 -ip4:192.0.2.10 ip4:192.0.2.0/24 ip6:2001:db8::/32 ~all'], withIps)).to.equal(false);
+    expect(spfAuthorizes(['v=spf1 ip4:192.0.2.10 ip6:2001:db8::10 redirect=_spf.example.com'], withIps)).to.equal(true);
+  });
+
   it('does not follow include:', () => {
     expect(spfAuthorizes(['v=spf1 include:_spf.mx.postilion.test ~all'], noIps)).to.equal(false);
   });
@@ -58,6 +64,12 @@ describe('dkimMatches', () => {
     expect(dkimMatches(['v=DKIM1; k=ed25519; p=MIIBabc+/='], key)).to.equal(false);
     expect(dkimMatches(['v=DKIM1; k=rsa; p='], key)).to.equal(false);
     expect(dkimMatches(['v=DKIM2; p=MIIBabc+/='], key)).to.equal(false);
+  });
+
+  it('refuses records receivers would refuse: v= not first, or h= without sha256', () => {
+    expect(dkimMatches(['k=rsa; v=DKIM1; p=MIIBabc+/='], key)).to.equal(false);
+    expect(dkimMatches(['v=DKIM1; h=sha1; p=MIIBabc+/='], key)).to.equal(false);
+    expect(dkimMatches(['v=DKIM1; h=sha1:sha256; p=MIIBabc+/='], key)).to.equal(true);
   });
 
   it('needs k=ed25519 for an Ed25519 key', () => {

@@ -17,6 +17,7 @@ function domain(over: Partial<DomainRecord> = {}, propagated: Record<string, boo
     subscriptionSubdomain: 'unsub',
     mediaSubdomain: 'media',
     dkimRotationIntervalDays: 7,
+    dkimSelectorOverride: null,
     dsnRecipient: null,
     dkim: {
       active: { keys: [key('old')], activatedAt: new Date(t0).toISOString(), publishUntil: null },

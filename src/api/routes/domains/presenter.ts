@@ -25,7 +25,8 @@ export function presentDomain(domain: DomainRecord, records: PresentedRecord[]) 
     subscription_subdomain: domain.subscriptionSubdomain,
     media_subdomain: domain.mediaSubdomain,
     dkim_rotation_interval_days: domain.dkimRotationIntervalDays,
-    dkim_selector: domain.dkim.active.keys.find((k) => k.algorithm === 'rsa')?.selector ?? null,
+    // The override only, as the contract says; the selector in use shows in dns_records.
+    dkim_selector: domain.dkimSelectorOverride ?? null,
     rotation_ready: rotationReady(domain),
     dsn_recipient: domain.dsnRecipient,
   };
