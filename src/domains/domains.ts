@@ -126,6 +126,7 @@ export class Domains {
 
   /** The account's domain by name; another account's domain is not found, as an unknown one. */
   async get(accountId: string, name: string): Promise<DomainRecord> {
+    if (!isValidDomain(normalizeDomain(name))) throw badRequest(INVALID_DOMAIN);
     const domain = await this.repo.getByName(normalizeDomain(name));
     if (!domain || domain.accountId !== accountId) throw notFound('domain not found');
     return domain;

@@ -187,6 +187,15 @@ describe('domains API', () => {
       expect((await bed.api('GET', `${bed.base}/EXAMPLE.com.`)).body.id).to.equal(d.id);
     });
 
+    it('answers 400 for a malformed domain name in the path', async () => {
+      for (const path of ['not_a_domain', 'localhost', '1.2.3.4', 'a..b']) {
+        const res = await bed.api('GET', `${bed.base}/${path}`);
+        expect(res.status, path).to.equal(400);
+        expect(res.body.message).to.contain('invalid domain name');
+      }
+      expect((await bed.api('DELETE', `${bed.base}/bad_name`)).status).to.equal(400);
+    });
+
     it('answers 404 for an unknown domain on get, update, delete and check-dns', async () => {
       await bed.create('example.com');
       const calls = [
