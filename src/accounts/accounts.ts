@@ -5,6 +5,7 @@ import type { Store } from '../store/store.ts';
 import { badRequest, conflict, forbidden, notFound } from '../util/errors.ts';
 import { newId } from '../util/ids.ts';
 import { KeyedMutex } from '../util/keyed-mutex.ts';
+import { isEmailAddress } from '../util/email.ts';
 import { isPrintable } from '../util/text.ts';
 import { iso, type Clock } from '../util/time.ts';
 
@@ -147,15 +148,13 @@ export class Accounts {
   }
 }
 
-const EMAIL = /^[^\s@]+@[^\s@]+$/;
-
 /** The same rules for every way in (API, CLI, bootstrap), so no record breaks the API's shapes. */
 function checkNewAccount(input: NewAccount): void {
   const name = input.name.trim();
   if (name.length === 0 || name.length > 255) throw badRequest('account name must be 1 to 255 characters');
   if (!isPrintable(name)) throw badRequest('account name must not contain control characters');
   if (!isHttpUrl(input.website)) throw badRequest(`website must be an http(s) URL, got "${input.website}"`);
-  if (!EMAIL.test(input.ownerEmail) || input.ownerEmail.length > 254) throw badRequest(`owner email "${input.ownerEmail}" is not an email address`);
+  if (!isEmailAddress(input.ownerEmail)) throw badRequest(`owner email "${input.ownerEmail}" is not an email address`);
 }
 
 export function isHttpUrl(text: string): boolean {

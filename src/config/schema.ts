@@ -2,6 +2,7 @@ import { isIP } from 'node:net';
 import { validate as validCron } from 'node-cron';
 import { z } from 'zod';
 import { parseCidr } from '../util/cidr.ts';
+import { isLabel } from '../util/domain-name.ts';
 
 /**
  * The one typed configuration. Every option has its default and description here;
@@ -11,7 +12,7 @@ import { parseCidr } from '../util/cidr.ts';
 const port = z.number().int().min(0).max(65535);
 
 /** One DNS label: letters, digits, hyphens, not at either end. */
-export const label = z.string().regex(/^(?!-)[a-z0-9-]{1,63}(?<!-)$/, 'must be a single DNS label (a-z, 0-9, -)');
+export const label = z.string().refine(isLabel, 'must be a single DNS label (a-z, 0-9, -)');
 
 const cidrList = z.array(z.string()).default([]).superRefine((entries, ctx) => {
   for (const [i, entry] of entries.entries()) {

@@ -56,13 +56,14 @@ export class DnsChecker {
       const now = iso(this.clock.now());
       const propagated: Record<string, boolean> = {};
       const asked = new Map(records.map((r) => [r.key, `${r.type} ${r.host} ${r.content}`]));
-      for (const r of expectedRecords(current, this.identity)) {
+      const expected = expectedRecords(current, this.identity);
+      for (const r of expected) {
         const previous = current.dns.propagated[r.key] ?? false;
         // Only answers to the question as the record now stands count (it may have changed
         // while DNS was asked); a lookup that failed keeps the last known state.
         propagated[r.key] = asked.get(r.key) === `${r.type} ${r.host} ${r.content}` ? (found.get(r.key) ?? previous) : previous;
       }
-      const required = expectedRecords(current, this.identity).filter((r) => r.required);
+      const required = expected.filter((r) => r.required);
       const valid = required.every((r) => propagated[r.key]);
       const next: DomainRecord = {
         ...current,

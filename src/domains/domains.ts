@@ -5,7 +5,8 @@ import type { WriteOp } from '../store/group-commit.ts';
 import { everyItem, type Page, type PageRequest } from '../store/page.ts';
 import type { DkimKeyRecord, DomainRecord } from '../store/records.ts';
 import type { Store } from '../store/store.ts';
-import { isValidDomain, normalizeDomain } from '../util/domain-name.ts';
+import { isLabel, isValidDomain, normalizeDomain } from '../util/domain-name.ts';
+import { isEmailAddress } from '../util/email.ts';
 import { badRequest, conflict, notFound } from '../util/errors.ts';
 import { newId } from '../util/ids.ts';
 import type { KeyedMutex } from '../util/keyed-mutex.ts';
@@ -188,16 +189,14 @@ export class Domains {
     const domain = await this.get(accountId, name);
     return this.mutex.run(`domain:${domain.id}`, async () => {
       const current = await this.get(accountId, name);
-      const naming = async () => {
-        const ids: string[] = [];
-        for await (const key of everyItem((req) => this.apiKeysRepo.list(accountId, req))) {
-          if (key.scopes.some((s) => s.domainId === current.id)) ids.push(key.id);
-        }
-        return ids;
-      };
-      await this.keyLocks.runAll(await naming(), async () => {
+      const naming: string[] = [];
+      for await (const key of everyItem((req) => this.apiKeysRepo.list(accountId, req))) {
+        if (key.scopes.some((s) => s.domainId === current.id)) naming.push(key.id);
+      }
+      await this.keyLocks.runAll(naming, async () => {
         const ops: WriteOp[] = [...this.repo.delete(current)];
-        for (const id of await naming()) {
+        // Re-read under the locks: only keys whose lock is held are rewritten.
+        for (const id of naming) {
           const key = await this.apiKeysRepo.get(accountId, id);
           if (key) ops.push(this.apiKeysRepo.update({ ...key, scopes: key.scopes.filter((s) => s.domainId !== current.id) }));
         }
@@ -241,12 +240,10 @@ export class Domains {
   }
 }
 
-const EMAIL = /^[^\s@]+@[^\s@]+\.[^\s@]+$/;
-
 function checkSettings(input: DomainSettings): void {
   for (const field of ['trackingSubdomain', 'returnPathSubdomain', 'subscriptionSubdomain', 'mediaSubdomain'] as const) {
     const value = input[field];
-    if (value !== undefined && !/^(?!-)[a-z0-9-]{1,63}(?<!-)$/.test(value)) {
+    if (value !== undefined && !isLabel(value)) {
       throw badRequest(`${snake(field)} must be a single DNS label (a-z, 0-9, -)`);
     }
   }
@@ -258,7 +255,7 @@ function checkSettings(input: DomainSettings): void {
   if (interval !== undefined && interval !== null && (!Number.isInteger(interval) || interval < 1 || interval > 365)) {
     throw badRequest('dkim_rotation_interval_days must be a whole number of days from 1 to 365');
   }
-  if (input.dsnRecipient && !EMAIL.test(input.dsnRecipient)) throw badRequest('dsn_recipient must be an email address');
+  if (input.dsnRecipient && !isEmailAddress(input.dsnRecipient)) throw badRequest('dsn_recipient must be an email address');
 }
 
 function snake(field: string): string {

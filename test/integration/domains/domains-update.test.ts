@@ -65,6 +65,17 @@ describe('updating a domain', () => {
     });
   }
 
+  it('refuses a dsn_recipient that is not an address, and clears it with null', async () => {
+    await bed.create('example.com');
+    for (const bad of ['not an email', 'no-at-sign', '@example.com', `${'a'.repeat(250)}@example.com`]) {
+      const res = await update({ dsn_recipient: bad });
+      expect(res.status, bad).to.equal(400);
+      expect(res.body.message).to.contain('dsn_recipient');
+    }
+    expect((await update({ dsn_recipient: 'dsn@example.com' })).body.dsn_recipient).to.equal('dsn@example.com');
+    expect((await update({ dsn_recipient: null })).body.dsn_recipient).to.equal(null);
+  });
+
   it('renames the DKIM key with dkim_selector before DNS is valid, moving its key file', async () => {
     const created = await bed.create('example.com');
     const old = activeSelector(created);

@@ -1,7 +1,8 @@
 import { z } from 'zod';
+import { isHttpUrl } from '../../../accounts/accounts.ts';
 import { isPrintable } from '../../../util/text.ts';
 
-export const website = z.url({ protocol: /^https?$/, error: 'website must be an http(s) URL' }).max(255);
+export const website = z.string().refine(isHttpUrl, 'website must be an http(s) URL of at most 255 characters');
 
 export const updateAccountBody = z.strictObject({
   name: z.string().trim().min(1, 'name must not be empty').max(255, 'name must be at most 255 characters').refine(isPrintable, 'name must not contain control characters').optional(),
