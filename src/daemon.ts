@@ -24,6 +24,10 @@ import { createResolver, type DnsResolver } from './domains/resolver.ts';
 import { Rotator } from './domains/rotator.ts';
 import { DkimSigner } from './domains/signer.ts';
 import { EventRecorder } from './events/recorder.ts';
+import { Acceptor } from './message/accept.ts';
+import { Messages } from './message/messages.ts';
+import { Sender } from './message/send.ts';
+import { MessagesRepo } from './store/messages-repo.ts';
 import { KeyedMutex } from './util/keyed-mutex.ts';
 import { parseCidr } from './util/cidr.ts';
 import { SecretBox } from './util/secret-box.ts';
@@ -42,6 +46,10 @@ export interface Core {
   rotator: Rotator;
   signer: DkimSigner;
   resolver: DnsResolver;
+  /** The one entrance of messages (API now, SMTP submission later). */
+  acceptor: Acceptor;
+  sender: Sender;
+  messages: Messages;
   clock: Clock;
 }
 
@@ -66,6 +74,8 @@ export async function openCore(config: Config, clock: Clock = systemClock): Prom
     mediaSubdomain: config.domains.media_subdomain,
     ed25519: config.dkim.ed25519,
   });
+  const messagesRepo = new MessagesRepo(store);
+  const acceptor = new Acceptor(store, messagesRepo, events, clock);
   const dnsChecker = new DnsChecker(store, domainsRepo, resolver, events, domainLocks, clock, identityOf(config), config.domains.check_cache_seconds * 1000);
   return {
     config,
@@ -82,6 +92,9 @@ export async function openCore(config: Config, clock: Clock = systemClock): Prom
     }),
     signer: new DkimSigner(dkimKeys, (name) => domains.signingKeys(name), clock),
     resolver,
+    acceptor,
+    sender: new Sender(domains, acceptor, clock),
+    messages: new Messages(store, messagesRepo, new KeyedMutex(), clock),
     clock,
   };
 }
@@ -149,6 +162,8 @@ export class Daemon {
       apiKeys: core.apiKeys,
       domains: core.domains,
       dnsChecker: core.dnsChecker,
+      sender: core.sender,
+      messages: core.messages,
       idempotency: core.idempotency,
       rateLimiter: this.rateLimiter,
       settings: () => this.settings,
@@ -179,6 +194,14 @@ export class Daemon {
         },
         { name: 'dkim-rotation', noOverlap: true },
       ),
+      schedule(
+        config.messages.retention_purge_schedule,
+        async () => {
+          const purged = await core.messages.purge();
+          log.info(purged, 'message retention purge done');
+        },
+        { name: 'message-retention', noOverlap: true },
+      ),
     );
 
     const handler = app.callback();
@@ -206,7 +229,7 @@ export class Daemon {
     const tls = next.api.tls.enabled && this.listeners.length > 1 ? readTls(next) : null;
     const same = (a: unknown, b: unknown) => JSON.stringify(a) === JSON.stringify(b);
     const listenerShape = (c: Config) => ({ host: c.api.host, port: c.api.port, tls: { enabled: c.api.tls.enabled, host: c.api.tls.host, port: c.api.tls.port } });
-    const restartNeeded: string[] = (['data', 'keys', 'server', 'dns', 'domains', 'dkim'] as const).filter((k) => !same(next[k], this.config[k]));
+    const restartNeeded: string[] = (['data', 'keys', 'server', 'dns', 'domains', 'dkim', 'messages'] as const).filter((k) => !same(next[k], this.config[k]));
     if (!same(listenerShape(next), listenerShape(this.config))) restartNeeded.push('api listeners');
     if (next.api.idempotency.purge_schedule !== this.config.api.idempotency.purge_schedule) {
       restartNeeded.push('api.idempotency.purge_schedule');
@@ -217,7 +240,7 @@ export class Daemon {
     this.core_.idempotency.configure(next.api.idempotency);
     this.settings = apiSettings(next);
     if (tls) for (const listener of this.listeners) listener.reloadTls(tls);
-    const kept = { data: this.config.data, keys: this.config.keys, server: this.config.server, dns: this.config.dns, domains: this.config.domains, dkim: this.config.dkim };
+    const kept = { data: this.config.data, keys: this.config.keys, server: this.config.server, dns: this.config.dns, domains: this.config.domains, dkim: this.config.dkim, messages: this.config.messages };
     this.config = { ...next, ...kept };
     this.log.info({ restart_needed_for: restartNeeded }, 'configuration reloaded');
   }

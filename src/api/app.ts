@@ -19,6 +19,10 @@ import { domainRoutes } from './routes/domains/index.ts';
 import { apiKeyRoutes } from './routes/api-keys/index.ts';
 import { memberRoutes } from './routes/members/index.ts';
 import { pingRoutes } from './routes/ping/index.ts';
+import { messageRoutes } from './routes/messages/index.ts';
+import { v1Authenticate, v1Send } from './routes/v1/index.ts';
+import type { Messages } from '../message/messages.ts';
+import type { Sender } from '../message/send.ts';
 import type { Route } from './routes/route.ts';
 
 export interface ApiSettings {
@@ -32,6 +36,8 @@ export interface ApiDeps {
   apiKeys: ApiKeys;
   domains: Domains;
   dnsChecker: DnsChecker;
+  sender: Sender;
+  messages: Messages;
   idempotency: Idempotency;
   rateLimiter: RateLimiter;
   /** Read per request, so a reload takes effect at once. */
@@ -53,6 +59,7 @@ export function buildApp(deps: ApiDeps): Koa<ApiState> {
     ...accountRoutes(deps.accounts),
     ...memberRoutes(deps.accounts),
     ...domainRoutes(deps.domains, deps.dnsChecker),
+    ...messageRoutes(deps.sender, deps.messages, deps.domains),
   ];
   const auth = authenticate(deps.apiKeys, deps.accounts);
   const body = rawBody(() => deps.settings().bodyLimitBytes);
@@ -65,6 +72,13 @@ export function buildApp(deps: ApiDeps): Koa<ApiState> {
     // The router's context type is its own; our middleware only relies on ApiState and params.
     router.register(`/v2${op.path}`, [op.method], chain as never, { name: route.operationId });
   }
+  // Legacy v1 send: its own key type and error body ({status}), the account's general rate.
+  router.register('/v1/email/send', ['POST'], [
+    v1Authenticate(deps.apiKeys, deps.accounts),
+    rateLimit(deps.rateLimiter, 'general'),
+    body,
+    v1Send(deps.sender),
+  ] as never, { name: 'sendEmailV1' });
 
   app.use(requestContext(deps.log) as Koa.Middleware<ApiState>);
   app.use(errorResponses as unknown as Koa.Middleware<ApiState>);

@@ -15,14 +15,17 @@ export function keyCommands(program: Command, io: CliIo): Command {
     .requiredOption('--label <label>', 'label')
     .option('--scope <scope>', 'a scope (repeatable; default: every scope)', collect, [])
     .option('--ip <cidr>', 'allowed client address or CIDR block (repeatable)', collect, [])
-    .action(async (opts: { account: string; label: string; scope: string[]; ip: string[] }) => {
+    .option('--v1', 'a key for the legacy POST /v1/email/send (X-Api-Key); default scope messages:send:all')
+    .action(async (opts: { account: string; label: string; scope: string[]; ip: string[]; v1?: boolean }) => {
       const id = accountId(opts.account);
       const { key, secret } = await withCore(program, async (core) => {
         await core.accounts.require(id);
+        const defaults = opts.v1 ? ['messages:send:all'] : EVERY_GLOBAL_SCOPE;
         return core.apiKeys.create(id, {
           label: opts.label,
-          scopes: opts.scope.length > 0 ? opts.scope : EVERY_GLOBAL_SCOPE,
+          scopes: opts.scope.length > 0 ? opts.scope : defaults,
           ipAllowList: opts.ip,
+          kind: opts.v1 ? 'v1' : 'v2',
         });
       });
       io.out(`key id: ${key.id}\nAPI key (shown once): ${secret}\n`);

@@ -65,6 +65,10 @@ export const configSchema = z.strictObject({
     retired_grace_days: z.number().int().min(1).max(90).default(7)
       .describe('how long a retired key stays published so that mail signed with it still verifies'),
   }).prefault({}),
+  messages: z.strictObject({
+    retention_purge_schedule: z.string().refine(validCron, 'not a valid cron expression').default('43 2 * * *')
+      .describe('cron expression of the daily purge of message metadata and content past their retention'),
+  }).prefault({}),
   data: z.strictObject({
     dir: z.string().min(1).default('./data').describe('LevelDB data directory (relative paths start at the working directory)'),
   }).prefault({}),

@@ -125,6 +125,12 @@ export class Domains {
     return domain;
   }
 
+  /** The account's domain by name, or undefined (also for another account's domain). */
+  async find(accountId: string, name: string): Promise<DomainRecord | undefined> {
+    const domain = await this.repo.getByName(normalizeDomain(name));
+    return domain && domain.accountId === accountId ? domain : undefined;
+  }
+
   /** The account's domain by name; another account's domain is not found, as an unknown one. */
   async get(accountId: string, name: string): Promise<DomainRecord> {
     if (!isValidDomain(normalizeDomain(name))) throw badRequest(INVALID_DOMAIN);

@@ -11,6 +11,20 @@ export interface DomainDnsErrorData {
   dns_last_checked_at: string;
 }
 
-export type Event = { type: 'domain.dns_error'; accountId: string; data: DomainDnsErrorData };
+/** The core of every message event, in the order the reference producer writes it. */
+export interface MessageEventData {
+  account_id: string;
+  event: 'on_reception';
+  from: string;
+  recipient: string;
+  subject: string;
+  message_id_header: string;
+  is_bot: boolean;
+  id: string;
+}
+
+export type Event =
+  | { type: 'domain.dns_error'; accountId: string; data: DomainDnsErrorData }
+  | { type: 'message.reception'; accountId: string; data: MessageEventData };
 
 export type EventType = Event['type'];

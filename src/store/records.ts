@@ -141,3 +141,78 @@ export interface EventRecord {
   createdAt: string;
   data: Record<string, unknown>;
 }
+
+/** The message states the read API reports and filters on (`Cancelled` is Postilion's own). */
+export const MESSAGE_STATUSES = [
+  'Received',
+  'Delivered',
+  'Deferred',
+  'Bounced',
+  'Failed',
+  'Suppressed',
+  'Sandbox Delivered',
+  'Sandbox Deferred',
+  'Sandbox Failed',
+  'Sandbox Bounced',
+  'Sandbox Suppressed',
+  'Cancelled',
+] as const;
+export type MessageStatus = (typeof MESSAGE_STATUSES)[number];
+
+export const SANDBOX_RESULTS = ['deliver', 'bounce', 'defer', 'fail', 'suppress'] as const;
+export type SandboxResult = (typeof SANDBOX_RESULTS)[number];
+
+export interface DeliveryAttemptRecord {
+  time: string;
+  log: string;
+  status: string;
+}
+
+/**
+ * One message to one recipient. Its content is the per-message header block `head` followed by
+ * the stored body `bodyId`, which several messages may share.
+ */
+export interface MessageRecord {
+  v: 1;
+  /** UUIDv7: the API id, and the local part of the generated Message-ID. */
+  id: string;
+  accountId: string;
+  domainId: string;
+  /** The sender domain's name. */
+  domain: string;
+  /** The Message-ID header, with angle brackets. */
+  messageId: string;
+  direction: 'outbound' | 'inbound';
+  source: 'api' | 'api-v1' | 'smtp';
+  sender: string;
+  recipient: string;
+  subject: string;
+  tags: string[];
+  status: MessageStatus;
+  /** Sandbox messages are processed but never delivered; the result says what to pretend. */
+  sandbox: SandboxResult | null;
+  tracking: { open: boolean; click: boolean };
+  retention: { metadataDays: number; dataDays: number };
+  /** As requested; null when the message was sent without a schedule. */
+  schedule: { firstAttempt: string | null; expires: string | null } | null;
+  /** When delivery is first due. */
+  dueAt: string;
+  bodyId: string;
+  head: string;
+  /** The content was dropped by retention; metadata remains. */
+  contentPurged: boolean;
+  createdAt: string;
+  updatedAt: string;
+  sentAt: string | null;
+  deliveredAt: string | null;
+  /** When the metadata is purged. */
+  retainUntil: string;
+  /** When the content may be dropped (once delivery is final). */
+  dataRetainUntil: string;
+  attempts: DeliveryAttemptRecord[];
+  openCount: number;
+  clickCount: number;
+  bounceClassification: string;
+  isBounceNotification: boolean;
+  referenceMessageId: number | null;
+}

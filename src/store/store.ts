@@ -19,7 +19,15 @@ export const FAMILIES = [
   'domainsByAccount',
   'events',
   'eventsByAccount',
+  'messages',
+  'messageIndex',
+  'messageExpiry',
+  'bodies',
+  'bodyRefs',
+  'schedule',
 ] as const;
+/** Families whose values are raw bytes (message bodies); the others hold JSON. */
+const BINARY: ReadonlySet<Family> = new Set<Family>(['bodies']);
 export type Family = (typeof FAMILIES)[number];
 
 type Db = Level<string, unknown>;
@@ -52,7 +60,7 @@ export class Store {
       throw err;
     }
     const families = Object.fromEntries(
-      FAMILIES.map((name) => [name, db.sublevel<string, unknown>(name, { valueEncoding: 'json' })]),
+      FAMILIES.map((name) => [name, db.sublevel<string, unknown>(name, { valueEncoding: BINARY.has(name) ? 'buffer' : 'json' })]),
     ) as Record<Family, Sublevel>;
     const committer = new GroupCommitter((ops) =>
       db.batch(

@@ -6,6 +6,17 @@ export function newId(): string {
   return uuidv7();
 }
 
+/** A UUIDv7 whose time part is `ms` (the injected clock's time, so ids sort with created_at). */
+export function newIdAt(ms: number): string {
+  return uuidv7({ msecs: ms });
+}
+
+/** The lowest id string of any UUIDv7 made at or after `ms`: its time part, hex, dashed. */
+export function idFloor(ms: number): string {
+  const hex = Math.max(0, Math.floor(ms)).toString(16).padStart(12, '0');
+  return `${hex.slice(0, 8)}-${hex.slice(8, 12)}`;
+}
+
 export function isUuid(value: string): boolean {
   return validate(value) && version(value) >= 1;
 }

@@ -1,0 +1,130 @@
+import type { EventRecorder } from '../events/recorder.ts';
+import type { WriteOp } from '../store/group-commit.ts';
+import type { MessagesRepo } from '../store/messages-repo.ts';
+import type { AccountRecord, DomainRecord, MessageRecord, SandboxResult } from '../store/records.ts';
+import type { Store } from '../store/store.ts';
+import { iso, type Clock } from '../util/time.ts';
+import { retentionTimes } from './retention.ts';
+
+export interface StoredBody {
+  id: string;
+  chunks: Buffer[];
+}
+
+/** One recipient's message: its header block and the body it shares. */
+export interface NewMessage {
+  id: string;
+  messageId: string;
+  recipient: string;
+  head: string;
+  bodyId: string;
+  subject: string;
+}
+
+/** Everything accept() needs: validated, authorised, composed. API and SMTP build this. */
+export interface Submission {
+  account: AccountRecord;
+  domain: DomainRecord;
+  source: MessageRecord['source'];
+  sender: string;
+  tags: string[];
+  sandbox: SandboxResult | null;
+  /** Per-message overrides; null/absent fields take the account defaults. */
+  tracking?: { open?: boolean | null | undefined; click?: boolean | null | undefined } | undefined;
+  retention?: { metadata?: number | null | undefined; data?: number | null | undefined } | undefined;
+  /** Absolute times in ms, already checked against the limits. */
+  schedule?: { firstAttempt?: number | undefined; expires?: number | undefined } | undefined;
+  bodies: StoredBody[];
+  messages: NewMessage[];
+}
+
+/**
+ * The one way a message enters Postilion. Records, bodies, body references, index entries,
+ * due-time entries and `message.reception` events go into ONE batch, committed with sync
+ * (group-committed with concurrent accepts); the promise resolves only once it is on disk.
+ */
+export class Acceptor {
+  constructor(
+    private readonly store: Store,
+    private readonly repo: MessagesRepo,
+    private readonly events: EventRecorder,
+    private readonly clock: Clock,
+  ) {}
+
+  async accept(submission: Submission): Promise<MessageRecord[]> {
+    const records = submission.messages.map((m) => this.record(submission, m));
+    const ops: WriteOp[] = [];
+    for (const body of submission.bodies) ops.push(...this.repo.putBody(body.id, body.chunks));
+    for (const record of records) {
+      ops.push(
+        ...this.repo.put(record),
+        ...this.repo.refBody(record.bodyId, record.id),
+        ...this.repo.schedule(record),
+        ...this.events.record({
+          type: 'message.reception',
+          accountId: record.accountId,
+          data: {
+            account_id: record.accountId,
+            event: 'on_reception',
+            from: record.sender,
+            recipient: record.recipient,
+            subject: record.subject,
+            message_id_header: record.messageId,
+            is_bot: false,
+            id: record.id,
+          },
+        }),
+      );
+    }
+    await this.store.commit(ops);
+    return records;
+  }
+
+  private record(s: Submission, m: NewMessage): MessageRecord {
+    const now = this.clock.now();
+    const retention = {
+      metadataDays: s.retention?.metadata ?? s.account.messageMetadataRetention,
+      dataDays: s.retention?.data ?? s.account.messageDataRetention,
+    };
+    const times = retentionTimes(now, retention);
+    const firstAttempt = s.schedule?.firstAttempt;
+    const expires = s.schedule?.expires;
+    return {
+      v: 1,
+      id: m.id,
+      accountId: s.account.id,
+      domainId: s.domain.id,
+      domain: s.domain.name,
+      messageId: m.messageId,
+      direction: 'outbound',
+      source: s.source,
+      sender: s.sender,
+      recipient: m.recipient,
+      subject: m.subject,
+      tags: s.tags,
+      status: 'Received',
+      sandbox: s.sandbox,
+      tracking: { open: s.tracking?.open ?? s.account.trackOpens, click: s.tracking?.click ?? s.account.trackClicks },
+      retention,
+      schedule: s.schedule && (firstAttempt !== undefined || expires !== undefined)
+        ? { firstAttempt: firstAttempt !== undefined ? iso(firstAttempt) : null, expires: expires !== undefined ? iso(expires) : null }
+        : null,
+      dueAt: iso(firstAttempt ?? now),
+      bodyId: m.bodyId,
+      head: m.head,
+      contentPurged: false,
+      createdAt: iso(now),
+      updatedAt: iso(now),
+      sentAt: null,
+      deliveredAt: null,
+      retainUntil: iso(times.retainUntil),
+      dataRetainUntil: iso(times.dataRetainUntil),
+      attempts: [],
+      openCount: 0,
+      clickCount: 0,
+      bounceClassification: '',
+      isBounceNotification: false,
+      referenceMessageId: null,
+    };
+  }
+}

@@ -1,0 +1,138 @@
+import MailComposer, { type MailComposerAttachment } from 'nodemailer/lib/mail-composer';
+import { BODY_CHUNK_BYTES } from '../store/messages-repo.ts';
+import { badRequest } from '../util/errors.ts';
+import { formatAddress, headerLine, type Address } from './headers.ts';
+
+/** An attachment as the API takes it. */
+export interface AttachmentInput {
+  data: string;
+  base64?: boolean | undefined;
+  file_name: string;
+  content_type: string;
+  content_id?: string | undefined;
+  content_disposition?: string | undefined;
+}
+
+/** What a body is made of: everything but the per-message headers (To, Message-ID). */
+export interface BodyContent {
+  from: Address;
+  to?: Address[];
+  cc?: Address[];
+  replyTo?: Address | undefined;
+  subject: string;
+  text?: string | undefined;
+  html?: string | undefined;
+  amp?: string | undefined;
+  attachments: MailComposerAttachment[];
+  headers: Array<[string, string]>;
+  date: Date;
+}
+
+export interface ComposedBody {
+  chunks: Buffer[];
+  size: number;
+}
+
+/** Stands in for the Message-ID while composing; removed from the shared body. */
+const PLACEHOLDER_ID = '<postilion-shared-body@invalid>';
+const PLACEHOLDER_LINE = `Message-ID: ${PLACEHOLDER_ID}\r\n`;
+
+/**
+ * Builds the MIME body with nodemailer's composer (multipart/alternative of text, AMP and HTML;
+ * multipart/related for inline images; multipart/mixed for attachments) and collects it as
+ * store-sized chunks as it streams out. No file or URL access: content comes from the request.
+ */
+export async function composeBody(content: BodyContent): Promise<ComposedBody> {
+  const composer = new MailComposer({
+    from: { name: content.from.name ?? '', address: content.from.email },
+    ...(content.to ? { to: content.to.map(toNodemailer) } : {}),
+    ...(content.cc ? { cc: content.cc.map(toNodemailer) } : {}),
+    ...(content.replyTo ? { replyTo: toNodemailer(content.replyTo) } : {}),
+    subject: content.subject,
+    ...(content.text !== undefined ? { text: content.text } : {}),
+    ...(content.html !== undefined ? { html: content.html } : {}),
+    ...(content.amp !== undefined ? { amp: content.amp } : {}),
+    attachments: content.attachments,
+    headers: content.headers.map(([key, value]) => ({ key, value })),
+    messageId: PLACEHOLDER_ID,
+    date: content.date,
+    disableFileAccess: true,
+    disableUrlAccess: true,
+  });
+  const stream = composer.compile().createReadStream();
+  const chunks: Buffer[] = [];
+  let pending: Buffer = Buffer.alloc(0);
+  let headerDone = false;
+  let size = 0;
+  const emit = (data: Buffer) => {
+    size += data.length;
+    pending = pending.length === 0 ? data : Buffer.concat([pending, data]);
+    while (pending.length >= BODY_CHUNK_BYTES) {
+      chunks.push(pending.subarray(0, BODY_CHUNK_BYTES));
+      pending = pending.subarray(BODY_CHUNK_BYTES);
+    }
+  };
+  let head = '';
+  for await (const piece of stream) {
+    const data = piece as Buffer;
+    if (headerDone) {
+      emit(data);
+      continue;
+    }
+    // The root header block is small: hold it until it ends, then drop the placeholder line.
+    head += data.toString('latin1');
+    const end = head.indexOf('\r\n\r\n');
+    if (end < 0) continue;
+    headerDone = true;
+    emit(Buffer.from(head.replace(PLACEHOLDER_LINE, ''), 'latin1'));
+  }
+  if (!headerDone) emit(Buffer.from(head.replace(PLACEHOLDER_LINE, ''), 'latin1'));
+  if (pending.length > 0) chunks.push(pending);
+  return { chunks, size };
+}
+
+/** The per-message header block: To (one recipient per message) and the Message-ID. */
+export function messageHead(messageId: string, to?: Address): string {
+  return (to ? headerLine('To', formatAddress(to)) : '') + headerLine('Message-ID', messageId);
+}
+
+/**
+ * Checks and converts request attachments. `inlineRule` says when an attachment is inline:
+ * `brackets` (v2: content_id written `<cid>`) or `any` (v1: any non-empty content_id).
+ */
+export function attachmentsFor(list: AttachmentInput[] | undefined, inlineRule: 'brackets' | 'any'): MailComposerAttachment[] {
+  return (list ?? []).map((a, i) => {
+    const where = `attachments[${i}]`;
+    const out: MailComposerAttachment = {
+      content: a.base64 ? decodeBase64(a.data, where) : a.data,
+      filename: a.file_name,
+      contentType: a.content_type,
+    };
+    const cid = a.content_id?.trim() ?? '';
+    const bracketed = /^<([^<>\s]+)>$/.exec(cid);
+    if (bracketed && inlineRule === 'brackets') out.cid = bracketed[1]!;
+    else if (cid && inlineRule === 'any') out.cid = bracketed ? bracketed[1]! : cid;
+    if (a.content_disposition !== undefined) {
+      const disposition = a.content_disposition.trim().toLowerCase();
+      if (disposition !== 'inline' && disposition !== 'attachment') {
+        throw badRequest(`${where}.content_disposition must be inline or attachment`);
+      }
+      out.contentDisposition = disposition;
+    } else if (out.cid) {
+      out.contentDisposition = 'inline';
+    }
+    return out;
+  });
+}
+
+function decodeBase64(data: string, where: string): Buffer {
+  const compact = data.replace(/[\r\n\t ]/g, '');
+  if (compact.length % 4 !== 0 || !/^[A-Za-z0-9+/]*={0,2}$/.test(compact)) {
+    throw badRequest(`${where}.data is not valid base64`);
+  }
+  return Buffer.from(compact, 'base64');
+}
+
+function toNodemailer(a: Address): { name: string; address: string } {
+  return { name: a.name ?? '', address: a.email };
+}

@@ -1,0 +1,135 @@
+import type { WriteOp } from '../store/group-commit.ts';
+import type { MessageFilter, MessagesRepo } from '../store/messages-repo.ts';
+import type { Page, PageRequest } from '../store/page.ts';
+import type { MessageRecord } from '../store/records.ts';
+import type { Store } from '../store/store.ts';
+import { badRequest, conflict, forbidden, notFound } from '../util/errors.ts';
+import type { KeyedMutex } from '../util/keyed-mutex.ts';
+import { iso, type Clock } from '../util/time.ts';
+import { parseMessageRef } from './message-id.ts';
+import { contentDue } from './retention.ts';
+
+/** Which of an account's messages a caller may see or act on, by sender domain id. */
+export type DomainFilter = (domainId: string) => boolean;
+
+/**
+ * Reading messages back, cancelling scheduled ones and the retention purge. Changes to one
+ * message run under its lock (`message:<id>`), which the delivery engine shares.
+ */
+export class Messages {
+  constructor(
+    private readonly store: Store,
+    private readonly repo: MessagesRepo,
+    private readonly locks: KeyedMutex,
+    private readonly clock: Clock,
+  ) {}
+
+  list(accountId: string, filter: MessageFilter, page: PageRequest): Promise<Page<MessageRecord>> {
+    return this.repo.query(accountId, filter, page);
+  }
+
+  /** A message by its full Message-ID or bare UUID; 404 when unknown or not visible. */
+  async get(accountId: string, ref: string, visible: DomainFilter): Promise<MessageRecord> {
+    const parsed = parseMessageRef(ref);
+    if (!parsed) throw badRequest('invalid message_id: give the Message-ID (<id@domain>) or its UUID');
+    const candidates = parsed.kind === 'id'
+      ? [await this.repo.get(parsed.id)].filter((m): m is MessageRecord => m !== undefined && m.accountId === accountId)
+      : await this.repo.findByMessageId(accountId, parsed.header);
+    const message = candidates.find((m) => visible(m.domainId));
+    if (!message) throw notFound('message not found');
+    return message;
+  }
+
+  /** The raw RFC 5322 content (head + body), or null once retention dropped it. */
+  async content(message: MessageRecord): Promise<Buffer | null> {
+    if (message.contentPurged) return null;
+    const parts: Buffer[] = [Buffer.from(message.head, 'latin1')];
+    for await (const chunk of this.repo.body(message.bodyId)) parts.push(chunk);
+    return Buffer.concat(parts);
+  }
+
+  /**
+   * Cancels a scheduled message that has not been attempted: it leaves the due-time index and
+   * becomes `Cancelled`. `mayCancel` checks the caller's scope for the sender domain (403).
+   */
+  async cancel(accountId: string, ref: string, visible: DomainFilter, mayCancel: (domain: string) => boolean): Promise<MessageRecord> {
+    const found = await this.get(accountId, ref, visible);
+    if (!mayCancel(found.domain)) throw forbidden('Insufficient permissions for the required scope');
+    return this.locks.run(`message:${found.id}`, async () => {
+      const current = await this.repo.get(found.id);
+      if (!current) throw notFound('message not found');
+      if (current.status === 'Cancelled') throw conflict('message is already cancelled');
+      if (!current.schedule?.firstAttempt) throw conflict('message is not scheduled: only scheduled messages can be cancelled');
+      if (current.attempts.length > 0 || current.status !== 'Received' || !(await this.repo.isScheduled(current))) {
+        throw conflict('message has already been attempted and can no longer be cancelled');
+      }
+      const now = this.clock.now();
+      return this.commitChange({ ...current, status: 'Cancelled', updatedAt: iso(now) }, current, now, this.repo.unschedule(current));
+    });
+  }
+
+  /**
+   * Commits a message's new state (with `extra` ops), dropping its content in the same batch when
+   * delivery is final and its data retention is over (retention 0: at once). The caller holds the
+   * message's lock; a body release commits under the body's lock, so that two messages sharing
+   * it cannot both leave it behind.
+   */
+  async commitChange(next: MessageRecord, previous: MessageRecord, now: number, extra: WriteOp[] = []): Promise<MessageRecord> {
+    if (!contentDue(next, now)) {
+      await this.store.commit([...extra, ...this.repo.put(next, previous)]);
+      return next;
+    }
+    const purged: MessageRecord = { ...next, contentPurged: true };
+    await this.locks.run(`body:${next.bodyId}`, async () => {
+      const release = await this.repo.releaseBody(next.bodyId, next.id);
+      await this.store.commit([...extra, ...this.repo.put(purged, previous), ...release]);
+    });
+    return purged;
+  }
+
+  /**
+   * The daily retention job: metadata past `retain_until` is deleted with the message; content
+   * past its data retention is dropped once delivery is final. Works in bounded batches.
+   */
+  async purge(): Promise<{ messages: number; contents: number }> {
+    const now = this.clock.now();
+    let messages = 0;
+    let contents = 0;
+    for (;;) {
+      const ids = await this.repo.expiredMetadata(now, 100);
+      if (ids.length === 0) break;
+      for (const id of ids) messages += await this.purgeOne(id, now, 'metadata');
+    }
+    // Content not yet final stays listed; walk past it once rather than re-reading it forever.
+    let seen = 0;
+    for (;;) {
+      const ids = (await this.repo.expiredContent(now, seen + 100)).slice(seen);
+      if (ids.length === 0) break;
+      for (const id of ids) {
+        const dropped = await this.purgeOne(id, now, 'content');
+        contents += dropped;
+        if (dropped === 0) seen++;
+      }
+    }
+    return { messages, contents };
+  }
+
+  private purgeOne(id: string, now: number, what: 'metadata' | 'content'): Promise<number> {
+    return this.locks.run(`message:${id}`, async () => {
+      const current = await this.repo.get(id);
+      if (!current) return 0;
+      if (what === 'metadata') {
+        if (current.contentPurged) await this.store.commit(this.repo.delete(current));
+        else {
+          await this.locks.run(`body:${current.bodyId}`, async () => {
+            await this.store.commit([...this.repo.delete(current), ...(await this.repo.releaseBody(current.bodyId, current.id))]);
+          });
+        }
+        return 1;
+      }
+      if (!contentDue(current, now)) return 0;
+      await this.commitChange({ ...current, updatedAt: iso(now) }, current, now);
+      return 1;
+    });
+  }
+}

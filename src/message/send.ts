@@ -1,0 +1,280 @@
+import type { Domains } from '../domains/domains.ts';
+import type { AccountRecord, DomainRecord, MessageRecord, SandboxResult } from '../store/records.ts';
+import { normalizeDomain } from '../util/domain-name.ts';
+import { isEmailAddress } from '../util/email.ts';
+import { badRequest, forbidden } from '../util/errors.ts';
+import { newId } from '../util/ids.ts';
+import { isPrintable } from '../util/text.ts';
+import type { Clock } from '../util/time.ts';
+import type { Acceptor, NewMessage, StoredBody } from './accept.ts';
+import { attachmentsFor, composeBody, messageHead, type AttachmentInput, type BodyContent } from './compose.ts';
+import { customHeaders, type Address } from './headers.ts';
+import { newMessageId } from './message-id.ts';
+import { DAY_MS } from './retention.ts';
+import { checkSubstitutions, TemplateError, TemplateSet, type Rendered } from './templating.ts';
+
+export interface RecipientInput extends Address {
+  substitutions?: Record<string, unknown> | undefined;
+}
+
+/** Who receives the mail: one message per recipient, or one conversation seen by all. */
+export type Audience =
+  | { kind: 'individual'; recipients: RecipientInput[]; substitutions?: Record<string, unknown> | undefined }
+  | { kind: 'conversation'; to: Address[]; cc?: Address[] | undefined; bcc?: Address[] | undefined };
+
+/** A send request of any API version, in one shape. */
+export interface OutgoingMail {
+  source: 'api' | 'api-v1';
+  from: Address;
+  replyTo?: Address | undefined;
+  subject: string;
+  text?: string | undefined;
+  html?: string | undefined;
+  amp?: string | undefined;
+  attachments?: AttachmentInput[] | undefined;
+  /** v2 makes an attachment inline when content_id is `<bracketed>`, v1 whenever it is set. */
+  inlineRule: 'brackets' | 'any';
+  headers?: Record<string, string> | undefined;
+  tags?: string[] | undefined;
+  sandbox?: boolean | undefined;
+  sandboxResult?: SandboxResult | undefined;
+  tracking?: { open?: boolean | null | undefined; click?: boolean | null | undefined } | undefined;
+  retention?: { metadata?: number | null | undefined; data?: number | null | undefined } | undefined;
+  schedule?: { first_attempt?: string | undefined; expires?: string | undefined } | undefined;
+  audience: Audience;
+}
+
+export interface RecipientOutcome {
+  recipient: RecipientInput;
+  message: MessageRecord | null;
+  error: string | null;
+}
+
+export const MAX_TAGS = 10;
+export const MAX_TAG_LENGTH = 64;
+
+/**
+ * Turns a send request into accepted messages: check the sender domain (owned, allowed to this
+ * caller, DNS valid), check the request, render per recipient, compose, accept. Request-level
+ * problems are 400/403; a recipient that cannot be sent gets an error entry of its own.
+ */
+export class Sender {
+  constructor(
+    private readonly domains: Domains,
+    private readonly acceptor: Acceptor,
+    private readonly clock: Clock,
+  ) {}
+
+  async send(account: AccountRecord, mail: OutgoingMail, mayUse: (domain: string) => boolean): Promise<RecipientOutcome[]> {
+    const domain = await this.senderDomain(account, mail.from, mayUse);
+    const now = this.clock.now();
+    if (!mail.text && !mail.html) throw badRequest('text_content or html_content is required');
+    const schedule = scheduleTimes(mail.schedule, now);
+    const tags = checkTags(mail.tags ?? []);
+    const headers = customHeaders(mail.headers, {
+      replyTo: mail.replyTo !== undefined,
+      cc: mail.audience.kind === 'conversation' && mail.audience.cc !== undefined,
+    });
+    if (mail.replyTo && !isEmailAddress(mail.replyTo.email)) throw badRequest('reply_to.email is not a valid email address');
+    const base: Omit<BodyContent, 'subject' | 'text' | 'html' | 'amp'> = {
+      from: mail.from,
+      replyTo: mail.replyTo,
+      attachments: attachmentsFor(mail.attachments, mail.inlineRule),
+      headers,
+      date: new Date(now),
+    };
+    const batch = mail.audience.kind === 'individual'
+      ? await this.individual(mail, mail.audience, base, domain, now)
+      : await this.conversation(mail, mail.audience, base, domain, now);
+    const accepted = batch.messages.length === 0
+      ? []
+      : await this.acceptor.accept({
+          account,
+          domain,
+          source: mail.source,
+          sender: mail.from.email,
+          tags,
+          sandbox: mail.sandbox ? (mail.sandboxResult ?? 'deliver') : null,
+          tracking: mail.tracking,
+          retention: mail.retention,
+          schedule,
+          bodies: batch.bodies,
+          messages: batch.messages,
+        });
+    const byId = new Map(accepted.map((m) => [m.id, m]));
+    return batch.outcomes.map((o) => ({ recipient: o.recipient, message: o.id ? byId.get(o.id)! : null, error: o.error }));
+  }
+
+  /** The sender's domain: the account's, usable by this caller, with valid DNS. */
+  private async senderDomain(account: AccountRecord, from: Address, mayUse: (domain: string) => boolean): Promise<DomainRecord> {
+    if (!isEmailAddress(from.email)) throw badRequest('from.email is not a valid email address');
+    const name = normalizeDomain(from.email.slice(from.email.lastIndexOf('@') + 1));
+    const domain = await this.domains.find(account.id, name);
+    if (!domain) throw badRequest(`sender domain ${name} is not a domain of this account`);
+    if (!mayUse(domain.name)) throw forbidden(`this API key may not send from ${domain.name}`);
+    if (!domain.dns.valid) throw badRequest(`the DNS records of sender domain ${domain.name} are not valid yet; publish them and run check-dns`);
+    return domain;
+  }
+
+  /** One message per recipient, To set to that recipient; templated when substitutions exist. */
+  private async individual(mail: OutgoingMail, audience: Extract<Audience, { kind: 'individual' }>, base: Omit<BodyContent, 'subject' | 'text' | 'html' | 'amp'>, domain: DomainRecord, now: number): Promise<Batch> {
+    const batch = new Batch();
+    const templated = hasKeys(audience.substitutions) || audience.recipients.some((r) => hasKeys(r.substitutions));
+    if (!templated) {
+      const body = await batch.body({ ...base, ...contentOf(mail) });
+      for (const r of audience.recipients) batch.add(r, domain, now, body, true);
+      return batch;
+    }
+    try {
+      checkSubstitutions(audience.substitutions ?? {});
+    } catch (err) {
+      throw badRequest((err as Error).message);
+    }
+    let templates: TemplateSet;
+    try {
+      templates = new TemplateSet(contentOf(mail));
+    } catch (err) {
+      throw badRequest((err as Error).message);
+    }
+    try {
+      // Identical renderings (recipients without substitutions of their own) share one body.
+      const shared = new Map<string, string>();
+      for (const r of audience.recipients) {
+        if (!isEmailAddress(r.email)) {
+          batch.fail(r, 'invalid recipient email address');
+          continue;
+        }
+        let rendered: Rendered;
+        try {
+          checkSubstitutions(r.substitutions ?? {});
+          rendered = templates.render({ ...audience.substitutions, ...r.substitutions });
+        } catch (err) {
+          if (!(err instanceof TemplateError)) throw err;
+          batch.fail(r, err.message);
+          continue;
+        }
+        const key = JSON.stringify(rendered);
+        let bodyId = shared.get(key);
+        if (bodyId === undefined) {
+          bodyId = await batch.body({ ...base, ...rendered });
+          shared.set(key, bodyId);
+        }
+        batch.add(r, domain, now, bodyId, true);
+      }
+    } finally {
+      templates.dispose();
+    }
+    return batch;
+  }
+
+  /** One body with real To/Cc headers for everyone (Bcc only on the envelope), no templating. */
+  private async conversation(mail: OutgoingMail, audience: Extract<Audience, { kind: 'conversation' }>, base: Omit<BodyContent, 'subject' | 'text' | 'html' | 'amp'>, domain: DomainRecord, now: number): Promise<Batch> {
+    const everyone = [...audience.to, ...(audience.cc ?? []), ...(audience.bcc ?? [])];
+    if (everyone.length > 50) throw badRequest('to, cc and bcc together must not exceed 50 recipients');
+    for (const [field, list] of [['to', audience.to], ['cc', audience.cc], ['bcc', audience.bcc]] as const) {
+      list?.forEach((a, i) => {
+        if (!isEmailAddress(a.email)) throw badRequest(`${field}[${i}].email is not a valid email address`);
+      });
+    }
+    const batch = new Batch();
+    const bodyId = await batch.body({
+      ...base,
+      ...contentOf(mail),
+      to: audience.to,
+      ...(audience.cc ? { cc: audience.cc } : {}),
+    });
+    const seen = new Set<string>();
+    for (const r of everyone) {
+      const address = r.email.toLowerCase();
+      if (seen.has(address)) {
+        batch.fail(r, 'duplicate recipient: the message is sent to this address once');
+        continue;
+      }
+      seen.add(address);
+      batch.add(r, domain, now, bodyId, false);
+    }
+    return batch;
+  }
+}
+
+/** The bodies, messages and per-recipient outcomes of one request, in request order. */
+class Batch {
+  readonly bodies: StoredBody[] = [];
+  readonly messages: NewMessage[] = [];
+  readonly outcomes: Array<{ recipient: RecipientInput; id: string | null; error: string | null }> = [];
+  private subjects = new Map<string, string>();
+
+  async body(content: BodyContent): Promise<string> {
+    const id = newId();
+    const composed = await composeBody(content);
+    this.bodies.push({ id, chunks: composed.chunks });
+    this.subjects.set(id, content.subject);
+    return id;
+  }
+
+  add(recipient: RecipientInput, domain: DomainRecord, now: number, bodyId: string, ownTo: boolean): void {
+    if (!isEmailAddress(recipient.email)) {
+      this.fail(recipient, 'invalid recipient email address');
+      return;
+    }
+    const { id, header } = newMessageId(domain.name, now);
+    this.messages.push({
+      id,
+      messageId: header,
+      recipient: recipient.email,
+      head: messageHead(header, ownTo ? recipient : undefined),
+      bodyId,
+      subject: this.subjects.get(bodyId) ?? '',
+    });
+    this.outcomes.push({ recipient, id, error: null });
+  }
+
+  fail(recipient: RecipientInput, error: string): void {
+    this.outcomes.push({ recipient, id: null, error });
+  }
+}
+
+function contentOf(mail: OutgoingMail): { subject: string; text?: string | undefined; html?: string | undefined; amp?: string | undefined } {
+  return { subject: mail.subject, text: mail.text || undefined, html: mail.html || undefined, amp: mail.amp || undefined };
+}
+
+function hasKeys(value: Record<string, unknown> | undefined): boolean {
+  return value !== undefined && value !== null && Object.keys(value).length > 0;
+}
+
+/** Checks a schedule against the limits: first attempt within 7 days, expiry within 8, both ahead. */
+export function scheduleTimes(
+  schedule: OutgoingMail['schedule'],
+  now: number,
+): { firstAttempt?: number; expires?: number } | undefined {
+  if (!schedule) return undefined;
+  const out: { firstAttempt?: number; expires?: number } = {};
+  if (schedule.first_attempt !== undefined) {
+    const at = Date.parse(schedule.first_attempt);
+    if (Number.isNaN(at)) throw badRequest('invalid schedule.first_attempt, provide a valid RFC3339 time string');
+    if (at <= now) throw badRequest('schedule.first_attempt must be in the future');
+    if (at > now + 7 * DAY_MS) throw badRequest('schedule.first_attempt must be within 7 days of the request');
+    out.firstAttempt = at;
+  }
+  if (schedule.expires !== undefined) {
+    const at = Date.parse(schedule.expires);
+    if (Number.isNaN(at)) throw badRequest('invalid schedule.expires, provide a valid RFC3339 time string');
+    if (at <= now) throw badRequest('schedule.expires must be in the future');
+    if (at > now + 8 * DAY_MS) throw badRequest('schedule.expires must be within 8 days of the request');
+    if (out.firstAttempt !== undefined && at <= out.firstAttempt) throw badRequest('schedule.expires must be after schedule.first_attempt');
+    out.expires = at;
+  }
+  return out;
+}
+
+/** At most 10 tags of 1..64 printable characters; duplicates collapse. */
+export function checkTags(tags: string[]): string[] {
+  const unique = [...new Set(tags)];
+  if (unique.length > MAX_TAGS) throw badRequest(`at most ${MAX_TAGS} tags are allowed`);
+  for (const tag of unique) {
+    if (tag.length === 0 || tag.length > MAX_TAG_LENGTH || !isPrintable(tag) || tag.includes(',')) {
+      throw badRequest(`tag "${tag.slice(0, 80)}" must be 1 to ${MAX_TAG_LENGTH} printable characters without commas`);
+    }
+  }
+  return unique;
+}

@@ -1,0 +1,268 @@
+import { createHash } from 'node:crypto';
+import type { WriteOp } from './group-commit.ts';
+import type { Page, PageRequest } from './page.ts';
+import type { MessageRecord, MessageStatus } from './records.ts';
+import type { Store, Sublevel } from './store.ts';
+import { idFloor } from '../util/ids.ts';
+import { timeKey } from '../util/time.ts';
+
+/** What the message list may be filtered on; every field narrows the result (tags: any of them). */
+export interface MessageFilter {
+  statuses?: MessageStatus[];
+  sender?: string;
+  recipient?: string;
+  subject?: string;
+  messageIdHeader?: string;
+  tags?: string[];
+  /** Only messages of these sender domains (domain-scoped keys). */
+  domainIds?: string[];
+  /** created_at window, inclusive, in ms. */
+  fromMs?: number;
+  toMs?: number;
+}
+
+/** Body chunks are stored as separate records of at most this size: a body is never one value. */
+export const BODY_CHUNK_BYTES = 64 * 1024;
+
+/**
+ * Messages by id, with their secondary indexes (account, status, sender, recipient, subject,
+ * Message-ID, tag, domain) written in the same batch as the record; bodies in chunks, shared by
+ * reference; the due-time index the delivery engine reads; and the retention expiry index.
+ */
+export class MessagesRepo {
+  constructor(private readonly store: Store) {}
+
+  get(id: string): Promise<MessageRecord | undefined> {
+    return this.store.get<MessageRecord>('messages', id);
+  }
+
+  /** The messages of an account whose Message-ID header is `header`. */
+  async findByMessageId(accountId: string, header: string): Promise<MessageRecord[]> {
+    const prefix = indexPrefix('m', accountId, enc(header));
+    const ids = (await this.store.families.messageIndex.values({ gt: prefix, lt: `${prefix}\xff`, limit: 100 }).all()) as string[];
+    const records = await Promise.all(ids.map((id) => this.get(id)));
+    return records.filter((m): m is MessageRecord => m !== undefined);
+  }
+
+  /** Writes the record, moving its index and expiry entries from `previous` when given. */
+  put(next: MessageRecord, previous?: MessageRecord): WriteOp[] {
+    const ops: WriteOp[] = [{ type: 'put', family: 'messages', key: next.id, value: next }];
+    const nextIndex = indexKeys(next);
+    const nextExpiry = expiryKeys(next);
+    if (previous) {
+      for (const key of indexKeys(previous)) if (!nextIndex.includes(key)) ops.push({ type: 'del', family: 'messageIndex', key });
+      for (const key of expiryKeys(previous)) if (!nextExpiry.includes(key)) ops.push({ type: 'del', family: 'messageExpiry', key });
+    }
+    for (const key of nextIndex) ops.push({ type: 'put', family: 'messageIndex', key, value: next.id });
+    for (const key of nextExpiry) ops.push({ type: 'put', family: 'messageExpiry', key, value: next.id });
+    return ops;
+  }
+
+  /** Removes the record and every entry pointing at it (not its body: see releaseBody). */
+  delete(record: MessageRecord): WriteOp[] {
+    return [
+      { type: 'del', family: 'messages', key: record.id },
+      ...indexKeys(record).map((key): WriteOp => ({ type: 'del', family: 'messageIndex', key })),
+      ...expiryKeys(record).map((key): WriteOp => ({ type: 'del', family: 'messageExpiry', key })),
+      ...this.unschedule(record),
+    ];
+  }
+
+  /** Puts the message on the due-time index at its `dueAt`. */
+  schedule(record: MessageRecord): WriteOp[] {
+    return [{ type: 'put', family: 'schedule', key: scheduleKey(record), value: record.id }];
+  }
+
+  unschedule(record: MessageRecord): WriteOp[] {
+    return [{ type: 'del', family: 'schedule', key: scheduleKey(record) }];
+  }
+
+  /** Whether the message still has an entry on the due-time index. */
+  async isScheduled(record: MessageRecord): Promise<boolean> {
+    return (await this.store.get<string>('schedule', scheduleKey(record))) !== undefined;
+  }
+
+  /** The ids due at or before `nowMs`, earliest first. */
+  async due(nowMs: number, limit: number): Promise<string[]> {
+    return (await this.store.families.schedule.values({ lt: `${timeKey(nowMs + 1)}:`, limit }).all()) as string[];
+  }
+
+  /** Ops storing a body from its chunks (each at most BODY_CHUNK_BYTES). */
+  putBody(bodyId: string, chunks: Buffer[]): WriteOp[] {
+    return chunks.map((chunk, i): WriteOp => ({ type: 'put', family: 'bodies', key: chunkKey(bodyId, i), value: chunk }));
+  }
+
+  /** Records that `messageId` uses the body. */
+  refBody(bodyId: string, messageId: string): WriteOp[] {
+    return [{ type: 'put', family: 'bodyRefs', key: `${bodyId}:${messageId}`, value: 1 }];
+  }
+
+  /**
+   * Drops a message's reference to its body, and the body itself when no other message uses
+   * it. The caller serialises releases of one body (the body id's lock).
+   */
+  async releaseBody(bodyId: string, messageId: string): Promise<WriteOp[]> {
+    const ops: WriteOp[] = [{ type: 'del', family: 'bodyRefs', key: `${bodyId}:${messageId}` }];
+    const refs = (await this.store.families.bodyRefs.keys({ gt: `${bodyId}:`, lt: `${bodyId}:\xff`, limit: 2 }).all()) as string[];
+    if (refs.some((key) => key !== `${bodyId}:${messageId}`)) return ops;
+    for await (const key of this.store.families.bodies.keys({ gt: `${bodyId}:`, lt: `${bodyId}:\xff` })) {
+      ops.push({ type: 'del', family: 'bodies', key: key as string });
+    }
+    return ops;
+  }
+
+  /** The body's bytes, chunk by chunk. */
+  async *body(bodyId: string): AsyncGenerator<Buffer> {
+    for await (const chunk of this.store.families.bodies.values({ gt: `${bodyId}:`, lt: `${bodyId}:\xff` })) {
+      yield chunk as Buffer;
+    }
+  }
+
+  /** Ids whose metadata retention ended before `nowMs`. */
+  expiredMetadata(nowMs: number, limit: number): Promise<string[]> {
+    return this.expired('m', nowMs, limit);
+  }
+
+  /** Ids whose content retention ended before `nowMs` (content still stored). */
+  expiredContent(nowMs: number, limit: number): Promise<string[]> {
+    return this.expired('c', nowMs, limit);
+  }
+
+  private async expired(kind: 'm' | 'c', nowMs: number, limit: number): Promise<string[]> {
+    return (await this.store.families.messageExpiry.values({ gt: `${kind}:`, lt: `${kind}:${timeKey(nowMs)}`, limit }).all()) as string[];
+  }
+
+  /**
+   * One page of an account's messages, newest first, matching `filter`. The most selective
+   * index the filter names drives the walk (several ranges merged by id for lists of values);
+   * the other conditions are checked on each record read from it.
+   */
+  async query(accountId: string, filter: MessageFilter, req: PageRequest): Promise<Page<MessageRecord>> {
+    const prefixes = drivingPrefixes(accountId, filter);
+    const low = filter.fromMs !== undefined ? idFloor(filter.fromMs) : '';
+    const high = filter.toMs !== undefined ? idFloor(filter.toMs + 1) : '\xff';
+    // Newest first: "after" a cursor means older ids, "before" means newer ones.
+    const backwards = req.before !== undefined;
+    const bounds = backwards
+      ? { above: maxString(low, req.before!), below: high, reverse: false }
+      : { above: low, below: req.after !== undefined ? minString(high, req.after) : high, reverse: true };
+
+    const items: MessageRecord[] = [];
+    let more = false;
+    for await (const id of mergeRanges(this.store.families.messageIndex, prefixes, bounds)) {
+      const record = await this.get(id);
+      if (!record || !matches(record, filter)) continue;
+      if (items.length === req.limit) {
+        more = true;
+        break;
+      }
+      items.push(record);
+    }
+    if (backwards) items.reverse();
+    return {
+      items,
+      keys: items.map((m) => m.id),
+      hasNext: backwards ? true : more,
+      hasPrevious: backwards ? more : req.after !== undefined,
+    };
+  }
+}
+
+type IndexKind = 'a' | 's' | 'f' | 'r' | 'j' | 'm' | 't' | 'd';
+
+function indexPrefix(kind: IndexKind, accountId: string, value?: string): string {
+  return value === undefined ? `${kind}:${accountId}:` : `${kind}:${accountId}:${value}:`;
+}
+
+const enc = (text: string) => encodeURIComponent(text);
+const address = (email: string) => enc(email.toLowerCase());
+const subjectKey = (subject: string) => createHash('sha256').update(subject).digest('base64url').slice(0, 22);
+
+function indexKeys(m: MessageRecord): string[] {
+  const a = m.accountId;
+  return [
+    indexPrefix('a', a) + m.id,
+    indexPrefix('s', a, enc(m.status)) + m.id,
+    indexPrefix('f', a, address(m.sender)) + m.id,
+    indexPrefix('r', a, address(m.recipient)) + m.id,
+    indexPrefix('j', a, subjectKey(m.subject)) + m.id,
+    indexPrefix('m', a, enc(m.messageId)) + m.id,
+    indexPrefix('d', a, m.domainId) + m.id,
+    ...[...new Set(m.tags)].map((tag) => indexPrefix('t', a, enc(tag)) + m.id),
+  ];
+}
+
+function expiryKeys(m: MessageRecord): string[] {
+  const keys = [`m:${timeKey(Date.parse(m.retainUntil))}:${m.id}`];
+  if (!m.contentPurged) keys.push(`c:${timeKey(Date.parse(m.dataRetainUntil))}:${m.id}`);
+  return keys;
+}
+
+function scheduleKey(m: MessageRecord): string {
+  return `${timeKey(Date.parse(m.dueAt))}:${m.id}`;
+}
+
+function chunkKey(bodyId: string, index: number): string {
+  return `${bodyId}:${index.toString().padStart(6, '0')}`;
+}
+
+/** The index ranges to walk: those of the most selective condition given. */
+function drivingPrefixes(a: string, f: MessageFilter): string[] {
+  if (f.messageIdHeader !== undefined) return [indexPrefix('m', a, enc(f.messageIdHeader))];
+  if (f.recipient !== undefined) return [indexPrefix('r', a, address(f.recipient))];
+  if (f.sender !== undefined) return [indexPrefix('f', a, address(f.sender))];
+  if (f.subject !== undefined) return [indexPrefix('j', a, subjectKey(f.subject))];
+  if (f.tags?.length) return [...new Set(f.tags)].map((tag) => indexPrefix('t', a, enc(tag)));
+  if (f.statuses?.length) return [...new Set(f.statuses)].map((s) => indexPrefix('s', a, enc(s)));
+  if (f.domainIds) return f.domainIds.map((id) => indexPrefix('d', a, id));
+  return [indexPrefix('a', a)];
+}
+
+function matches(m: MessageRecord, f: MessageFilter): boolean {
+  const created = Date.parse(m.createdAt);
+  return (
+    (f.statuses === undefined || f.statuses.length === 0 || f.statuses.includes(m.status)) &&
+    (f.sender === undefined || m.sender.toLowerCase() === f.sender.toLowerCase()) &&
+    (f.recipient === undefined || m.recipient.toLowerCase() === f.recipient.toLowerCase()) &&
+    (f.subject === undefined || m.subject === f.subject) &&
+    (f.messageIdHeader === undefined || m.messageId === f.messageIdHeader) &&
+    (f.tags === undefined || f.tags.length === 0 || f.tags.some((t) => m.tags.includes(t))) &&
+    (f.domainIds === undefined || f.domainIds.includes(m.domainId)) &&
+    (f.fromMs === undefined || created >= f.fromMs) &&
+    (f.toMs === undefined || created <= f.toMs)
+  );
+}
+
+const maxString = (a: string, b: string) => (a > b ? a : b);
+const minString = (a: string, b: string) => (a < b ? a : b);
+
+/**
+ * Walks several index ranges at once in id order (descending when `reverse`), yielding each
+ * id once. Each range holds `prefix + id` keys strictly between `above` and `below`.
+ */
+async function* mergeRanges(
+  index: Sublevel,
+  prefixes: string[],
+  bounds: { above: string; below: string; reverse: boolean },
+): AsyncGenerator<string> {
+  const iterators = prefixes.map((p) => index.iterator({ gt: p + bounds.above, lt: p + bounds.below, reverse: bounds.reverse }));
+  try {
+    const heads = await Promise.all(iterators.map(async (it) => (await it.next())?.[1] as string | undefined));
+    let last: string | undefined;
+    for (;;) {
+      let pick = -1;
+      for (let i = 0; i < heads.length; i++) {
+        const id = heads[i];
+        if (id === undefined) continue;
+        if (pick < 0 || (bounds.reverse ? id > heads[pick]! : id < heads[pick]!)) pick = i;
+      }
+      if (pick < 0) return;
+      const id = heads[pick]!;
+      heads[pick] = (await iterators[pick]!.next())?.[1] as string | undefined;
+      if (id !== last) yield id;
+      last = id;
+    }
+  } finally {
+    await Promise.all(iterators.map((it) => it.close()));
+  }
+}
