@@ -6,9 +6,20 @@ export function newId(): string {
   return uuidv7();
 }
 
-/** A UUIDv7 whose time part is `ms` (the injected clock's time, so ids sort with created_at). */
+const sequence = { msecs: -1, seq: 0 };
+
+/**
+ * A UUIDv7 whose time part is `ms` (the injected clock's time, so ids sort with created_at).
+ * Ids made in the same millisecond count up, so they sort in creation order too.
+ */
 export function newIdAt(ms: number): string {
-  return uuidv7({ msecs: ms });
+  const msecs = Math.floor(ms);
+  if (msecs === sequence.msecs) sequence.seq = (sequence.seq + 1) & 0x7fffffff;
+  else {
+    sequence.msecs = msecs;
+    sequence.seq = randomInt(0x40000000);
+  }
+  return uuidv7({ msecs, seq: sequence.seq });
 }
 
 /** The lowest id string of any UUIDv7 made at or after `ms`: its time part, hex, dashed. */

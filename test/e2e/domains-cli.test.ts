@@ -3,18 +3,7 @@ import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { run } from '../helpers/child.ts';
-import { startDnsServer, type TestDnsServer } from '../helpers/dns-server.ts';
-
-/** Parses the record table `domains add|check` prints into publishable records. */
-function printedRecords(stdout: string): Array<{ type: string; host: string; content: string; ok: boolean }> {
-  const out = [];
-  const lines = stdout.split('\n');
-  for (let i = 0; i < lines.length; i++) {
-    const m = /^\s+\[(ok|missing)\s*\] (?:required|optional)\s+(TXT|CNAME|MX)\s+(\S+)$/.exec(lines[i]!);
-    if (m) out.push({ ok: m[1] === 'ok', type: m[2]!, host: m[3]!, content: lines[i + 1]!.trim() });
-  }
-  return out;
-}
+import { printedRecords, publishRecords, startDnsServer, type TestDnsServer } from '../helpers/dns-server.ts';
 
 describe('postilion domains (CLI)', function () {
   this.timeout(60_000);
@@ -48,11 +37,7 @@ describe('postilion domains (CLI)', function () {
     expect(records.map((r) => r.type)).to.include.members(['TXT', 'CNAME', 'MX']);
     expect(records.every((r) => !r.ok)).to.equal(true);
 
-    for (const r of records) {
-      if (r.type === 'TXT') dns.zone.add(r.host, 'TXT', r.content);
-      if (r.type === 'CNAME') dns.zone.set(r.host, 'CNAME', [r.content]);
-      if (r.type === 'MX') dns.zone.set(r.host, 'MX', [{ exchange: r.content, priority: 10 }]);
-    }
+    publishRecords(dns.zone, records);
     const checked = await cli('domains', 'check', 'example.com');
     expect(checked.code).to.equal(0);
     expect(checked.stdout).to.contain('dns_valid=true');

@@ -239,3 +239,14 @@ export function publishRecord(zone: Zone, record: ApiDnsRecord): void {
       throw new Error(`publishRecord: unsupported record type ${record.type}`);
   }
 }
+
+/** Parses the record table `postilion domains add|check` prints into publishable records. */
+export function printedRecords(stdout: string): Array<ApiDnsRecord & { ok: boolean }> {
+  const out = [];
+  const lines = stdout.split('\n');
+  for (let i = 0; i < lines.length; i++) {
+    const m = /^\s+\[(ok|missing)\s*\] (?:required|optional)\s+(TXT|CNAME|MX)\s+(\S+)$/.exec(lines[i]!);
+    if (m) out.push({ ok: m[1] === 'ok', type: m[2]!, host: m[3]!, content: lines[i + 1]!.trim() });
+  }
+  return out;
+}

@@ -1,0 +1,77 @@
+import { expect } from 'chai';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { MessagesRepo } from '../../../src/store/messages-repo.ts';
+import type { MessageRecord } from '../../../src/store/records.ts';
+import { Store } from '../../../src/store/store.ts';
+import { newIdAt } from '../../../src/util/ids.ts';
+
+/** Counts the records the query reads: an index-driven query reads only what its index names. */
+class CountingRepo extends MessagesRepo {
+  reads = 0;
+  override get(id: string) {
+    this.reads++;
+    return super.get(id);
+  }
+}
+
+function message(i: number, fields: Partial<MessageRecord> = {}): MessageRecord {
+  const at = Date.parse('2026-11-21T12:00:00Z') + i * 1000;
+  const created = new Date(at).toISOString();
+  return {
+    v: 1, id: newIdAt(at), accountId: 'acc', domainId: 'dom', domain: 'example.com', messageId: `<m${i}@example.com>`,
+    direction: 'outbound', source: 'api', sender: 'app@example.com', recipient: `r${i}@example.org`, subject: `s${i % 7}`,
+    tags: [`t${i % 5}`], status: 'Received', sandbox: null, tracking: { open: false, click: false },
+    retention: { metadataDays: 30, dataDays: 7 }, schedule: null, dueAt: created, bodyId: 'b', head: '', contentPurged: false,
+    createdAt: created, updatedAt: created, sentAt: null, deliveredAt: null, retainUntil: created, dataRetainUntil: created,
+    attempts: [], openCount: 0, clickCount: 0, bounceClassification: '', isBounceNotification: false, referenceMessageId: null,
+    ...fields,
+  };
+}
+
+describe('MessagesRepo queries', () => {
+  let dir: string;
+  let store: Store;
+  let repo: CountingRepo;
+  before(async () => {
+    dir = mkdtempSync(join(tmpdir(), 'postilion-msgrepo-'));
+    store = await Store.open(dir);
+    repo = new CountingRepo(store);
+    const ops = [];
+    for (let i = 0; i < 300; i++) ops.push(...repo.put(message(i, i % 100 === 0 ? { recipient: 'Target@example.org', status: 'Deferred' } : {})));
+    await store.commit(ops);
+  });
+  after(async () => {
+    await store.close();
+    rmSync(dir, { recursive: true, force: true });
+  });
+  beforeEach(() => (repo.reads = 0));
+
+  it('reads only the recipient index range, not every message', async () => {
+    const page = await repo.query('acc', { recipient: 'target@example.org' }, { limit: 100 });
+    expect(page.items.map((m) => m.messageId)).to.deep.equal(['<m200@example.com>', '<m100@example.com>', '<m0@example.com>']);
+    expect(repo.reads).to.equal(3);
+  });
+
+  it('walks several status ranges merged in id order', async () => {
+    const page = await repo.query('acc', { statuses: ['Deferred', 'Delivered'] }, { limit: 2 });
+    expect(page.items.map((m) => m.messageId)).to.deep.equal(['<m200@example.com>', '<m100@example.com>']);
+    expect(page.hasNext).to.equal(true);
+    expect(repo.reads).to.equal(3);
+  });
+
+  it('moves index entries when a record changes', async () => {
+    const before = (await repo.query('acc', { recipient: 'r1@example.org' }, { limit: 1 })).items[0]!;
+    await store.commit(repo.put({ ...before, status: 'Delivered' }, before));
+    expect((await repo.query('acc', { statuses: ['Delivered'] }, { limit: 10 })).items.map((m) => m.id)).to.deep.equal([before.id]);
+    expect((await repo.query('acc', { statuses: ['Received'], recipient: 'r1@example.org' }, { limit: 10 })).items).to.have.length(0);
+  });
+
+  it('bounds a time window by id, reading nothing outside it', async () => {
+    const from = Date.parse('2026-11-21T12:00:10Z');
+    const page = await repo.query('acc', { fromMs: from, toMs: from + 4000 }, { limit: 100 });
+    expect(page.items.map((m) => m.messageId)).to.deep.equal([14, 13, 12, 11, 10].map((i) => `<m${i}@example.com>`));
+    expect(repo.reads).to.equal(5);
+  });
+});
