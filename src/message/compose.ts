@@ -58,36 +58,46 @@ export async function composeBody(content: BodyContent): Promise<ComposedBody> {
     date: content.date,
     disableFileAccess: true,
     disableUrlAccess: true,
+    // ASCII text goes quoted-printable without nodemailer counting characters to choose;
+    // other text is left to its choice (base64 when mostly non-Latin).
+    ...(isAscii(content) ? { textEncoding: 'quoted-printable' } : {}),
   });
   const stream = composer.compile().createReadStream();
   const chunks: Buffer[] = [];
-  let pending: Buffer = Buffer.alloc(0);
-  let headerDone = false;
+  let pieces: Buffer[] = [];
+  let piecesLength = 0;
+  let head: string | null = '';
   let size = 0;
+  // Pieces (often single encoded lines) gather until they fill a chunk, then are joined once.
+  const flush = () => {
+    const joined = Buffer.concat(pieces, piecesLength);
+    let offset = 0;
+    for (; joined.length - offset >= BODY_CHUNK_BYTES; offset += BODY_CHUNK_BYTES) chunks.push(joined.subarray(offset, offset + BODY_CHUNK_BYTES));
+    pieces = offset < joined.length ? [joined.subarray(offset)] : [];
+    piecesLength = joined.length - offset;
+  };
   const emit = (data: Buffer) => {
     size += data.length;
-    pending = pending.length === 0 ? data : Buffer.concat([pending, data]);
-    while (pending.length >= BODY_CHUNK_BYTES) {
-      chunks.push(pending.subarray(0, BODY_CHUNK_BYTES));
-      pending = pending.subarray(BODY_CHUNK_BYTES);
-    }
+    pieces.push(data);
+    piecesLength += data.length;
+    if (piecesLength >= BODY_CHUNK_BYTES) flush();
   };
-  let head = '';
-  for await (const piece of stream) {
-    const data = piece as Buffer;
-    if (headerDone) {
-      emit(data);
-      continue;
-    }
-    // The root header block is small: hold it until it ends, then drop the placeholder line.
-    head += data.toString('latin1');
-    const end = head.indexOf('\r\n\r\n');
-    if (end < 0) continue;
-    headerDone = true;
-    emit(Buffer.from(head.replace(PLACEHOLDER_LINE, ''), 'latin1'));
-  }
-  if (!headerDone) emit(Buffer.from(head.replace(PLACEHOLDER_LINE, ''), 'latin1'));
-  if (pending.length > 0) chunks.push(pending);
+  // 'data' events rather than async iteration: the iterator's per-chunk promises and abort
+  // signals cost more than the encoding of a small message.
+  await new Promise<void>((resolve, reject) => {
+    stream.on('data', (data: Buffer) => {
+      if (head === null) return emit(data);
+      // The root header block is small: hold it until it ends, then drop the placeholder line.
+      head += data.toString('latin1');
+      if (!head.includes('\r\n\r\n')) return;
+      emit(Buffer.from(head.replace(PLACEHOLDER_LINE, ''), 'latin1'));
+      head = null;
+    });
+    stream.once('error', reject);
+    stream.once('end', resolve);
+  });
+  if (head !== null) emit(Buffer.from(head.replace(PLACEHOLDER_LINE, ''), 'latin1'));
+  if (piecesLength > 0) chunks.push(Buffer.concat(pieces, piecesLength));
   return { chunks, size };
 }
 
@@ -131,6 +141,11 @@ function decodeBase64(data: string, where: string): Buffer {
     throw badRequest(`${where}.data is not valid base64`);
   }
   return Buffer.from(compact, 'base64');
+}
+
+function isAscii(content: BodyContent): boolean {
+  const nonAscii = /[^\x00-\x7f]/;
+  return ![content.subject, content.text, content.html, content.amp].some((t) => t !== undefined && nonAscii.test(t));
 }
 
 function toNodemailer(a: Address): { name: string; address: string } {

@@ -34,6 +34,11 @@ export interface OutgoingMail {
   attachments?: AttachmentInput[] | undefined;
   /** v2 makes an attachment inline when content_id is `<bracketed>`, v1 whenever it is set. */
   inlineRule: 'brackets' | 'any';
+  /**
+   * A malformed recipient address: v2 refuses the request (its response may only echo valid
+   * addresses); v1 reports that recipient as failed and sends to the others.
+   */
+  badAddress: 'refuse' | 'report';
   headers?: Record<string, string> | undefined;
   tags?: string[] | undefined;
   sandbox?: boolean | undefined;
@@ -119,10 +124,16 @@ export class Sender {
   /** One message per recipient, To set to that recipient; templated when substitutions exist. */
   private async individual(mail: OutgoingMail, audience: Extract<Audience, { kind: 'individual' }>, base: Omit<BodyContent, 'subject' | 'text' | 'html' | 'amp'>, domain: DomainRecord, now: number): Promise<Batch> {
     const batch = new Batch();
+    const recipients: RecipientInput[] = [];
+    audience.recipients.forEach((r, i) => {
+      if (isEmailAddress(r.email)) recipients.push(r);
+      else if (mail.badAddress === 'report') batch.fail(r, 'invalid email address');
+      else throw badRequest(`recipients[${i}].email is not a valid email address`);
+    });
     const templated = hasKeys(audience.substitutions) || audience.recipients.some((r) => hasKeys(r.substitutions));
     if (!templated) {
       const body = await batch.body({ ...base, ...contentOf(mail) });
-      for (const r of audience.recipients) batch.add(r, domain, now, body, true);
+      for (const r of recipients) batch.add(r, domain, now, body, true);
       return batch;
     }
     try {
@@ -139,11 +150,7 @@ export class Sender {
     try {
       // Identical renderings (recipients without substitutions of their own) share one body.
       const shared = new Map<string, string>();
-      for (const r of audience.recipients) {
-        if (!isEmailAddress(r.email)) {
-          batch.fail(r, 'invalid recipient email address');
-          continue;
-        }
+      for (const r of recipients) {
         let rendered: Rendered;
         try {
           checkSubstitutions(r.substitutions ?? {});
@@ -213,10 +220,6 @@ class Batch {
   }
 
   add(recipient: RecipientInput, domain: DomainRecord, now: number, bodyId: string, ownTo: boolean): void {
-    if (!isEmailAddress(recipient.email)) {
-      this.fail(recipient, 'invalid recipient email address');
-      return;
-    }
     const { id, header } = newMessageId(domain.name, now);
     this.messages.push({
       id,

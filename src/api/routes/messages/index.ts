@@ -28,6 +28,7 @@ function commonMail(body: SendBody) {
     amp: body.amp_content,
     attachments: body.attachments,
     inlineRule: 'brackets' as const,
+    badAddress: 'refuse' as const,
     headers: body.headers,
     tags: body.tags,
     sandbox: body.sandbox,

@@ -60,7 +60,8 @@ export async function presentMessage(m: MessageRecord, raw: Buffer | null) {
   if (!raw) return presentSummary(m);
   const parsed = await simpleParser(raw, { skipHtmlToText: true, skipTextToHtml: true, skipTextLinks: true, skipImageLinks: true });
   const parts: Array<{ content_type: string; content: string }> = [];
-  if (parsed.text !== undefined) parts.push({ content_type: 'text/plain', content: parsed.text });
+  // mailparser reports '' for a message without a text part.
+  if (parsed.text) parts.push({ content_type: 'text/plain', content: parsed.text });
   if (typeof parsed.html === 'string') parts.push({ content_type: 'text/html', content: parsed.html });
   const attachments = [];
   for (const a of parsed.attachments) {

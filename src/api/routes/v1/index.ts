@@ -65,6 +65,7 @@ export function v1Send(sender: Sender): Handler {
       html: body.content.html_body,
       attachments: body.content.attachments,
       inlineRule: 'any',
+      badAddress: 'report',
       headers: body.content.headers,
       audience: { kind: 'individual', recipients: body.recipients },
     }, (domain) => auth.grants.holds('messages:send:{domain}', domain));
