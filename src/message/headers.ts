@@ -44,7 +44,8 @@ export function customHeaders(
 
 /** `"Name" <email>` with the name quoted or MIME-encoded as needed. */
 export function formatAddress(address: Address): string {
-  const name = address.name?.trim();
+  // A line break in a name must never reach the header: control characters become spaces.
+  const name = address.name?.replace(/[\x00-\x1f\x7f]+/g, ' ').trim();
   if (!name) return address.email;
   const display = /^[\x20-\x7e]*$/.test(name) ? quoteString(name) : encodeWords(name, 'Q', 52, true);
   return `${display} <${address.email}>`;

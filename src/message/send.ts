@@ -1,7 +1,7 @@
 import type { Domains } from '../domains/domains.ts';
 import type { AccountRecord, DomainRecord, MessageRecord, SandboxResult } from '../store/records.ts';
 import { normalizeDomain } from '../util/domain-name.ts';
-import { isEmailAddress } from '../util/email.ts';
+import { isMailboxAddress } from '../util/email.ts';
 import { badRequest, forbidden } from '../util/errors.ts';
 import { newId } from '../util/ids.ts';
 import { isPrintable } from '../util/text.ts';
@@ -80,7 +80,7 @@ export class Sender {
       replyTo: mail.replyTo !== undefined,
       cc: mail.audience.kind === 'conversation' && mail.audience.cc !== undefined,
     });
-    if (mail.replyTo && !isEmailAddress(mail.replyTo.email)) throw badRequest('reply_to.email is not a valid email address');
+    if (mail.replyTo && !isMailboxAddress(mail.replyTo.email)) throw badRequest('reply_to.email is not a valid email address');
     const base: Omit<BodyContent, 'subject' | 'text' | 'html' | 'amp'> = {
       from: mail.from,
       replyTo: mail.replyTo,
@@ -112,7 +112,7 @@ export class Sender {
 
   /** The sender's domain: the account's, usable by this caller, with valid DNS. */
   private async senderDomain(account: AccountRecord, from: Address, mayUse: (domain: string) => boolean): Promise<DomainRecord> {
-    if (!isEmailAddress(from.email)) throw badRequest('from.email is not a valid email address');
+    if (!isMailboxAddress(from.email)) throw badRequest('from.email is not a valid email address');
     const name = normalizeDomain(from.email.slice(from.email.lastIndexOf('@') + 1));
     const domain = await this.domains.find(account.id, name);
     if (!domain) throw badRequest(`sender domain ${name} is not a domain of this account`);
@@ -126,7 +126,7 @@ export class Sender {
     const batch = new Batch();
     const recipients: RecipientInput[] = [];
     audience.recipients.forEach((r, i) => {
-      if (isEmailAddress(r.email)) recipients.push(r);
+      if (isMailboxAddress(r.email)) recipients.push(r);
       else if (mail.badAddress === 'report') batch.fail(r, 'invalid email address');
       else throw badRequest(`recipients[${i}].email is not a valid email address`);
     });
@@ -180,7 +180,7 @@ export class Sender {
     if (everyone.length > 50) throw badRequest('to, cc and bcc together must not exceed 50 recipients');
     for (const [field, list] of [['to', audience.to], ['cc', audience.cc], ['bcc', audience.bcc]] as const) {
       list?.forEach((a, i) => {
-        if (!isEmailAddress(a.email)) throw badRequest(`${field}[${i}].email is not a valid email address`);
+        if (!isMailboxAddress(a.email)) throw badRequest(`${field}[${i}].email is not a valid email address`);
       });
     }
     const batch = new Batch();
