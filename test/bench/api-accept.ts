@@ -1,0 +1,377 @@
+/**
+ * Benchmark: durable accepts per second of POST /v2/accounts/{id}/messages.
+ *
+ * - Single-recipient 5 KB HTML sends at 50 concurrent connections (autocannon), against
+ *   Postilion and, in the same run, against a floor: a bare Koa + LevelDB endpoint that does
+ *   only HTTP + JSON parse + a group-committed synced write (test/bench/floor-server.ts).
+ *   Runs alternate floor / Postilion; the medians and their ratio are printed.
+ * - 100-recipient requests (same HTML, 100 distinct recipients) against Postilion: recipients/s.
+ *
+ * Each server runs in its own child process, so that load generation does not share its event
+ * loop. Figures, not pass/fail (DESIGN.md §9); not part of `npm test`.
+ *
+ *   npm run bench:api-accept
+ *   node --import tsx test/bench/api-accept.ts
+ *
+ * Knobs (environment): BENCH_DURATION (s per run, 10), BENCH_WARMUP (s, 3), BENCH_RUNS (5),
+ * BENCH_CONNECTIONS (50), BENCH_BULK_RUNS (3), BENCH_BULK_CONNECTIONS (50),
+ * BENCH_CPU_PROF=<dir> (run the Postilion child under --cpu-prof, profile written to <dir>).
+ * BENCH_RUNS=0 or BENCH_BULK_RUNS=0 skips that part (e.g. to profile the other alone).
+ */
+import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
+import { readFileSync } from 'node:fs';
+import { cpus, loadavg, tmpdir } from 'node:os';
+import { dirname, resolve } from 'node:path';
+import { createInterface } from 'node:readline';
+import { fileURLToPath } from 'node:url';
+import autocannon, { type Result } from 'autocannon';
+
+const HERE = dirname(fileURLToPath(import.meta.url));
+const ROOT = resolve(HERE, '../..');
+
+const num = (name: string, fallback: number, min = Number.MIN_VALUE): number => {
+  const raw = process.env[name];
+  const value = raw === undefined || raw === '' ? fallback : Number(raw);
+  if (!Number.isFinite(value) || value < min) throw new Error(`${name} must be a number ≥ ${min}, not ${raw}`);
+  return value;
+};
+const DURATION = num('BENCH_DURATION', 10);
+const WARMUP = num('BENCH_WARMUP', 3);
+const RUNS = Math.round(num('BENCH_RUNS', 5, 0));
+const CONNECTIONS = Math.round(num('BENCH_CONNECTIONS', 50));
+const BULK_RUNS = Math.round(num('BENCH_BULK_RUNS', 3, 0));
+const BULK_CONNECTIONS = Math.round(num('BENCH_BULK_CONNECTIONS', 50));
+const BULK_RECIPIENTS = 100;
+const CPU_PROF = process.env.BENCH_CPU_PROF ? resolve(process.env.BENCH_CPU_PROF) : null;
+
+// ---------------------------------------------------------------------------------------------
+// Server children
+
+interface CommitStats {
+  batches: number;
+  writes: number;
+}
+
+interface ServerInfo {
+  url: string;
+  path: string;
+  key?: string;
+  from?: string;
+  rateLimit?: { per_second: number; burst: number };
+  pid: number;
+}
+
+class ServerChild {
+  info!: ServerInfo;
+  private readonly proc: ChildProcess;
+  private readonly waiters: Array<{ prefix: string; resolve: (json: string) => void }> = [];
+  private stderr = '';
+  private readonly exited: Promise<void>;
+
+  constructor(readonly name: string, script: string, nodeArgs: string[] = []) {
+    this.proc = spawn(process.execPath, [...nodeArgs, '--import', 'tsx', resolve(HERE, script)], {
+      cwd: ROOT,
+      stdio: ['pipe', 'pipe', 'pipe'],
+      env: { ...process.env, TEST_LOG: 'silent' },
+    });
+    this.exited = new Promise((done) => this.proc.once('exit', () => done()));
+    this.proc.stderr!.on('data', (d: Buffer) => (this.stderr += d.toString()));
+    createInterface({ input: this.proc.stdout! }).on('line', (line) => {
+      const at = this.waiters.findIndex((w) => line.startsWith(`${w.prefix} `));
+      if (at >= 0) this.waiters.splice(at, 1)[0]!.resolve(line.slice(line.indexOf(' ') + 1));
+    });
+  }
+
+  private next(prefix: string, ms: number): Promise<string> {
+    return new Promise((resolvePromise, reject) => {
+      const timer = setTimeout(() => reject(new Error(`${this.name}: no ${prefix} line within ${ms} ms\n${this.stderr}`)), ms);
+      const onExit = () => reject(new Error(`${this.name} exited (code ${this.proc.exitCode}) before ${prefix}\n${this.stderr}`));
+      this.proc.once('exit', onExit);
+      this.waiters.push({
+        prefix,
+        resolve: (json) => {
+          clearTimeout(timer);
+          this.proc.off('exit', onExit);
+          resolvePromise(json);
+        },
+      });
+    });
+  }
+
+  async ready(): Promise<ServerInfo> {
+    this.info = JSON.parse(await this.next('READY', 60_000)) as ServerInfo;
+    return this.info;
+  }
+
+  async stats(): Promise<CommitStats> {
+    const line = this.next('STATS', 10_000);
+    this.proc.stdin!.write('stats\n');
+    return JSON.parse(await line) as CommitStats;
+  }
+
+  /** SIGTERM (a clean stop: temp dirs removed, --cpu-prof written), SIGKILL if that hangs. */
+  async stop(): Promise<void> {
+    if (this.proc.exitCode !== null || this.proc.signalCode !== null) return;
+    this.proc.kill('SIGTERM');
+    const timer = setTimeout(() => this.proc.kill('SIGKILL'), 20_000);
+    await this.exited;
+    clearTimeout(timer);
+    this.proc.stdin!.destroy();
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Request bodies
+
+/** A transactional-looking HTML body of exactly `bytes` bytes. */
+function html(bytes: number): string {
+  const head = '<!doctype html><html><head><meta charset="utf-8"><title>Your receipt</title>'
+    + '<style>body{font-family:Arial,sans-serif;color:#222}table{border-collapse:collapse}td{padding:4px 8px}</style>'
+    + '</head><body><h1>Thanks for your order</h1><p>Hello, here is your receipt.</p><table>';
+  const tail = '</table><p>Questions? Reply to this email or visit <a href="https://example.com/help">our help centre</a>.</p></body></html>';
+  let rows = '';
+  for (let i = 1; head.length + rows.length + tail.length < bytes; i++) {
+    rows += `<tr><td>Item ${i}</td><td>Widget model ${(i * 7919) % 1000}</td><td>$${(i * 3.17).toFixed(2)}</td></tr>`;
+  }
+  let out = head + rows + tail;
+  if (out.length > bytes) out = head + rows.slice(0, rows.lastIndexOf('<tr>')) + tail;
+  return out + ' '.repeat(bytes - out.length);
+}
+
+const HTML = html(5 * 1024);
+
+function sendBody(from: string, recipients: number): string {
+  return JSON.stringify({
+    from: { email: from, name: 'Shop' },
+    recipients: Array.from({ length: recipients }, (_, i) => ({
+      email: recipients === 1 ? 'customer@example.org' : `customer-${String(i).padStart(3, '0')}@example.org`,
+      name: `Customer ${i}`,
+    })),
+    subject: 'Your receipt',
+    html_content: HTML,
+  });
+}
+
+// ---------------------------------------------------------------------------------------------
+// Measurement
+
+interface Run {
+  target: string;
+  requests: number;
+  accepted: number;
+  perSecond: number;
+  non2xx: number;
+  errors: number;
+  timeouts: number;
+  statusCodes: Record<string, number>;
+  p50: number;
+  p99: number;
+  committedWriters: number;
+  fsyncBatches: number;
+  /** CPU time (user + system, all threads) the server process used per second of the run. */
+  serverCpu: number | null;
+  /** Server CPU time per accepted request, in microseconds. */
+  cpuPerAccept: number | null;
+}
+
+/** User + system CPU seconds of a process (all its threads), from /proc; null where there is none. */
+function cpuSeconds(pid: number): number | null {
+  try {
+    const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+    const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+    return (Number(fields[11]) + Number(fields[12])) / 100; // utime, stime in clock ticks (USER_HZ = 100)
+  } catch {
+    return null;
+  }
+}
+
+async function load(url: string, headers: Record<string, string>, body: string, connections: number, duration: number): Promise<Result> {
+  return autocannon({ url, method: 'POST', headers, body, connections, duration, timeout: 60 });
+}
+
+async function measure(child: ServerChild, label: string, headers: Record<string, string>, body: string, connections: number): Promise<Run> {
+  const before = await child.stats();
+  const cpuBefore = cpuSeconds(child.info.pid);
+  const r = await load(child.info.url + child.info.path, headers, body, connections, DURATION);
+  const cpuAfter = cpuSeconds(child.info.pid);
+  // Let requests autocannon abandoned at the end of the run finish before counting commits.
+  await new Promise((done) => setTimeout(done, 500));
+  const after = await child.stats();
+  const statusCodes = Object.fromEntries(Object.entries(r.statusCodeStats).map(([code, s]) => [code, s.count]));
+  const accepted = statusCodes['202'] ?? 0;
+  return {
+    target: label,
+    requests: r.requests.total,
+    accepted,
+    perSecond: accepted / r.duration,
+    non2xx: r.non2xx,
+    errors: r.errors,
+    timeouts: r.timeouts,
+    statusCodes,
+    p50: r.latency.p50,
+    p99: r.latency.p99,
+    committedWriters: after.writes - before.writes,
+    fsyncBatches: after.batches - before.batches,
+    serverCpu: cpuBefore === null || cpuAfter === null ? null : (cpuAfter - cpuBefore) / r.duration,
+    cpuPerAccept: cpuBefore === null || cpuAfter === null || accepted === 0 ? null : ((cpuAfter - cpuBefore) * 1e6) / accepted,
+  };
+}
+
+async function warmUp(child: ServerChild, headers: Record<string, string>, body: string, connections: number): Promise<void> {
+  const r = await load(child.info.url + child.info.path, headers, body, connections, WARMUP);
+  if (r.non2xx > 0 || r.errors > 0) {
+    throw new Error(`${child.name} warm-up: ${r.non2xx} non-2xx, ${r.errors} errors, status codes ${JSON.stringify(r.statusCodeStats)}`);
+  }
+}
+
+/** One request by hand: the endpoint answers 202 and (Postilion) accepted every recipient. */
+async function preflight(child: ServerChild, headers: Record<string, string>, body: string, recipients: number | null): Promise<void> {
+  const res = await fetch(child.info.url + child.info.path, { method: 'POST', headers, body });
+  const text = await res.text();
+  if (res.status !== 202) throw new Error(`${child.name} preflight: HTTP ${res.status} ${text}`);
+  if (recipients !== null) {
+    const data = (JSON.parse(text) as { data: Array<{ error?: unknown }> }).data;
+    const failed = data.filter((d) => d.error);
+    if (data.length !== recipients || failed.length > 0) throw new Error(`${child.name} preflight: ${data.length} outcomes, ${failed.length} errors: ${text.slice(0, 500)}`);
+  }
+}
+
+const median = (xs: number[]): number => {
+  const s = [...xs].sort((a, b) => a - b);
+  const mid = Math.floor(s.length / 2);
+  return s.length % 2 ? s[mid]! : (s[mid - 1]! + s[mid]!) / 2;
+};
+const f0 = (n: number): string => n.toFixed(0);
+const f1 = (n: number): string => n.toFixed(1);
+const pad = (s: string, n: number): string => s.padEnd(n);
+const lpad = (s: string, n: number): string => s.padStart(n);
+
+function line(run: Run, extra = ''): string {
+  const codes = Object.entries(run.statusCodes).map(([c, n]) => `${c}:${n}`).join(' ');
+  return `  ${pad(run.target, 22)} ${lpad(f1(run.perSecond), 9)}/s  202s ${lpad(String(run.accepted), 6)}  non-2xx ${run.non2xx}  errors ${run.errors}`
+    + `  timeouts ${run.timeouts}  p50 ${lpad(f1(run.p50), 6)} ms  p99 ${lpad(f1(run.p99), 6)} ms`
+    + `  synced writers ${run.committedWriters} in ${run.fsyncBatches} fsyncs (${f1(run.committedWriters / Math.max(1, run.fsyncBatches))}/fsync)`
+    + (run.serverCpu === null ? '' : `  server CPU ${f0(run.serverCpu * 100)}% = ${f0(run.cpuPerAccept ?? 0)} µs/202`)
+    + `  [${codes}]${extra}`;
+}
+
+function filesystemOf(path: string): string {
+  try {
+    return execFileSync('df', ['-T', path], { encoding: 'utf8' }).trim().split('\n').pop()!.split(/\s+/).slice(0, 2).join(' ');
+  } catch {
+    return 'unknown';
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+
+async function main(): Promise<void> {
+  const children: ServerChild[] = [];
+  let interrupted = false;
+  const onSignal = (): void => {
+    if (interrupted) return;
+    interrupted = true;
+    process.stderr.write('\ninterrupted: stopping servers…\n');
+    void Promise.allSettled(children.map((c) => c.stop())).then(() => process.exit(130));
+  };
+  process.on('SIGINT', onSignal);
+  process.on('SIGTERM', onSignal);
+
+  try {
+    const floor = new ServerChild('floor', 'floor-server.ts');
+    children.push(floor);
+    const postilion = new ServerChild('postilion', 'postilion-server.ts', CPU_PROF ? ['--cpu-prof', `--cpu-prof-dir=${CPU_PROF}`] : []);
+    children.push(postilion);
+    await Promise.all([floor.ready(), postilion.ready()]);
+
+    const cpu = cpus();
+    console.log('api-accept benchmark');
+    console.log(`  machine: ${cpu.length} × ${cpu[0]?.model.trim() ?? '?'}; node ${process.version}; temp dir ${tmpdir()} on ${filesystemOf(tmpdir())}`);
+    console.log(`  load average at start: ${loadavg().map((n) => n.toFixed(2)).join(' ')} (other work on this machine skews the figures)`);
+    console.log(`  load: autocannon, ${CONNECTIONS} connections, ${WARMUP} s warm-up per server, ${RUNS} × ${DURATION} s runs alternating floor / postilion; loopback 127.0.0.1`);
+    console.log(`  body: single recipient, ${HTML.length}-byte html_content (request ${sendBody('app@example.com', 1).length} bytes)`);
+    console.log(`  postilion: ${postilion.info.url}${postilion.info.path} (pid ${postilion.info.pid}); per-account general rate limit RAISED to`
+      + ` ${postilion.info.rateLimit?.per_second}/s, burst ${postilion.info.rateLimit?.burst} (default 100/s, burst 200) so it does not cap the load; log level silent`);
+    console.log(`  floor:     ${floor.info.url}${floor.info.path} (pid ${floor.info.pid}); bare Koa, JSON.parse, Store.commit (group commit, db.batch sync:true), 202`);
+    if (CPU_PROF) console.log(`  postilion child runs under --cpu-prof; profile goes to ${CPU_PROF}`);
+    console.log('');
+
+    const pHeaders = { 'content-type': 'application/json', authorization: `Bearer ${postilion.info.key}` };
+    const fHeaders = { 'content-type': 'application/json' };
+    const single = sendBody(postilion.info.from!, 1);
+    const bulk = sendBody(postilion.info.from!, BULK_RECIPIENTS);
+
+    await preflight(floor, fHeaders, single, null);
+    await preflight(postilion, pHeaders, single, 1);
+    await preflight(postilion, pHeaders, bulk, BULK_RECIPIENTS);
+
+    const floorRuns: Run[] = [];
+    const postilionRuns: Run[] = [];
+    if (RUNS > 0) {
+      console.log('warm-up…');
+      await warmUp(floor, fHeaders, single, CONNECTIONS);
+      await warmUp(postilion, pHeaders, single, CONNECTIONS);
+      console.log(`single-recipient sends, ${CONNECTIONS} connections, ${DURATION} s each:`);
+      for (let i = 1; i <= RUNS; i++) {
+        const f = await measure(floor, `floor #${i}`, fHeaders, single, CONNECTIONS);
+        floorRuns.push(f);
+        console.log(line(f));
+        const p = await measure(postilion, `postilion #${i}`, pHeaders, single, CONNECTIONS);
+        postilionRuns.push(p);
+        console.log(line(p, `  ratio ${(p.perSecond / f.perSecond).toFixed(3)}`));
+      }
+      console.log('');
+    }
+
+    const bulkRuns: Run[] = [];
+    if (BULK_RUNS > 0) {
+      console.log(`${BULK_RECIPIENTS}-recipient sends (postilion), ${BULK_CONNECTIONS} connections, ${DURATION} s each:`);
+      await warmUp(postilion, pHeaders, bulk, BULK_CONNECTIONS);
+      for (let i = 1; i <= BULK_RUNS; i++) {
+        const b = await measure(postilion, `postilion ×${BULK_RECIPIENTS} #${i}`, pHeaders, bulk, BULK_CONNECTIONS);
+        bulkRuns.push(b);
+        console.log(line(b, `  = ${f0(b.perSecond * BULK_RECIPIENTS)} recipients/s`));
+      }
+      console.log('');
+    }
+
+    const all = [...floorRuns, ...postilionRuns, ...bulkRuns];
+    const bad = all.reduce((n, r) => n + r.non2xx + r.errors + r.timeouts, 0);
+    const unsynced = all.filter((r) => r.committedWriters < r.accepted);
+    const med = (runs: Run[], pick: (r: Run) => number): number => median(runs.map(pick));
+    const non2xx = (runs: Run[]): number => runs.reduce((n, r) => n + r.non2xx, 0);
+    const latency = (runs: Run[]): string => `p50 ${f1(med(runs, (r) => r.p50))} ms  p99 ${f1(med(runs, (r) => r.p99))} ms`;
+
+    console.log('================================ api-accept summary ================================');
+    if (RUNS > 0) {
+      const fMed = med(floorRuns, (r) => r.perSecond);
+      const pMed = med(postilionRuns, (r) => r.perSecond);
+      const ratio = pMed / fMed;
+      console.log(`single recipient, 5 KB HTML, ${CONNECTIONS} connections, median of ${RUNS} × ${DURATION} s:`);
+      console.log(`  floor (Koa + JSON + LevelDB group commit, sync)  ${lpad(f1(fMed), 8)} accepts/s   ${latency(floorRuns)}   non-2xx ${non2xx(floorRuns)}`);
+      console.log(`  postilion POST /v2/accounts/{id}/messages        ${lpad(f1(pMed), 8)} accepts/s   ${latency(postilionRuns)}   non-2xx ${non2xx(postilionRuns)}`);
+      if (floorRuns[0]?.cpuPerAccept != null && postilionRuns[0]?.cpuPerAccept != null) {
+        console.log(`  server CPU per 202 (user+sys, all threads): floor ${f0(med(floorRuns, (r) => r.cpuPerAccept!))} µs, postilion ${f0(med(postilionRuns, (r) => r.cpuPerAccept!))} µs`
+          + ` (server CPU use: floor ${f0(med(floorRuns, (r) => r.serverCpu!) * 100)}%, postilion ${f0(med(postilionRuns, (r) => r.serverCpu!) * 100)}% of one core)`);
+      }
+      console.log(`  ratio postilion / floor: ${ratio.toFixed(3)}   (target ≥ 0.5: ${ratio >= 0.5 ? 'MET' : 'NOT MET'})`);
+    }
+    if (BULK_RUNS > 0) {
+      const bMed = med(bulkRuns, (r) => r.perSecond);
+      console.log(`${BULK_RECIPIENTS}-recipient requests, ${BULK_CONNECTIONS} connections, median of ${BULK_RUNS} × ${DURATION} s:`);
+      console.log(`  postilion  ${f1(bMed)} requests/s = ${f0(bMed * BULK_RECIPIENTS)} recipients/s   ${latency(bulkRuns)}   non-2xx ${non2xx(bulkRuns)}`);
+    }
+    console.log(`non-2xx + errors + timeouts over all measured runs: ${bad}`);
+    console.log(`every 202 after a synced write: ${unsynced.length === 0 ? 'yes' : 'NO'} (synced group-commit writers ≥ 202s in ${all.length - unsynced.length}/${all.length} runs;`
+      + ' Store.commit = db.batch(..., { sync: true }))');
+    console.log(`load average at end: ${loadavg().map((n) => n.toFixed(2)).join(' ')}`);
+    console.log(`postilion per-account rate limit was raised to ${postilion.info.rateLimit?.per_second}/s (burst ${postilion.info.rateLimit?.burst}) for this benchmark`);
+    console.log('====================================================================================');
+  } finally {
+    await Promise.allSettled(children.map((c) => c.stop()));
+    process.off('SIGINT', onSignal);
+    process.off('SIGTERM', onSignal);
+  }
+}
+
+await main();
