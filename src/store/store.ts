@@ -26,6 +26,12 @@ export const FAMILIES = [
   'bodyRefs',
   'schedule',
 ] as const;
+/**
+ * Families read on (nearly) every request — authentication and the sender domain — and written
+ * rarely: kept in memory after the first read. This process is the only one with the store open.
+ */
+const CACHED: ReadonlySet<Family> = new Set<Family>(['accounts', 'apiKeys', 'apiKeysByHash', 'domains', 'domainsByName']);
+const CACHE_LIMIT = 50_000;
 /** Families whose values are raw bytes (message bodies); the others hold JSON. */
 const BINARY: ReadonlySet<Family> = new Set<Family>(['bodies']);
 export type Family = (typeof FAMILIES)[number];
@@ -38,6 +44,12 @@ export class StoreLockedError extends Error {
 }
 
 export class Store {
+  private readonly cache = new Map<string, unknown>();
+  /** Per cached key: bumped when a write of it lands, so a read that raced it is not cached. */
+  private readonly epochs = new Map<string, number>();
+  /** Per cached key: writes submitted and not yet landed. */
+  private readonly inFlight = new Map<string, number>();
+
   private constructor(
     private readonly db: Db,
     readonly families: Record<Family, Sublevel>,
@@ -77,16 +89,49 @@ export class Store {
 
   /** Durably applies all ops atomically; resolves only once they are synced to disk. */
   commit(ops: WriteOp[]): Promise<void> {
-    return this.committer.submit(ops);
+    const cached = ops.filter((op) => CACHED.has(op.family)).map((op) => cacheKey(op.family, op.key));
+    if (cached.length === 0) return this.committer.submit(ops);
+    return this.writing(cached, () => this.committer.submit(ops));
   }
 
   /** A write whose loss in a crash is harmless (e.g. last-used timestamps): no fsync wait. */
   async putRelaxed(family: Family, key: string, value: unknown): Promise<void> {
-    await this.families[family].put(key, value);
+    const write = () => this.families[family].put(key, value);
+    await (CACHED.has(family) ? this.writing([cacheKey(family, key)], write) : write());
   }
 
   async get<T>(family: Family, key: string): Promise<T | undefined> {
-    return (await this.families[family].get(key)) as T | undefined;
+    if (!CACHED.has(family)) return (await this.families[family].get(key)) as T | undefined;
+    const id = cacheKey(family, key);
+    if (this.cache.has(id)) return this.cache.get(id) as T;
+    const epoch = this.epochs.get(id) ?? 0;
+    const value = (await this.families[family].get(key)) as T | undefined;
+    // Absent keys are not cached (unknown API keys must not grow memory); nor is a value a
+    // write of the same key may have overtaken.
+    if (value !== undefined && !this.inFlight.has(id) && (this.epochs.get(id) ?? 0) === epoch) {
+      if (this.cache.size >= CACHE_LIMIT) this.cache.clear();
+      this.cache.set(id, deepFreeze(value));
+    }
+    return value;
+  }
+
+  /** Runs a write of cached keys: they are dropped from the cache before and after it. */
+  private async writing<T>(keys: string[], write: () => Promise<T>): Promise<T> {
+    for (const id of keys) {
+      this.cache.delete(id);
+      this.inFlight.set(id, (this.inFlight.get(id) ?? 0) + 1);
+    }
+    try {
+      return await write();
+    } finally {
+      for (const id of keys) {
+        this.cache.delete(id);
+        this.epochs.set(id, (this.epochs.get(id) ?? 0) + 1);
+        const left = this.inFlight.get(id)! - 1;
+        if (left === 0) this.inFlight.delete(id);
+        else this.inFlight.set(id, left);
+      }
+    }
   }
 
   get commitStats(): { batches: number; writes: number } {
@@ -97,6 +142,17 @@ export class Store {
     await this.committer.drain();
     await this.db.close();
   }
+}
+
+const cacheKey = (family: Family, key: string) => `${family}\u0000${key}`;
+
+/** Cached records are shared between callers: freezing makes an accidental mutation throw. */
+function deepFreeze<T>(value: T): T {
+  if (value !== null && typeof value === 'object' && !Object.isFrozen(value)) {
+    Object.freeze(value);
+    for (const child of Object.values(value)) deepFreeze(child);
+  }
+  return value;
 }
 
 function isLockError(err: unknown): boolean {
