@@ -14,6 +14,10 @@ export interface MessageBed extends DomainBed {
   converse(fields?: Record<string, unknown>, options?: CallOptions): Promise<CallResult>;
   /** POST /v1/email/send with X-Api-Key. */
   v1(body: unknown, key: string): Promise<CallResult>;
+  /** GET …/messages/{id} (200 expected): the message with its content. */
+  read(id: string): Promise<CallResult['body']>;
+  /** How many messages GET …/messages?recipient= lists for the address. */
+  countTo(recipient: string): Promise<number>;
   /** Creates a v2 key with the given scopes and returns its secret. */
   key(scopes: string[]): Promise<string>;
   /** Creates a v1 key (operator path: the CLI's) and returns its secret. */
@@ -40,6 +44,16 @@ export async function startMessageBed(config: ConfigInput = {}, domainName = SEN
       converse: (fields = {}, options = {}) =>
         bed.api('POST', `${messages}/conversation`, { ...options, body: { ...base, to: [{ email: 'rcpt@example.org' }], ...fields } }),
       v1: (body, key) => call(bed.server, 'POST', '/v1/email/send', { key: null, body, headers: { 'x-api-key': key }, operationId: null }),
+      read: async (id) => {
+        const res = await bed.api('GET', `${messages}/${encodeURIComponent(id)}`);
+        expect(res.status, JSON.stringify(res.body)).to.equal(200);
+        return res.body;
+      },
+      countTo: async (recipient) => {
+        const res = await bed.api('GET', `${messages}?recipient=${encodeURIComponent(recipient)}`);
+        expect(res.status, JSON.stringify(res.body)).to.equal(200);
+        return res.body.data.length as number;
+      },
       key: async (scopes) => {
         const res = await bed.api('POST', `/v2/accounts/${bed.server.accountId}/api-keys`, { body: { label: `k-${scopes.join(' ')}`.slice(0, 60), scopes } });
         expect(res.status, JSON.stringify(res.body)).to.equal(201);

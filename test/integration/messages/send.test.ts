@@ -65,17 +65,9 @@ describe('POST /v2/accounts/{id}/messages', function () {
     return res.body.message as string;
   }
 
-  async function read(id: string): Promise<FullMessage> {
-    const res = await bed.api('GET', `${bed.messages}/${encodeURIComponent(id)}`);
-    expect(res.status, JSON.stringify(res.body)).to.equal(200);
-    return res.body as FullMessage;
-  }
+  const read = async (id: string) => (await bed.read(id)) as FullMessage;
 
-  async function countTo(recipient: string): Promise<number> {
-    const res = await bed.api('GET', `${bed.messages}?recipient=${encodeURIComponent(recipient)}`);
-    expect(res.status, JSON.stringify(res.body)).to.equal(200);
-    return res.body.data.length as number;
-  }
+  const countTo = (recipient: string) => bed.countTo(recipient);
 
   async function record(messageId: string): Promise<MessageRecord> {
     const uuid = MESSAGE_ID.exec(messageId)?.[1];
