@@ -33,3 +33,8 @@ function check<S extends z.ZodType>(schema: S, input: unknown): z.output<S> {
   const where = issue.path.length > 0 ? `${issue.path.join('.')}: ` : '';
   throw badRequest(`${where}${issue.message}`);
 }
+
+/** An optional field that clients may also send as null: both read as absent. */
+export function absent<S extends z.ZodType>(schema: S) {
+  return schema.nullish().transform((v) => (v ?? undefined) as z.output<S> | undefined);
+}

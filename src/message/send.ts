@@ -1,7 +1,6 @@
 import type { Domains } from '../domains/domains.ts';
 import type { AccountRecord, DomainRecord, MessageRecord, SandboxResult } from '../store/records.ts';
-import { normalizeDomain } from '../util/domain-name.ts';
-import { isMailboxAddress } from '../util/email.ts';
+import { domainOf, isMailboxAddress } from '../util/email.ts';
 import { badRequest, forbidden } from '../util/errors.ts';
 import { newId } from '../util/ids.ts';
 import { isPrintable } from '../util/text.ts';
@@ -113,7 +112,7 @@ export class Sender {
   /** The sender's domain: the account's, usable by this caller, with valid DNS. */
   private async senderDomain(account: AccountRecord, from: Address, mayUse: (domain: string) => boolean): Promise<DomainRecord> {
     if (!isMailboxAddress(from.email)) throw badRequest('from.email is not a valid email address');
-    const name = normalizeDomain(from.email.slice(from.email.lastIndexOf('@') + 1));
+    const name = domainOf(from.email);
     const domain = await this.domains.find(account.id, name);
     if (!domain) throw badRequest(`sender domain ${name} is not a domain of this account`);
     if (!mayUse(domain.name)) throw forbidden(`this API key may not send from ${domain.name}`);
@@ -149,7 +148,7 @@ export class Sender {
     }
     try {
       // Identical renderings (recipients without substitutions of their own) share one body.
-      const shared = new Map<string, string>();
+      const shared = new Map<string, BodyRef>();
       for (const r of recipients) {
         let rendered: Rendered;
         try {
@@ -161,12 +160,12 @@ export class Sender {
           continue;
         }
         const key = JSON.stringify(rendered);
-        let bodyId = shared.get(key);
-        if (bodyId === undefined) {
-          bodyId = await batch.body({ ...base, ...rendered });
-          shared.set(key, bodyId);
+        let body = shared.get(key);
+        if (body === undefined) {
+          body = await batch.body({ ...base, ...rendered });
+          shared.set(key, body);
         }
-        batch.add(r, domain, now, bodyId, true);
+        batch.add(r, domain, now, body, true);
       }
     } finally {
       templates.dispose();
@@ -184,7 +183,7 @@ export class Sender {
       });
     }
     const batch = new Batch();
-    const bodyId = await batch.body({
+    const body = await batch.body({
       ...base,
       ...contentOf(mail),
       to: audience.to,
@@ -198,10 +197,16 @@ export class Sender {
         continue;
       }
       seen.add(address);
-      batch.add(r, domain, now, bodyId, false);
+      batch.add(r, domain, now, body, false);
     }
     return batch;
   }
+}
+
+/** A composed body and the (rendered) subject its messages carry. */
+interface BodyRef {
+  id: string;
+  subject: string;
 }
 
 /** The bodies, messages and per-recipient outcomes of one request, in request order. */
@@ -209,25 +214,23 @@ class Batch {
   readonly bodies: StoredBody[] = [];
   readonly messages: NewMessage[] = [];
   readonly outcomes: Array<{ recipient: RecipientInput; id: string | null; error: string | null }> = [];
-  private subjects = new Map<string, string>();
 
-  async body(content: BodyContent): Promise<string> {
+  async body(content: BodyContent): Promise<BodyRef> {
     const id = newId();
     const composed = await composeBody(content);
     this.bodies.push({ id, chunks: composed.chunks });
-    this.subjects.set(id, content.subject);
-    return id;
+    return { id, subject: content.subject };
   }
 
-  add(recipient: RecipientInput, domain: DomainRecord, now: number, bodyId: string, ownTo: boolean): void {
+  add(recipient: RecipientInput, domain: DomainRecord, now: number, body: BodyRef, ownTo: boolean): void {
     const { id, header } = newMessageId(domain.name, now);
     this.messages.push({
       id,
       messageId: header,
       recipient: recipient.email,
       head: messageHead(header, ownTo ? recipient : undefined),
-      bodyId,
-      subject: this.subjects.get(bodyId) ?? '',
+      bodyId: body.id,
+      subject: body.subject,
     });
     this.outcomes.push({ recipient, id, error: null });
   }

@@ -82,11 +82,6 @@ export class MessagesRepo {
     return (await this.store.get<string>('schedule', scheduleKey(record))) !== undefined;
   }
 
-  /** The ids due at or before `nowMs`, earliest first. */
-  async due(nowMs: number, limit: number): Promise<string[]> {
-    return (await this.store.families.schedule.values({ lt: `${timeKey(nowMs + 1)}:`, limit }).all()) as string[];
-  }
-
   /** Ops storing a body from its chunks (each at most BODY_CHUNK_BYTES). */
   putBody(bodyId: string, chunks: Buffer[]): WriteOp[] {
     return chunks.map((chunk, i): WriteOp => ({ type: 'put', family: 'bodies', key: chunkKey(bodyId, i), value: chunk }));

@@ -1,4 +1,4 @@
-import { isValidDomain } from './domain-name.ts';
+import { isValidDomain, normalizeDomain } from './domain-name.ts';
 
 /**
  * A mailbox address as Postilion accepts it from operators and API clients: a local part and a
@@ -21,4 +21,9 @@ export function isMailboxAddress(text: string): boolean {
   if (at <= 0 || text.length > 254) return false;
   const local = text.slice(0, at);
   return local.length <= 64 && DOT_ATOM.test(local) && isValidDomain(text.slice(at + 1).toLowerCase());
+}
+
+/** The normalised domain part of an address (everything after the last `@`). */
+export function domainOf(address: string): string {
+  return normalizeDomain(address.slice(address.lastIndexOf('@') + 1));
 }

@@ -3,35 +3,58 @@ import type { Accounts } from '../../accounts/accounts.ts';
 import { SECRET_PATTERN, type ApiKeys } from '../../accounts/api-keys.ts';
 import { allowListCovers } from '../../accounts/ip-allow-list.ts';
 import { Grants, satisfies, type Security } from '../../accounts/scopes.ts';
-import { badRequest, forbidden, unauthorized } from '../../util/errors.ts';
+import { AppError, badRequest, forbidden, unauthorized } from '../../util/errors.ts';
+import type { ApiKeyRecord } from '../../store/records.ts';
 import { isUuid } from '../../util/ids.ts';
 import type { ApiContext } from '../context.ts';
 
 const BEARER = /^Bearer\s+(\S+)\s*$/i;
 
+/** Why a presented secret does not make a caller. */
+export type AuthRefusal = 'malformed' | 'invalid' | 'other-account' | 'suspended' | 'ip';
+
 /**
- * v2 authentication: a Bearer secret of a live v2 key, whose account (when the path names one)
- * is the path's account and is active, called from an address its allow list covers.
+ * The one authentication rule both API versions follow: a well-formed secret of a live key of
+ * the given kind, whose account (when the path names one) is the path's and is active, called
+ * from an address its allow list covers. On success the caller is set on the context.
  */
+export async function identify(
+  apiKeys: ApiKeys,
+  accounts: Accounts,
+  ctx: ApiContext,
+  secret: string | undefined,
+  kind: ApiKeyRecord['kind'],
+): Promise<AuthRefusal | null> {
+  if (secret === undefined || !SECRET_PATTERN.test(secret)) return 'malformed';
+  const key = await apiKeys.authenticate(secret);
+  if (!key || key.kind !== kind) return 'invalid';
+  const pathAccount = ctx.params.account_id;
+  if (pathAccount !== undefined) {
+    if (!isUuid(pathAccount)) throw badRequest('invalid account_id');
+    if (pathAccount.toLowerCase() !== key.accountId) return 'other-account';
+  }
+  const account = await accounts.get(key.accountId);
+  if (!account) return 'invalid';
+  if (account.status !== 'active') return 'suspended';
+  if (!allowListCovers(key.ipAllowList, ctx.state.clientIp)) return 'ip';
+  ctx.state.auth = { key, account, grants: new Grants(key.scopes.map((s) => s.scope)) };
+  ctx.state.log = ctx.state.log.child({ account_id: account.id });
+  return null;
+}
+
+const V2_REFUSALS: Record<AuthRefusal, () => AppError> = {
+  malformed: () => unauthorized('Missing or malformed bearer token'),
+  invalid: () => unauthorized('Invalid API key'),
+  'other-account': () => unauthorized('API key does not belong to this account'),
+  suspended: () => unauthorized('Account is suspended'),
+  ip: () => forbidden('client IP address is not in the ip_allow_list of this API key'),
+};
+
+/** v2 authentication: `Authorization: Bearer <v2 key>`; 401, or 403 outside the allow list. */
 export function authenticate(apiKeys: ApiKeys, accounts: Accounts) {
   return async (ctx: ApiContext, next: Next): Promise<void> => {
-    const match = BEARER.exec(ctx.get('authorization'));
-    if (!match || !SECRET_PATTERN.test(match[1]!)) throw unauthorized('Missing or malformed bearer token');
-    const key = await apiKeys.authenticate(match[1]!);
-    if (!key || key.kind !== 'v2') throw unauthorized('Invalid API key');
-    const pathAccount = ctx.params.account_id;
-    if (pathAccount !== undefined) {
-      if (!isUuid(pathAccount)) throw badRequest('invalid account_id');
-      if (pathAccount.toLowerCase() !== key.accountId) throw unauthorized('API key does not belong to this account');
-    }
-    const account = await accounts.get(key.accountId);
-    if (!account) throw unauthorized('Invalid API key');
-    if (account.status !== 'active') throw unauthorized('Account is suspended');
-    if (!allowListCovers(key.ipAllowList, ctx.state.clientIp)) {
-      throw forbidden('client IP address is not in the ip_allow_list of this API key');
-    }
-    ctx.state.auth = { key, account, grants: new Grants(key.scopes.map((s) => s.scope)) };
-    ctx.state.log = ctx.state.log.child({ account_id: account.id });
+    const refusal = await identify(apiKeys, accounts, ctx, BEARER.exec(ctx.get('authorization'))?.[1], 'v2');
+    if (refusal) throw V2_REFUSALS[refusal]();
     await next();
   };
 }

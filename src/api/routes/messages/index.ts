@@ -4,7 +4,7 @@ import type { DomainFilter, Messages } from '../../../message/messages.ts';
 import type { Sender } from '../../../message/send.ts';
 import type { MessageFilter } from '../../../store/messages-repo.ts';
 import type { MessageStatus } from '../../../store/records.ts';
-import { normalizeDomain } from '../../../util/domain-name.ts';
+import { domainOf } from '../../../util/email.ts';
 import { forbidden } from '../../../util/errors.ts';
 import { authOf, type ApiContext } from '../../context.ts';
 import { operation } from '../../operations.ts';
@@ -86,7 +86,7 @@ export function messageRoutes(sender: Sender, messages: Messages, domains: Domai
         const filter: MessageFilter = {};
         if (query.status?.length) filter.statuses = query.status as MessageStatus[];
         if (query.sender !== undefined) {
-          const domain = await domains.find(auth.account.id, normalizeDomain(query.sender.slice(query.sender.lastIndexOf('@') + 1)));
+          const domain = await domains.find(auth.account.id, domainOf(query.sender));
           if (scope.ids && (!domain || !scope.ids.includes(domain.id))) throw forbidden('this API key may not read messages of that sender domain');
           filter.sender = query.sender;
         }

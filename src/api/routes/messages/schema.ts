@@ -1,8 +1,9 @@
 import { z } from 'zod';
 import { MESSAGE_STATUSES, SANDBOX_RESULTS } from '../../../store/records.ts';
+import { absent } from '../../validate.ts';
 
 const rfc3339 = (field: string) => z.iso.datetime({ offset: true, error: `invalid ${field}, provide a valid RFC3339 time string` });
-const text = z.string().nullish().transform((v) => v ?? undefined);
+const text = absent(z.string());
 
 export const address = z.strictObject({
   email: z.string().max(254, 'email addresses are at most 254 characters'),
@@ -10,36 +11,42 @@ export const address = z.strictObject({
 });
 
 export const attachment = z.strictObject({
-  base64: z.boolean().nullish().transform((v) => v ?? undefined),
+  base64: absent(z.boolean()),
   data: z.string(),
   content_type: z.string().min(1).max(255),
   content_disposition: text,
-  content_id: z.string().max(255).nullish().transform((v) => v ?? undefined),
+  content_id: absent(z.string().max(255)),
   file_name: z.string().min(1).max(255),
 });
+
+/** Whole days from `min` to 30, or null. */
+function days(field: string, min: number) {
+  const range = `${field} must be between ${min} and 30 days`;
+  return z.number().int(`${field} must be a whole number of days`).min(min, range).max(30, range).nullish();
+}
 
 /** The fields both v2 send operations share. */
 const common = {
   from: address,
-  reply_to: address.nullish().transform((v) => v ?? undefined),
+  reply_to: absent(address),
   subject: z.string().max(998, 'subject is at most 998 characters'),
   text_content: text,
   html_content: text,
   amp_content: text,
-  attachments: z.array(attachment).max(100, 'at most 100 attachments').nullish().transform((v) => v ?? undefined),
-  headers: z.record(z.string(), z.string()).nullish().transform((v) => v ?? undefined),
-  tags: z.array(z.string()).nullish().transform((v) => v ?? undefined),
-  sandbox: z.boolean().nullish().transform((v) => v ?? undefined),
-  sandbox_result: z.enum(SANDBOX_RESULTS, { error: `sandbox_result must be one of ${SANDBOX_RESULTS.join(', ')}` }).nullish().transform((v) => v ?? undefined),
-  tracking: z.strictObject({ open: z.boolean().nullish(), click: z.boolean().nullish() }).nullish().transform((v) => v ?? undefined),
-  retention: z.strictObject({
-    metadata: z.number().int('retention.metadata must be a whole number of days').min(1, 'retention.metadata must be between 1 and 30 days').max(30, 'retention.metadata must be between 1 and 30 days').nullish(),
-    data: z.number().int('retention.data must be a whole number of days').min(0, 'retention.data must be between 0 and 30 days').max(30, 'retention.data must be between 0 and 30 days').nullish(),
-  }).nullish().transform((v) => v ?? undefined),
-  schedule: z.strictObject({
-    first_attempt: rfc3339('schedule.first_attempt').nullish().transform((v) => v ?? undefined),
-    expires: rfc3339('schedule.expires').nullish().transform((v) => v ?? undefined),
-  }).nullish().transform((v) => v ?? undefined),
+  attachments: absent(z.array(attachment).max(100, 'at most 100 attachments')),
+  headers: absent(z.record(z.string(), z.string())),
+  tags: absent(z.array(z.string())),
+  sandbox: absent(z.boolean()),
+  sandbox_result: absent(z.enum(SANDBOX_RESULTS, { error: `sandbox_result must be one of ${SANDBOX_RESULTS.join(', ')}` })),
+  tracking: absent(z.strictObject({ open: z.boolean().nullish(), click: z.boolean().nullish() })),
+  retention: absent(z.strictObject({
+    metadata: days('retention.metadata', 1),
+    data: days('retention.data', 0),
+  })),
+  schedule: absent(z.strictObject({
+    first_attempt: absent(rfc3339('schedule.first_attempt')),
+    expires: absent(rfc3339('schedule.expires')),
+  })),
 };
 
 const substitutions = z.record(z.string(), z.unknown());
@@ -49,9 +56,9 @@ export const createMessageBody = z.strictObject({
   recipients: z.array(z.strictObject({
     email: z.string().max(254, 'email addresses are at most 254 characters'),
     name: text,
-    substitutions: substitutions.nullish().transform((v) => v ?? undefined),
+    substitutions: absent(substitutions),
   })).min(1, 'at least one recipient is required').max(100, 'at most 100 recipients per request'),
-  substitutions: substitutions.nullish().transform((v) => v ?? undefined),
+  substitutions: absent(substitutions),
 });
 
 const addressList = (field: string) => z.array(address).min(1, `${field} must have 1 to 50 recipients`).max(50, `${field} must have 1 to 50 recipients`);

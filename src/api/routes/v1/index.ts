@@ -1,16 +1,14 @@
 import { z } from 'zod';
 import type { Accounts } from '../../../accounts/accounts.ts';
 import type { ApiKeys } from '../../../accounts/api-keys.ts';
-import { SECRET_PATTERN } from '../../../accounts/api-keys.ts';
-import { allowListCovers } from '../../../accounts/ip-allow-list.ts';
-import { Grants } from '../../../accounts/scopes.ts';
 import type { Sender } from '../../../message/send.ts';
 import { badRequest, forbidden } from '../../../util/errors.ts';
 import type { ApiContext } from '../../context.ts';
+import { identify } from '../../middleware/auth.ts';
 import type { Handler } from '../route.ts';
-import { parseBody } from '../../validate.ts';
+import { absent, parseBody } from '../../validate.ts';
 
-const contact = z.object({ email: z.string().max(254), name: z.string().nullish().transform((v) => v ?? undefined) });
+const contact = z.object({ email: z.string().max(254), name: absent(z.string()) });
 
 /** The v1 body; v1 is in maintenance, so fields it never had are ignored rather than refused. */
 export const v1SendBody = z.object({
@@ -18,33 +16,27 @@ export const v1SendBody = z.object({
   recipients: z.array(contact).min(1, 'at least one recipient is required').max(100, 'at most 100 recipients per request'),
   content: z.object({
     subject: z.string().max(998),
-    text_body: z.string().nullish().transform((v) => v ?? undefined),
-    html_body: z.string().nullish().transform((v) => v ?? undefined),
-    attachments: z.array(z.object({
+    text_body: absent(z.string()),
+    html_body: absent(z.string()),
+    attachments: absent(z.array(z.object({
       data: z.string(),
-      base64: z.boolean().nullish().transform((v) => v ?? undefined),
+      base64: absent(z.boolean()),
       content_type: z.string().min(1).max(255),
-      content_id: z.string().max(255).nullish().transform((v) => v ?? undefined),
+      content_id: absent(z.string().max(255)),
       file_name: z.string().min(1).max(255),
-    })).max(100).nullish().transform((v) => v ?? undefined),
-    headers: z.record(z.string(), z.string()).nullish().transform((v) => v ?? undefined),
-    reply_to: contact.nullish().transform((v) => v ?? undefined),
+    })).max(100)),
+    headers: absent(z.record(z.string(), z.string())),
+    reply_to: absent(contact),
   }),
 });
 
-/** v1 authentication: `X-Api-Key` holding a live v1 key (a v2 key is refused), 403 otherwise. */
+/** v1 authentication: `X-Api-Key` holding a live v1 key (a v2 key is refused); 403 otherwise. */
 export function v1Authenticate(apiKeys: ApiKeys, accounts: Accounts): Handler {
   return async (ctx, next) => {
-    const secret = ctx.get('x-api-key').trim();
-    if (!SECRET_PATTERN.test(secret)) throw forbidden('invalid credentials');
-    const key = await apiKeys.authenticate(secret);
-    if (!key || key.kind !== 'v1') throw forbidden('invalid credentials');
-    const account = await accounts.get(key.accountId);
-    if (!account) throw forbidden('invalid credentials');
-    if (account.status !== 'active') throw forbidden('account is suspended');
-    if (!allowListCovers(key.ipAllowList, ctx.state.clientIp)) throw forbidden('client IP address is not allowed for this API key');
-    ctx.state.auth = { key, account, grants: new Grants(key.scopes.map((s) => s.scope)) };
-    ctx.state.log = ctx.state.log.child({ account_id: account.id });
+    const refusal = await identify(apiKeys, accounts, ctx, ctx.get('x-api-key').trim(), 'v1');
+    if (refusal === 'suspended') throw forbidden('account is suspended');
+    if (refusal === 'ip') throw forbidden('client IP address is not allowed for this API key');
+    if (refusal) throw forbidden('invalid credentials');
     await next();
   };
 }
