@@ -41,9 +41,11 @@ const PLACEHOLDER_LINE = `Message-ID: ${PLACEHOLDER_ID}\r\n`;
  * Builds the MIME body with nodemailer's composer (multipart/alternative of text, AMP and HTML;
  * multipart/related for inline images; multipart/mixed for attachments) and collects it as
  * store-sized chunks as it streams out. No file or URL access: content comes from the request.
+ * `boundary` is the unique part of the multipart boundaries (random, unique to the body).
  */
-export async function composeBody(content: BodyContent): Promise<ComposedBody> {
+export async function composeBody(content: BodyContent, boundary: string): Promise<ComposedBody> {
   const composer = new MailComposer({
+    baseBoundary: boundary,
     from: { name: content.from.name ?? '', address: content.from.email },
     ...(content.to ? { to: content.to.map(toNodemailer) } : {}),
     ...(content.cc ? { cc: content.cc.map(toNodemailer) } : {}),

@@ -217,7 +217,7 @@ class Batch {
 
   async body(content: BodyContent): Promise<BodyRef> {
     const id = newId();
-    const composed = await composeBody(content);
+    const composed = await composeBody(content, boundaryOf(id));
     this.bodies.push({ id, chunks: composed.chunks });
     return { id, subject: content.subject };
   }
@@ -283,4 +283,9 @@ export function checkTags(tags: string[]): string[] {
     }
   }
   return unique;
+}
+
+/** The random tail of a UUIDv7 body id: unique per body, so no fresh randomness per MIME part. */
+function boundaryOf(bodyId: string): string {
+  return bodyId.slice(-17).replace('-', '');
 }

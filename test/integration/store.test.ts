@@ -40,6 +40,32 @@ describe('store (real LevelDB)', () => {
     await reopened.close();
   });
 
+  it('refuses an unstorable value without writing it, while concurrent commits land', async () => {
+    const store = await Store.open(dir);
+    const results = await Promise.allSettled([
+      store.commit([{ type: 'put', family: 'meta', key: 'good1', value: 1 }]),
+      store.commit([
+        { type: 'put', family: 'meta', key: 'half', value: 2 },
+        { type: 'put', family: 'meta', key: 'bad', value: undefined },
+      ]),
+      store.commit([{ type: 'put', family: 'meta', key: 'good2', value: 3 }]),
+    ]);
+    expect(results.map((r) => r.status)).to.deep.equal(['fulfilled', 'rejected', 'fulfilled']);
+    expect(String((results[1] as PromiseRejectedResult).reason)).to.contain('cannot store undefined under meta/bad');
+    expect(await store.get('meta', 'good1')).to.equal(1);
+    expect(await store.get('meta', 'good2')).to.equal(3);
+    expect(await store.get('meta', 'half')).to.equal(undefined);
+    await store.close();
+  });
+
+  it('keeps body bytes as raw bytes, readable through their family', async () => {
+    const store = await Store.open(dir);
+    const bytes = Buffer.from([0, 255, 13, 10, 0xc3, 0x28]);
+    await store.commit([{ type: 'put', family: 'bodies', key: 'b:000000', value: bytes }]);
+    expect(Buffer.compare((await store.families.bodies.get('b:000000')) as Buffer, bytes)).to.equal(0);
+    await store.close();
+  });
+
   it('refuses a second opener of the same directory with a clear error', async () => {
     const store = await Store.open(dir);
     try {
@@ -56,19 +82,22 @@ describe('store (real LevelDB)', () => {
   });
 
   it('writes every commit with sync: true', async () => {
+    // The committer hands encoded operations straight to classic-level's _batch.
     const { Level } = await import('level');
-    const original = Level.prototype.batch;
+    const proto = Level.prototype as unknown as { _batch: (...a: unknown[]) => Promise<void> };
+    const original = proto._batch;
     const seen: unknown[] = [];
-    Level.prototype.batch = function (this: unknown, ...args: unknown[]) {
+    proto._batch = function (this: unknown, ...args: unknown[]) {
       seen.push(args[1]);
-      return (original as (...a: unknown[]) => unknown).apply(this, args);
-    } as typeof original;
+      return original.apply(this, args);
+    };
     try {
       const store = await Store.open(dir);
       await store.commit([{ type: 'put', family: 'meta', key: 'a', value: 1 }]);
+      expect(await store.get('meta', 'a')).to.equal(1);
       await store.close();
     } finally {
-      Level.prototype.batch = original;
+      proto._batch = original;
     }
     expect(seen).to.deep.equal([{ sync: true }]);
   });

@@ -37,9 +37,21 @@ export async function identify(
   if (!account) return 'invalid';
   if (account.status !== 'active') return 'suspended';
   if (!allowListCovers(key.ipAllowList, ctx.state.clientIp)) return 'ip';
-  ctx.state.auth = { key, account, grants: new Grants(key.scopes.map((s) => s.scope)) };
-  ctx.state.log = ctx.state.log.child({ account_id: account.id });
+  ctx.state.auth = { key, account, grants: grantsOf(key) };
+  ctx.state.log.setBindings({ account_id: account.id });
   return null;
+}
+
+/** Key records come frozen from the store's cache, so their parsed grants can be kept with them. */
+const parsedGrants = new WeakMap<ApiKeyRecord, Grants>();
+
+function grantsOf(key: ApiKeyRecord): Grants {
+  let grants = parsedGrants.get(key);
+  if (!grants) {
+    grants = new Grants(key.scopes.map((s) => s.scope));
+    if (Object.isFrozen(key)) parsedGrants.set(key, grants);
+  }
+  return grants;
 }
 
 const V2_REFUSALS: Record<AuthRefusal, () => AppError> = {

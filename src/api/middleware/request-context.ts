@@ -11,8 +11,8 @@ export interface TransportPolicy {
 }
 
 /**
- * Request id, per-request logger and one access-log line (the logger gains account_id once the
- * caller is authenticated). Outermost middleware.
+ * Request id, per-request logger and one access-log line (authentication adds account_id to the
+ * logger's bindings). Outermost middleware.
  */
 export function requestContext(log: Logger) {
   return async (ctx: ApiContext, next: Next): Promise<void> => {
