@@ -25,6 +25,7 @@ import { dirname, resolve } from 'node:path';
 import { createInterface } from 'node:readline';
 import { fileURLToPath } from 'node:url';
 import autocannon, { type Result } from 'autocannon';
+import { composeBody } from '../../src/message/compose.ts';
 
 const HERE = dirname(fileURLToPath(import.meta.url));
 const ROOT = resolve(HERE, '../..');
@@ -292,7 +293,7 @@ async function main(): Promise<void> {
     console.log(`  body: single recipient, ${HTML.length}-byte html_content (request ${sendBody('app@example.com', 1).length} bytes)`);
     console.log(`  postilion: ${postilion.info.url}${postilion.info.path} (pid ${postilion.info.pid}); per-account general rate limit RAISED to`
       + ` ${postilion.info.rateLimit?.per_second}/s, burst ${postilion.info.rateLimit?.burst} (default 100/s, burst 200) so it does not cap the load; log level silent`);
-    console.log(`  floor:     ${floor.info.url}${floor.info.path} (pid ${floor.info.pid}); bare Koa, JSON.parse, Store.commit (group commit, db.batch sync:true), 202`);
+    console.log(`  floor:     ${floor.info.url}${floor.info.path} (pid ${floor.info.pid}); bare Koa, JSON.parse, Store.commit (group commit, one synced classic-level batch), 202`);
     if (CPU_PROF) console.log(`  postilion child runs under --cpu-prof; profile goes to ${CPU_PROF}`);
     console.log('');
 
@@ -335,6 +336,12 @@ async function main(): Promise<void> {
       console.log('');
     }
 
+    // What the MIME composer alone costs for this body, measured in a fresh process with the
+    // servers idle: the floor's whole request has to be compared with it.
+    const compose = composeCostInChild();
+    console.log(`nodemailer MailComposer alone, this body: ${f0(compose)} µs CPU per message (median of 5 × 1000, fresh process, servers idle)`);
+    console.log('');
+
     const all = [...floorRuns, ...postilionRuns, ...bulkRuns];
     const bad = all.reduce((n, r) => n + r.non2xx + r.errors + r.timeouts, 0);
     const unsynced = all.filter((r) => r.committedWriters < r.accepted);
@@ -355,6 +362,11 @@ async function main(): Promise<void> {
           + ` (server CPU use: floor ${f0(med(floorRuns, (r) => r.serverCpu!) * 100)}%, postilion ${f0(med(postilionRuns, (r) => r.serverCpu!) * 100)}% of one core)`);
       }
       console.log(`  ratio postilion / floor: ${ratio.toFixed(3)}   (target ≥ 0.5: ${ratio >= 0.5 ? 'MET' : 'NOT MET'})`);
+      const floorCpu = floorRuns[0]?.cpuPerAccept != null ? med(floorRuns, (r) => r.cpuPerAccept!) : null;
+      if (floorCpu !== null) {
+        console.log(`  MIME composition alone: ${f0(compose)} µs CPU per message = ${(compose / floorCpu).toFixed(2)} × the floor's CPU per request;`
+          + ` a server doing the floor's work plus composition, CPU-bound like the floor, reaches at most ${(floorCpu / (floorCpu + compose)).toFixed(2)} of it`);
+      }
     }
     if (BULK_RUNS > 0) {
       const bMed = med(bulkRuns, (r) => r.perSecond);
@@ -363,7 +375,7 @@ async function main(): Promise<void> {
     }
     console.log(`non-2xx + errors + timeouts over all measured runs: ${bad}`);
     console.log(`every 202 after a synced write: ${unsynced.length === 0 ? 'yes' : 'NO'} (synced group-commit writers ≥ 202s in ${all.length - unsynced.length}/${all.length} runs;`
-      + ' Store.commit = db.batch(..., { sync: true }))');
+      + ' Store.commit = one classic-level batch with { sync: true })');
     console.log(`load average at end: ${loadavg().map((n) => n.toFixed(2)).join(' ')}`);
     console.log(`postilion per-account rate limit was raised to ${postilion.info.rateLimit?.per_second}/s (burst ${postilion.info.rateLimit?.burst}) for this benchmark`);
     console.log('====================================================================================');
@@ -374,4 +386,27 @@ async function main(): Promise<void> {
   }
 }
 
-await main();
+/** Median CPU µs of composing the benchmark's message with the same composer the server uses. */
+async function composeCost(): Promise<number> {
+  const content = { from: { email: 'app@example.com', name: 'Shop' }, subject: 'Your receipt', html: HTML, attachments: [], headers: [], date: new Date() };
+  const rounds: number[] = [];
+  for (let round = 0; round < 6; round++) {
+    const started = process.cpuUsage();
+    for (let i = 0; i < 1000; i++) await composeBody(content, '0123456789abcdef');
+    const used = process.cpuUsage(started);
+    if (round > 0) rounds.push((used.user + used.system) / 1000);
+  }
+  return median(rounds);
+}
+
+function composeCostInChild(): number {
+  const out = execFileSync(process.execPath, ['--import', 'tsx', fileURLToPath(import.meta.url)], {
+    cwd: ROOT,
+    env: { ...process.env, BENCH_COMPOSE_ONLY: '1' },
+    encoding: 'utf8',
+  });
+  return Number(/compose-cost (\S+)/.exec(out)![1]);
+}
+
+if (process.env.BENCH_COMPOSE_ONLY) console.log(`compose-cost ${await composeCost()}`);
+else await main();

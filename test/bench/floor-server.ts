@@ -1,7 +1,7 @@
 /**
  * The floor of the accept benchmark: a bare Koa app with one POST endpoint that reads the JSON
  * body, parses it, and writes it into a fresh LevelDB through the project's own group commit
- * (Store.commit: db.batch(..., { sync: true }), concurrent writers sharing one fsync), then
+ * (Store.commit: one classic-level batch with { sync: true }, concurrent writers sharing one fsync), then
  * answers 202. HTTP + JSON + durable synced write, nothing else.
  *
  *   node --import tsx test/bench/floor-server.ts
