@@ -32,6 +32,14 @@ import { KeyedMutex } from './util/keyed-mutex.ts';
 import { parseCidr } from './util/cidr.ts';
 import { SecretBox } from './util/secret-box.ts';
 import { systemClock, type Clock } from './util/time.ts';
+import { parseBounceRules } from './bounce/rules.ts';
+import { Deliverer } from './delivery/deliverer.ts';
+import { Router } from './delivery/router.ts';
+import { SmtpPool } from './delivery/smtp-pool.ts';
+import { DeliveryQueue } from './queue/delivery-queue.ts';
+import { Outcomes } from './queue/outcomes.ts';
+import { Scheduler } from './queue/scheduler.ts';
+import { fileURLToPath } from 'node:url';
 
 /** The store and the domain services: what the daemon serves and what admin commands use. */
 export interface Core {
@@ -114,6 +122,7 @@ export interface DaemonOptions {
 export class Daemon {
   private readonly listeners: ApiListener[] = [];
   private readonly jobs: ScheduledTask[] = [];
+  private delivery: { scheduler: Scheduler; pool: SmtpPool } | null = null;
   private settings: ApiSettings;
   private stopping: Promise<void> | null = null;
 
@@ -204,6 +213,8 @@ export class Daemon {
       ),
     );
 
+    if (config.delivery.enabled) this.delivery = this.startDelivery();
+
     const handler = app.callback();
     this.listeners.push(await ApiListener.start({ host: config.api.host, port: config.api.port }, handler));
     if (config.api.tls.enabled) {
@@ -220,6 +231,56 @@ export class Daemon {
     }
   }
 
+  /** The delivery engine: scheduler → deliverer (router, SMTP sessions, DKIM) → outcomes. */
+  private startDelivery(): { scheduler: Scheduler; pool: SmtpPool } {
+    const { config, core_: core, log } = this;
+    const d = config.delivery;
+    const rulesFile = d.bounce_rules ? resolve(d.bounce_rules) : fileURLToPath(new URL('../config/bounce-rules', import.meta.url));
+    const rules = parseBounceRules(readFileSync(rulesFile, 'utf8'), rulesFile);
+    const router = new Router(core.resolver, {
+      mxPort: d.mx_port,
+      tls: d.tls,
+      transport: Object.fromEntries(Object.entries(d.transport).map(([domain, target]) => [domain.toLowerCase(), target])),
+      smarthost: d.smarthost,
+      unreachableMs: d.unreachable_seconds * 1000,
+      cacheMs: 60_000,
+    }, core.clock);
+    const pool = new SmtpPool({
+      hostname: config.server.hostname,
+      messagesPerConnection: d.messages_per_connection,
+      idleTimeoutMs: d.idle_timeout_ms,
+      connectTimeoutMs: d.connect_timeout_ms,
+      commandTimeoutMs: d.command_timeout_ms,
+      tlsRejectUnauthorized: d.tls_reject_unauthorized,
+    });
+    const repo = new MessagesRepo(core.store);
+    const deliverer = new Deliverer(repo, new DomainsRepo(core.store), core.signer, router, pool, rules);
+    const outcomes = new Outcomes(core.messages, repo, new EventRecorder(new EventsRepo(core.store), core.clock), {
+      firstDelayMs: d.retry.first_delay_seconds * 1000,
+      maxDelayMs: d.retry.max_delay_seconds * 1000,
+      maxAgeMs: d.retry.max_age_hours * 3_600_000,
+      jitter: d.retry.jitter,
+    });
+    const queue = new DeliveryQueue(deliverer, outcomes, core.clock, log);
+    const scheduler = new Scheduler(repo, (m) => queue.process(m), {
+      concurrency: d.concurrency,
+      perDestination: d.per_destination,
+      readyLimit: d.ready_limit,
+    }, core.clock, log);
+    queue.attach(scheduler);
+    core.acceptor.onAccepted((records) => {
+      for (const record of records) scheduler.notify(Date.parse(record.dueAt));
+    });
+    scheduler.start();
+    log.info({ rules: rules.length, concurrency: d.concurrency }, 'delivery started');
+    return { scheduler, pool };
+  }
+
+  /** The delivery scheduler, for tests and the operator's queue view (null when delivery is off). */
+  get scheduler(): Scheduler | null {
+    return this.delivery?.scheduler ?? null;
+  }
+
   /**
    * Applies what can change without a restart; says what needs one. Everything that can fail
    * (reading certificate files) happens before anything is applied, so a failed reload changes
@@ -229,7 +290,7 @@ export class Daemon {
     const tls = next.api.tls.enabled && this.listeners.length > 1 ? readTls(next) : null;
     const same = (a: unknown, b: unknown) => JSON.stringify(a) === JSON.stringify(b);
     const listenerShape = (c: Config) => ({ host: c.api.host, port: c.api.port, tls: { enabled: c.api.tls.enabled, host: c.api.tls.host, port: c.api.tls.port } });
-    const restartNeeded: string[] = (['data', 'keys', 'server', 'dns', 'domains', 'dkim', 'messages'] as const).filter((k) => !same(next[k], this.config[k]));
+    const restartNeeded: string[] = (['data', 'keys', 'server', 'dns', 'domains', 'dkim', 'messages', 'delivery'] as const).filter((k) => !same(next[k], this.config[k]));
     if (!same(listenerShape(next), listenerShape(this.config))) restartNeeded.push('api listeners');
     if (next.api.idempotency.purge_schedule !== this.config.api.idempotency.purge_schedule) {
       restartNeeded.push('api.idempotency.purge_schedule');
@@ -240,7 +301,7 @@ export class Daemon {
     this.core_.idempotency.configure(next.api.idempotency);
     this.settings = apiSettings(next);
     if (tls) for (const listener of this.listeners) listener.reloadTls(tls);
-    const kept = { data: this.config.data, keys: this.config.keys, server: this.config.server, dns: this.config.dns, domains: this.config.domains, dkim: this.config.dkim, messages: this.config.messages };
+    const kept = { data: this.config.data, keys: this.config.keys, server: this.config.server, dns: this.config.dns, domains: this.config.domains, dkim: this.config.dkim, messages: this.config.messages, delivery: this.config.delivery };
     this.config = { ...next, ...kept };
     this.log.info({ restart_needed_for: restartNeeded }, 'configuration reloaded');
   }
@@ -251,6 +312,11 @@ export class Daemon {
       const graceMs = this.config.shutdown.grace_seconds * 1000;
       this.log.info({ grace_seconds: this.config.shutdown.grace_seconds }, 'stopping');
       await Promise.all(this.listeners.map((l) => l.close(graceMs)));
+      if (this.delivery) {
+        // Transactions in flight finish (within the grace period); queued work stays in the store.
+        await this.delivery.scheduler.stop(graceMs);
+        this.delivery.pool.close();
+      }
       for (const job of this.jobs) await job.stop();
       await this.core_.store.close();
       this.log.info('stopped');

@@ -24,6 +24,14 @@ const cidrList = z.array(z.string()).default([]).superRefine((entries, ctx) => {
   }
 });
 
+const tlsPolicy = z.enum(['required', 'opportunistic', 'off']);
+
+const target = z.strictObject({
+  host: z.string().min(1).describe('host name or address to deliver to'),
+  port: port.default(25).describe('its SMTP port'),
+  tls: tlsPolicy.optional().describe('STARTTLS policy for it (default: delivery.tls)'),
+});
+
 const rate = (perSecond: number, burst: number) =>
   z.strictObject({
     per_second: z.number().positive().default(perSecond).describe('sustained requests per second, per account'),
@@ -68,6 +76,35 @@ export const configSchema = z.strictObject({
   messages: z.strictObject({
     retention_purge_schedule: z.string().refine(validCron, 'not a valid cron expression').default('43 2 * * *')
       .describe('cron expression of the daily purge of message metadata and content past their retention'),
+  }).prefault({}),
+  delivery: z.strictObject({
+    enabled: z.boolean().default(true).describe('deliver accepted mail (off: mail stays queued)'),
+    concurrency: z.number().int().min(1).max(1000).default(20).describe('SMTP transactions in flight at once, in total'),
+    per_destination: z.number().int().min(1).max(100).default(5)
+      .describe('SMTP transactions in flight at once per destination (recipient domain)'),
+    ready_limit: z.number().int().min(10).max(100_000).default(2000)
+      .describe('due messages held in memory, waiting for a connection (the rest wait in the store)'),
+    messages_per_connection: z.number().int().min(1).max(10_000).default(100).describe('messages sent over one connection before it is closed'),
+    idle_timeout_ms: z.number().int().min(100).max(600_000).default(10_000).describe('an unused connection is closed after this long'),
+    connect_timeout_ms: z.number().int().min(100).max(300_000).default(30_000).describe('connecting and waiting for the greeting'),
+    command_timeout_ms: z.number().int().min(100).max(900_000).default(120_000).describe('waiting for any one reply'),
+    mx_port: port.default(25).describe('port of the MX hosts (25; other values only for test set-ups)'),
+    tls: tlsPolicy.default('opportunistic')
+      .describe('STARTTLS policy: required (defer rather than send in clear), opportunistic, off'),
+    tls_reject_unauthorized: z.boolean().default(false)
+      .describe('refuse MX certificates that do not verify (most MX certificates are not checked by MTAs)'),
+    unreachable_seconds: z.number().int().min(0).max(3600).default(60)
+      .describe('a host that could not be reached is skipped for this long'),
+    transport: z.record(z.string(), target).default({})
+      .describe('per recipient domain, deliver to this host instead of its MX (relaying set-ups, tests)'),
+    smarthost: target.nullable().default(null).describe('deliver everything not in transport to this host instead of MX'),
+    bounce_rules: z.string().default('').describe('reply classification rules file (empty: the bundled config/bounce-rules)'),
+    retry: z.strictObject({
+      first_delay_seconds: z.number().int().min(1).max(86_400).default(300).describe('wait after the first deferral; doubles per attempt'),
+      max_delay_seconds: z.number().int().min(1).max(86_400).default(7200).describe('longest wait between attempts'),
+      max_age_hours: z.number().min(0.01).max(720).default(24).describe('a message still deferred this long after acceptance fails'),
+      jitter: z.number().min(0).max(0.5).default(0.2).describe('random spread of each wait (0.2 = ±20 %)'),
+    }).prefault({}),
   }).prefault({}),
   data: z.strictObject({
     dir: z.string().min(1).default('./data').describe('LevelDB data directory (relative paths start at the working directory)'),

@@ -18,6 +18,8 @@ export interface DnsResolver {
   txt(name: string): Promise<string[]>;
   cname(name: string): Promise<string[]>;
   mx(name: string): Promise<MxRecord[]>;
+  /** IPv4 and IPv6 addresses of a host (A, then AAAA). */
+  addresses(name: string): Promise<string[]>;
   /** A generic lookup in the shape mailauth expects (`dns.promises.resolve`). */
   resolve(name: string, rrtype: string): Promise<unknown>;
 }
@@ -46,6 +48,13 @@ export function createResolver(options: ResolverOptions): DnsResolver {
     txt: async (name) => (await ask(() => resolver.resolveTxt(name))).map((chunks) => chunks.join('')),
     cname: async (name) => (await ask(() => resolver.resolveCname(name))).map(stripDot),
     mx: async (name) => (await ask(() => resolver.resolveMx(name))).map((r) => ({ exchange: stripDot(r.exchange), priority: r.priority })),
+    addresses: async (name) => {
+      const [v4, v6] = await Promise.allSettled([ask(() => resolver.resolve4(name)), ask(() => resolver.resolve6(name))]);
+      const found = [...(v4.status === 'fulfilled' ? v4.value : []), ...(v6.status === 'fulfilled' ? v6.value : [])];
+      // An answer for one family is enough; both failing is a DNS failure, not an absence.
+      if (found.length === 0 && v4.status === 'rejected') throw v4.reason;
+      return found;
+    },
     resolve: (name, rrtype) => resolver.resolve(name, rrtype as 'TXT'),
   };
 }

@@ -14,17 +14,37 @@ export interface DomainDnsErrorData {
 /** The core of every message event, in the order the reference producer writes it. */
 export interface MessageEventData {
   account_id: string;
-  event: 'on_reception';
+  event: MessageEventName;
   from: string;
   recipient: string;
   subject: string;
   message_id_header: string;
   is_bot: boolean;
   id: string;
+  /** On delivered, bounced and transient_error when an SMTP attempt was recorded (§5.2). */
+  delivery_attempt?: DeliveryAttemptData;
+}
+
+export type MessageEventName = 'on_reception' | 'on_delivered' | 'on_transient_error' | 'on_bounced' | 'on_failed' | 'on_suppressed';
+
+/** What one SMTP attempt answered: reference-api §5.2 `delivery_attempt`. */
+export interface DeliveryAttemptData {
+  /** 0 when there was no SMTP reply (connection, DNS or internal errors). */
+  smtp_code: number;
+  enhanced_status_code?: string;
+  response?: string;
+  command?: string;
+  /** Absent on success. */
+  classification?: string;
 }
 
 export type Event =
   | { type: 'domain.dns_error'; accountId: string; data: DomainDnsErrorData }
-  | { type: 'message.reception'; accountId: string; data: MessageEventData };
+  | { type: 'message.reception'; accountId: string; data: MessageEventData }
+  | { type: 'message.delivered'; accountId: string; data: MessageEventData }
+  | { type: 'message.transient_error'; accountId: string; data: MessageEventData }
+  | { type: 'message.bounced'; accountId: string; data: MessageEventData }
+  | { type: 'message.failed'; accountId: string; data: MessageEventData }
+  | { type: 'message.suppressed'; accountId: string; data: MessageEventData };
 
 export type EventType = Event['type'];

@@ -44,6 +44,8 @@ export interface Submission {
  * (group-committed with concurrent accepts); the promise resolves only once it is on disk.
  */
 export class Acceptor {
+  private readonly listeners: Array<(records: MessageRecord[]) => void> = [];
+
   constructor(
     private readonly store: Store,
     private readonly repo: MessagesRepo,
@@ -77,7 +79,13 @@ export class Acceptor {
       );
     }
     await this.store.commit(ops);
+    for (const listener of this.listeners) listener(records);
     return records;
+  }
+
+  /** Called with every durably accepted batch (the scheduler learns of new due work this way). */
+  onAccepted(listener: (records: MessageRecord[]) => void): void {
+    this.listeners.push(listener);
   }
 
   private record(s: Submission, m: NewMessage): MessageRecord {

@@ -69,6 +69,21 @@ export class Messages {
   }
 
   /**
+   * Changes one message under its lock: `change` sees the stored record and returns the next one
+   * with any ops to commit with it (schedule entries, events), or null to leave it as it is.
+   */
+  async update(id: string, change: (current: MessageRecord, now: number) => { next: MessageRecord; extra: WriteOp[] } | null): Promise<MessageRecord | null> {
+    return this.locks.run(`message:${id}`, async () => {
+      const current = await this.repo.get(id);
+      if (!current) return null;
+      const now = this.clock.now();
+      const changed = change(current, now);
+      if (!changed) return null;
+      return this.commitChange(changed.next, current, now, changed.extra);
+    });
+  }
+
+  /**
    * Commits a message's new state (with `extra` ops), dropping its content in the same batch when
    * delivery is final and its data retention is over (retention 0: at once). The caller holds the
    * message's lock; a body release commits under the body's lock, so that two messages sharing

@@ -77,6 +77,31 @@ export class MessagesRepo {
     return [{ type: 'del', family: 'schedule', key: scheduleKey(record) }];
   }
 
+  /** Ids on the due-time index due at or before `nowMs`, earliest first, at most `limit`. */
+  async due(nowMs: number, limit: number): Promise<Array<{ key: string; id: string }>> {
+    const keys = (await this.store.families.schedule.keys({ lt: `${timeKey(nowMs)};`, limit }).all()) as string[];
+    return keys.map((key) => ({ key, id: key.slice(key.indexOf(':') + 1) }));
+  }
+
+  /** Removes one due-time entry by its key (an entry whose message is gone or final). */
+  dropDue(key: string): Promise<void> {
+    return this.store.commit([{ type: 'del', family: 'schedule', key }]);
+  }
+
+  /** The due time of the earliest entry after `nowMs`, or null when none. */
+  async nextDue(nowMs: number): Promise<number | null> {
+    const [key] = (await this.store.families.schedule.keys({ gt: `${timeKey(nowMs)};`, limit: 1 }).all()) as string[];
+    return key === undefined ? null : Number(key.slice(0, key.indexOf(':')));
+  }
+
+  /** Every entry of the due-time index, in due order (the operator's queue view). */
+  async *scheduled(): AsyncGenerator<{ dueMs: number; id: string }> {
+    for await (const key of this.store.families.schedule.keys()) {
+      const k = key as string;
+      yield { dueMs: Number(k.slice(0, k.indexOf(':'))), id: k.slice(k.indexOf(':') + 1) };
+    }
+  }
+
   /** Whether the message still has an entry on the due-time index. */
   async isScheduled(record: MessageRecord): Promise<boolean> {
     return (await this.store.get<string>('schedule', scheduleKey(record))) !== undefined;

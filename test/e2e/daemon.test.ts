@@ -15,7 +15,7 @@ describe('postilion daemon (child process)', function () {
   function writeConfig(extra = ''): void {
     writeFileSync(
       configPath,
-      `data:\n  dir: ${join(dir, 'data')}\nkeys:\n  dir: ${join(dir, 'keys')}\napi:\n  port: 0\n${extra}shutdown:\n  grace_seconds: 5\n`,
+      `data:\n  dir: ${join(dir, 'data')}\nkeys:\n  dir: ${join(dir, 'keys')}\napi:\n  port: 0\n${extra}shutdown:\n  grace_seconds: 5\ndelivery:\n  enabled: false\n`,
     );
   }
 

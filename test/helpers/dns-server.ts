@@ -17,6 +17,8 @@ export interface ZoneValues {
   TXT: string[];
   CNAME: string[];
   MX: MxValue[];
+  /** IPv4 addresses (MX hosts on loopback: 127.0.0.x). */
+  A: string[];
 }
 
 export type RecordType = keyof ZoneValues;
@@ -35,6 +37,7 @@ const TYPE_NAMES: Record<number, RecordType> = {
   [Packet.TYPE.TXT]: 'TXT',
   [Packet.TYPE.CNAME]: 'CNAME',
   [Packet.TYPE.MX]: 'MX',
+  [Packet.TYPE.A]: 'A',
 };
 
 /** DNS names compare case-insensitively and without the root dot. */
@@ -135,6 +138,10 @@ export async function startDnsServer(): Promise<TestDnsServer> {
       } else if (type === 'CNAME') {
         for (const target of zone.get(question.name, 'CNAME') ?? []) {
           response.answers.push(Packet.createResourceFromQuestion(question, { ...base, domain: target }));
+        }
+      } else if (type === 'A') {
+        for (const address of zone.get(question.name, 'A') ?? []) {
+          response.answers.push(Packet.createResourceFromQuestion(question, { ...base, address }));
         }
       } else if (type === 'MX') {
         for (const mx of zone.get(question.name, 'MX') ?? []) {

@@ -51,6 +51,8 @@ export async function startServer(options: TestServerOptions = {}): Promise<Test
     keys: { dir: join(dir, 'keys') },
     api: { host: '127.0.0.1', port: 0, ...options.config?.api },
     shutdown: { grace_seconds: 2, ...options.config?.shutdown },
+    // Off unless a test asks: accepted mail must never leave for a real MX from a test.
+    delivery: { enabled: false, ...options.config?.delivery },
   };
   const config = validateConfig(input, 'test');
   let announced = '';

@@ -1,0 +1,101 @@
+import { classify, enhancedCodeOf, type BounceRule, type Classification, type Outcome } from '../bounce/rules.ts';
+import type { DkimSigner } from '../domains/signer.ts';
+import type { DomainsRepo } from '../store/domains-repo.ts';
+import type { MessagesRepo } from '../store/messages-repo.ts';
+import type { DomainRecord, MessageRecord } from '../store/records.ts';
+import { domainOf } from '../util/email.ts';
+import { retryHintMs } from '../queue/retry-policy.ts';
+import type { Router } from './router.ts';
+import type { SendReply, SmtpPool } from './smtp-pool.ts';
+
+/** What one delivery attempt of one message came to. */
+export interface Attempt {
+  outcome: Outcome;
+  classification?: Classification | undefined;
+  /** 0 when no SMTP reply was had (DNS, connection, internal). */
+  smtpCode: number;
+  enhanced: string;
+  response: string;
+  command: string;
+  /** The wait the server asked for, if it named one. */
+  hintMs?: number | undefined;
+  /** The MX host that answered, or the last one tried. */
+  host: string | null;
+}
+
+/**
+ * Delivers one message: finds its hops, signs it with its domain's active DKIM key(s), sends it
+ * with the VERP return path over a pooled session, and says what the reply means.
+ */
+export class Deliverer {
+  constructor(
+    private readonly messages: MessagesRepo,
+    private readonly domains: DomainsRepo,
+    private readonly signer: DkimSigner,
+    private readonly router: Router,
+    private readonly pool: SmtpPool,
+    private readonly rules: readonly BounceRule[],
+  ) {}
+
+  async attempt(message: MessageRecord): Promise<Attempt> {
+    const domain = await this.domains.get(message.domainId);
+    if (!domain) return internal('bounced', 'InvalidSender', `sender domain ${message.domain} no longer exists`);
+    const route = await this.router.hops(domainOf(message.recipient));
+    if (!Array.isArray(route)) return internal(route.permanent ? 'bounced' : 'deferred', route.classification, route.text);
+
+    let raw: Buffer;
+    try {
+      raw = await this.signed(message, domain);
+    } catch (err) {
+      return internal('deferred', 'Uncategorized', `could not prepare the message: ${(err as Error).message}`);
+    }
+    const from = returnPath(message, domain);
+    let last: { reply: SendReply; host: string } | null = null;
+    for (const hop of route) {
+      const reply = await this.pool.send(hop, from, message.recipient, raw);
+      last = { reply, host: hop.name };
+      if (reply.kind === 'connection') {
+        if (!reply.tlsMissing) this.router.markUnreachable(hop);
+        continue;
+      }
+      // A host that turns us away before the envelope (421 greeting): try the next one.
+      if (reply.code >= 400 && reply.code < 500 && (reply.command === 'CONN' || reply.command === 'EHLO')) continue;
+      const enhanced = enhancedCodeOf(reply.text);
+      const verdict = classify({ code: reply.code, enhanced, text: reply.text }, this.rules);
+      return {
+        outcome: verdict.outcome,
+        classification: verdict.classification,
+        smtpCode: reply.code,
+        enhanced,
+        response: `${reply.code} ${reply.text}`,
+        command: reply.command,
+        hintMs: verdict.outcome === 'deferred' ? retryHintMs(reply.text) : undefined,
+        host: hop.name,
+      };
+    }
+    const reply = last!.reply;
+    if (reply.kind === 'reply') {
+      return { outcome: 'deferred', classification: 'TransientFailure', smtpCode: reply.code, enhanced: enhancedCodeOf(reply.text), response: `${reply.code} ${reply.text}`, command: reply.command, host: last!.host };
+    }
+    const classification: Classification = reply.tlsMissing ? 'PolicyRelated' : /ETIMEDOUT|timeout/i.test(reply.text) ? 'NoAnswerFromHost' : 'BadConnection';
+    return { ...internal('deferred', classification, reply.text), host: last!.host };
+  }
+
+  /** The per-message headers, the shared body, and the DKIM-Signature(s) in front. */
+  private async signed(message: MessageRecord, domain: DomainRecord): Promise<Buffer> {
+    const parts: Buffer[] = [Buffer.from(message.head, 'utf8')];
+    for await (const chunk of this.messages.body(message.bodyId)) parts.push(chunk);
+    const unsigned = Buffer.concat(parts);
+    const signature = await this.signer.sign(domain.name, unsigned);
+    return Buffer.concat([Buffer.from(signature, 'utf8'), unsigned]);
+  }
+}
+
+/** VERP return path: bounces+<message token>@<return-path subdomain>.<domain>. */
+export function returnPath(message: MessageRecord, domain: DomainRecord): string {
+  return `bounces+${message.id.replace(/-/g, '')}@${domain.returnPathSubdomain}.${domain.name}`;
+}
+
+function internal(outcome: Outcome, classification: Classification, text: string): Attempt {
+  return { outcome, classification, smtpCode: 0, enhanced: '', response: text, command: '', host: null };
+}

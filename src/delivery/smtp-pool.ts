@@ -1,0 +1,179 @@
+import SMTPConnection from 'nodemailer/lib/smtp-connection';
+import type { Hop } from './router.ts';
+
+export interface PoolOptions {
+  /** EHLO name. */
+  hostname: string;
+  messagesPerConnection: number;
+  idleTimeoutMs: number;
+  connectTimeoutMs: number;
+  commandTimeoutMs: number;
+  tlsRejectUnauthorized: boolean;
+}
+
+/** What the server answered for one recipient, or why there was no answer. */
+export type SendReply =
+  | { kind: 'reply'; code: number; text: string; command: string }
+  | { kind: 'connection'; text: string; tlsMissing: boolean };
+
+interface Session {
+  connection: SMTPConnection;
+  sent: number;
+  idleTimer: NodeJS.Timeout | null;
+}
+
+/**
+ * SMTP client sessions on nodemailer's smtp-connection, reused per hop (address:port): after a
+ * transaction the session is RSET and parked; it is closed after `messagesPerConnection`
+ * messages, after `idleTimeoutMs` unused, and at once on any error.
+ */
+export class SmtpPool {
+  private readonly idle = new Map<string, Session[]>();
+  private closed = false;
+
+  constructor(private readonly options: PoolOptions) {}
+
+  /** Sends `message` from `from` to one recipient over a session with `hop`. */
+  async send(hop: Hop, from: string, to: string, message: Buffer): Promise<SendReply> {
+    let session: Session;
+    try {
+      session = this.take(hop) ?? (await this.open(hop));
+    } catch (err) {
+      return connectionFailure(err);
+    }
+    try {
+      const info = await new Promise<SMTPConnection.SentMessageInfo>((resolve, reject) =>
+        session.connection.send({ from, to: [to] }, message, (err, result) => (err ? reject(err) : resolve(result))),
+      );
+      session.sent += 1;
+      const reply = replyOf(info.response, 'DATA');
+      await this.park(hop, session);
+      return reply;
+    } catch (err) {
+      this.discard(session);
+      return failureOf(err);
+    }
+  }
+
+  /** Closes every parked session (QUIT). */
+  close(): void {
+    this.closed = true;
+    for (const sessions of this.idle.values()) for (const s of sessions) this.discard(s, true);
+    this.idle.clear();
+  }
+
+  private take(hop: Hop): Session | undefined {
+    const sessions = this.idle.get(key(hop));
+    const session = sessions?.pop();
+    if (session?.idleTimer) clearTimeout(session.idleTimer);
+    return session;
+  }
+
+  private async open(hop: Hop): Promise<Session> {
+    const connection = new SMTPConnection({
+      host: hop.address,
+      port: hop.port,
+      name: this.options.hostname,
+      secure: false,
+      ignoreTLS: hop.tls === 'off',
+      requireTLS: hop.tls === 'required',
+      opportunisticTLS: hop.tls === 'opportunistic',
+      connectionTimeout: this.options.connectTimeoutMs,
+      greetingTimeout: this.options.connectTimeoutMs,
+      socketTimeout: this.options.commandTimeoutMs,
+      tls: { servername: isName(hop.name) ? hop.name : undefined, rejectUnauthorized: this.options.tlsRejectUnauthorized },
+    } as SMTPConnection.Options);
+    // Errors after a session is parked must not crash the process; they close the session.
+    connection.on('error', () => undefined);
+    await new Promise<void>((resolve, reject) => {
+      connection.once('error', reject);
+      connection.connect(() => {
+        connection.removeListener('error', reject);
+        resolve();
+      });
+    });
+    return { connection, sent: 0, idleTimer: null };
+  }
+
+  private async park(hop: Hop, session: Session): Promise<void> {
+    if (this.closed || session.sent >= this.options.messagesPerConnection) {
+      this.discard(session, true);
+      return;
+    }
+    try {
+      await new Promise<void>((resolve, reject) => session.connection.reset((err) => (err ? reject(err) : resolve())));
+    } catch {
+      this.discard(session);
+      return;
+    }
+    const list = this.idle.get(key(hop)) ?? [];
+    session.idleTimer = setTimeout(() => {
+      const at = list.indexOf(session);
+      if (at >= 0) list.splice(at, 1);
+      this.discard(session, true);
+    }, this.options.idleTimeoutMs);
+    session.idleTimer.unref();
+    list.push(session);
+    this.idle.set(key(hop), list);
+    session.connection.once('end', () => {
+      const at = list.indexOf(session);
+      if (at >= 0) list.splice(at, 1);
+      if (session.idleTimer) clearTimeout(session.idleTimer);
+    });
+  }
+
+  private discard(session: Session, polite = false): void {
+    if (session.idleTimer) clearTimeout(session.idleTimer);
+    try {
+      if (polite) session.connection.quit();
+      else session.connection.close();
+    } catch {
+      // already gone
+    }
+  }
+}
+
+const key = (hop: Hop) => `${hop.address}:${hop.port}`;
+const isName = (host: string) => /[a-z]/i.test(host) && !host.includes(':');
+
+interface SmtpError extends Error {
+  code?: string;
+  responseCode?: number;
+  response?: string;
+  command?: string;
+  rejectedErrors?: SmtpError[];
+}
+
+function replyOf(response: string | undefined, command: string): SendReply {
+  const text = (response ?? '').trim();
+  const code = Number(/^(\d{3})/.exec(text)?.[1] ?? 0);
+  return code > 0 ? { kind: 'reply', code, text: text.replace(/^\d{3}[ -]/, ''), command } : { kind: 'connection', text: text || 'empty reply', tlsMissing: false };
+}
+
+function failureOf(err: unknown): SendReply {
+  const e = err as SmtpError;
+  const rejected = e.rejectedErrors?.[0];
+  if (rejected?.responseCode) return replyOf(rejected.response, normaliseCommand(rejected.command ?? 'RCPT TO'));
+  if (e.responseCode && e.response) return replyOf(e.response, normaliseCommand(e.command ?? ''));
+  return connectionFailure(err);
+}
+
+function connectionFailure(err: unknown): SendReply {
+  const e = err as SmtpError;
+  // STARTTLS refused or not offered, under the "required" policy: not the recipient's fault, and
+  // not a reason to bounce; the message waits for a host that can do TLS.
+  if (/STARTTLS/i.test(e.command ?? '') || e.code === 'ETLS') {
+    return { kind: 'connection', text: `TLS required but not available: ${e.response ?? e.message}`, tlsMissing: true };
+  }
+  if (e.responseCode && e.response) return replyOf(e.response, normaliseCommand(e.command ?? 'CONN'));
+  const tlsMissing = /STARTTLS|TLS/i.test(e.message ?? '') && e.code !== 'ETIMEDOUT';
+  return { kind: 'connection', text: `${e.code ? `${e.code}: ` : ''}${e.message ?? String(err)}`, tlsMissing };
+}
+
+/** smtp-connection names commands "RCPT TO", "MAIL FROM", "DATA", "CONN", …; keep those. */
+function normaliseCommand(command: string): string {
+  const upper = command.toUpperCase();
+  if (upper.startsWith('RCPT')) return 'RCPT TO';
+  if (upper.startsWith('MAIL')) return 'MAIL FROM';
+  return upper || 'CONN';
+}

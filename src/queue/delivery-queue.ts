@@ -1,0 +1,53 @@
+import type { Logger } from 'pino';
+import type { Attempt, Deliverer } from '../delivery/deliverer.ts';
+import type { MessageRecord } from '../store/records.ts';
+import type { Clock } from '../util/time.ts';
+import type { Outcomes } from './outcomes.ts';
+import type { Scheduler } from './scheduler.ts';
+
+/**
+ * What happens to one due message: expired → failed; sandbox → simulated; otherwise one delivery
+ * attempt and its outcome. A deferral re-arms the scheduler for the new due time.
+ */
+export class DeliveryQueue {
+  private scheduler: Scheduler | null = null;
+
+  constructor(
+    private readonly deliverer: Deliverer,
+    private readonly outcomes: Outcomes,
+    private readonly clock: Clock,
+    private readonly log: Logger,
+  ) {}
+
+  attach(scheduler: Scheduler): void {
+    this.scheduler = scheduler;
+  }
+
+  async process(message: MessageRecord): Promise<void> {
+    const now = this.clock.now();
+    const log = this.log.child({ message_id: message.id, account_id: message.accountId });
+    if (message.schedule?.expires && Date.parse(message.schedule.expires) <= now) {
+      await this.outcomes.expire(message);
+      log.info({ status: 'Failed' }, 'message expired before delivery');
+      return;
+    }
+    if (message.sandbox) {
+      const next = await this.outcomes.simulate(message);
+      log.info({ status: next?.status }, 'sandbox message simulated');
+      return;
+    }
+    let attempt: Attempt;
+    try {
+      attempt = await this.deliverer.attempt(message);
+    } catch (err) {
+      log.error({ err }, 'delivery attempt failed unexpectedly; deferred');
+      attempt = { outcome: 'deferred', classification: 'Uncategorized', smtpCode: 0, enhanced: '', response: `internal error: ${(err as Error).message}`, command: '', host: null };
+    }
+    const next = await this.outcomes.apply(message, attempt);
+    log.info(
+      { status: next?.status ?? 'unchanged', host: attempt.host, response: attempt.response, classification: attempt.classification, next_attempt_at: next?.status === 'Deferred' ? next.dueAt : undefined },
+      'delivery attempt',
+    );
+    if (next?.status === 'Deferred') this.scheduler?.notify(Date.parse(next.dueAt));
+  }
+}

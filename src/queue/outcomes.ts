@@ -1,0 +1,162 @@
+import type { Attempt } from '../delivery/deliverer.ts';
+import type { EventRecorder } from '../events/recorder.ts';
+import type { DeliveryAttemptData, Event, MessageEventData } from '../events/types.ts';
+import type { Messages } from '../message/messages.ts';
+import type { WriteOp } from '../store/group-commit.ts';
+import type { MessagesRepo } from '../store/messages-repo.ts';
+import type { MessageRecord, MessageStatus, SandboxResult } from '../store/records.ts';
+import { iso } from '../util/time.ts';
+import { nextAttemptAt, type RetryPolicy } from './retry-policy.ts';
+
+/**
+ * Turns an attempt into the message's next state. The attempt record, the status, the move or
+ * removal of its due-time entry and the events are one batch (through Messages.update, under the
+ * message's lock).
+ */
+export class Outcomes {
+  constructor(
+    private readonly messages: Messages,
+    private readonly repo: MessagesRepo,
+    private readonly events: EventRecorder,
+    private readonly policy: RetryPolicy,
+    private readonly random: () => number = Math.random,
+  ) {}
+
+  /** Records `attempt` for the message taken as `taken`; ignored if the message moved on meanwhile. */
+  apply(taken: MessageRecord, attempt: Attempt): Promise<MessageRecord | null> {
+    return this.messages.update(taken.id, (current, now) => {
+      if (current.dueAt !== taken.dueAt || current.status !== taken.status) return null;
+      const base = { ...current, updatedAt: iso(now), sentAt: current.sentAt ?? (attempt.smtpCode > 0 ? iso(now) : null) };
+      const log = attempt.host ? `${attempt.host}: ${attempt.response}` : attempt.response;
+      const withAttempt = (status: string) => ({ ...base, attempts: [...current.attempts, { time: iso(now), log, status }] });
+      const data = attemptData(attempt);
+      switch (attempt.outcome) {
+        case 'delivered': {
+          const next = { ...withAttempt('Delivered'), status: 'Delivered' as MessageStatus, deliveredAt: iso(now), bounceClassification: '' };
+          return { next, extra: [...this.repo.unschedule(current), ...this.event(next, 'message.delivered', data)] };
+        }
+        case 'bounced': {
+          const next = { ...withAttempt('Bounced'), status: 'Bounced' as MessageStatus, bounceClassification: attempt.classification ?? 'Uncategorized' };
+          return { next, extra: [...this.repo.unschedule(current), ...this.event(next, 'message.bounced', data)] };
+        }
+        case 'deferred': {
+          const at = nextAttemptAt({
+            attempts: current.attempts.length + 1,
+            createdAt: Date.parse(current.createdAt),
+            now,
+            expiresAt: current.schedule?.expires ? Date.parse(current.schedule.expires) : null,
+            hintMs: attempt.hintMs,
+          }, this.policy, this.random);
+          if (at === null) {
+            const next = { ...withAttempt('Failed'), status: 'Failed' as MessageStatus, bounceClassification: attempt.classification ?? 'TransientFailure' };
+            return {
+              next,
+              extra: [
+                ...this.repo.unschedule(current),
+                ...this.event(next, 'message.transient_error', data),
+                ...this.event(next, 'message.failed', undefined),
+              ],
+            };
+          }
+          const next = { ...withAttempt('Deferred'), status: 'Deferred' as MessageStatus, dueAt: iso(at) };
+          return { next, extra: [...this.repo.unschedule(current), ...this.repo.schedule(next), ...this.event(next, 'message.transient_error', data)] };
+        }
+      }
+    });
+  }
+
+  /**
+   * Sandbox mail is never sent: its `sandbox_result` is played out with the events real mail
+   * would get, a synthesized delivery_attempt, and a final `Sandbox …` status.
+   */
+  simulate(taken: MessageRecord): Promise<MessageRecord | null> {
+    return this.messages.update(taken.id, (current, now) => {
+      if (current.dueAt !== taken.dueAt || current.status !== taken.status || !current.sandbox) return null;
+      const play = SANDBOX[current.sandbox];
+      const attempt = play.attempt ? { ...play.attempt } : undefined;
+      const next: MessageRecord = {
+        ...current,
+        status: play.status,
+        updatedAt: iso(now),
+        sentAt: iso(now),
+        deliveredAt: play.status === 'Sandbox Delivered' ? iso(now) : null,
+        bounceClassification: play.attempt?.classification ?? (play.status === 'Sandbox Failed' ? 'TransientFailure' : ''),
+        attempts: [...current.attempts, { time: iso(now), log: `sandbox: ${play.attempt?.response ?? play.status}`, status: play.status }],
+      };
+      return { next, extra: [...this.repo.unschedule(current), ...play.events.flatMap((type) => this.event(next, type, type === 'message.failed' ? undefined : attempt))] };
+    });
+  }
+
+  /** A message whose `schedule.expires` passed before it could be delivered: it fails unattempted. */
+  expire(taken: MessageRecord): Promise<MessageRecord | null> {
+    return this.messages.update(taken.id, (current, now) => {
+      if (current.dueAt !== taken.dueAt || current.status !== taken.status) return null;
+      const next = {
+        ...current,
+        status: 'Failed' as MessageStatus,
+        updatedAt: iso(now),
+        bounceClassification: 'MessageExpired',
+        attempts: [...current.attempts, { time: iso(now), log: `expired at ${current.schedule?.expires} before it could be delivered`, status: 'Failed' }],
+      };
+      return { next, extra: [...this.repo.unschedule(current), ...this.event(next, 'message.failed', undefined)] };
+    });
+  }
+
+  private event(m: MessageRecord, type: OutcomeEvent, attempt: DeliveryAttemptData | undefined): WriteOp[] {
+    const data: MessageEventData = {
+      account_id: m.accountId,
+      event: EVENT_NAMES[type],
+      from: m.sender,
+      recipient: m.recipient,
+      subject: m.subject,
+      message_id_header: m.messageId,
+      is_bot: false,
+      id: m.id,
+      ...(attempt ? { delivery_attempt: attempt } : {}),
+    };
+    return this.events.record({ type, accountId: m.accountId, data });
+  }
+}
+
+type OutcomeEvent = Exclude<Event['type'], 'domain.dns_error' | 'message.reception'>;
+
+const EVENT_NAMES = {
+  'message.delivered': 'on_delivered',
+  'message.transient_error': 'on_transient_error',
+  'message.bounced': 'on_bounced',
+  'message.failed': 'on_failed',
+  'message.suppressed': 'on_suppressed',
+} as const;
+
+/** What each sandbox_result plays out: final status, events, and the attempt they carry. */
+const SANDBOX: Record<SandboxResult, { status: MessageStatus; events: OutcomeEvent[]; attempt?: DeliveryAttemptData }> = {
+  deliver: {
+    status: 'Sandbox Delivered',
+    events: ['message.delivered'],
+    attempt: { smtp_code: 250, enhanced_status_code: '2.0.0', response: '250 2.0.0 OK: sandbox, not sent', command: 'DATA' },
+  },
+  bounce: {
+    status: 'Sandbox Bounced',
+    events: ['message.bounced'],
+    attempt: { smtp_code: 550, enhanced_status_code: '5.1.1', response: '550 5.1.1 sandbox: the recipient does not exist', command: 'RCPT TO', classification: 'InvalidRecipient' },
+  },
+  defer: {
+    status: 'Sandbox Deferred',
+    events: ['message.transient_error'],
+    attempt: { smtp_code: 451, enhanced_status_code: '4.3.0', response: '451 4.3.0 sandbox: try again later', command: 'DATA', classification: 'TransientFailure' },
+  },
+  fail: { status: 'Sandbox Failed', events: ['message.failed'] },
+  suppress: { status: 'Sandbox Suppressed', events: ['message.suppressed'] },
+};
+
+/** The §5.2 `delivery_attempt`: only when an SMTP reply was had. */
+function attemptData(a: Attempt): DeliveryAttemptData | undefined {
+  if (a.smtpCode === 0) return undefined;
+  return {
+    smtp_code: a.smtpCode,
+    ...(a.enhanced ? { enhanced_status_code: a.enhanced } : {}),
+    response: a.response,
+    command: a.command,
+    ...(a.outcome !== 'delivered' && a.classification ? { classification: a.classification } : {}),
+  };
+}

@@ -1,0 +1,48 @@
+/**
+ * When a deferred message is tried next: a pure function of its attempt count and age, so the
+ * schedule is testable and the same after a restart.
+ */
+export interface RetryPolicy {
+  /** Delay after the first failed attempt; it doubles per attempt up to `maxDelayMs`. */
+  firstDelayMs: number;
+  maxDelayMs: number;
+  /** No attempt is made later than this after acceptance (unless the message expires sooner). */
+  maxAgeMs: number;
+  /** Spread of each delay: 0.2 means ±20 %, so deferred mail does not come back in waves. */
+  jitter: number;
+}
+
+export interface RetryInput {
+  /** Attempts made so far, including the one that just deferred (≥ 1). */
+  attempts: number;
+  createdAt: number;
+  now: number;
+  /** The message's own `schedule.expires`, when it has one. */
+  expiresAt: number | null;
+  /** A wait the server asked for ("try again in 10 minutes"), in ms. */
+  hintMs?: number | undefined;
+}
+
+/** The time of the next attempt, or null when there is none left: the message then fails. */
+export function nextAttemptAt(input: RetryInput, policy: RetryPolicy, random: () => number = Math.random): number | null {
+  const deadline = Math.min(input.createdAt + policy.maxAgeMs, input.expiresAt ?? Number.POSITIVE_INFINITY);
+  if (input.now >= deadline) return null;
+  const exponent = Math.min(Math.max(input.attempts - 1, 0), 30);
+  const base = Math.min(policy.firstDelayMs * 2 ** exponent, policy.maxDelayMs);
+  const spread = 1 + policy.jitter * (2 * random() - 1);
+  const delay = Math.max(Math.round(base * spread), input.hintMs ?? 0, 1000);
+  const next = input.now + delay;
+  if (next <= deadline) return next;
+  // One last try at the deadline when there is still a useful wait before it.
+  return deadline - input.now >= Math.min(policy.firstDelayMs, delay) / 2 ? deadline : null;
+}
+
+const HINT = /(?:try|retry|come back)(?: again)?(?: in| after)? (\d{1,5}) ?(s|sec|second|m|min|minute|h|hour)s?\b/i;
+const UNIT_MS: Record<string, number> = { s: 1000, sec: 1000, second: 1000, m: 60_000, min: 60_000, minute: 60_000, h: 3_600_000, hour: 3_600_000 };
+
+/** The wait a reply asks for ("4.7.0 try again in 5 minutes"), capped at a day; undefined if none. */
+export function retryHintMs(text: string): number | undefined {
+  const m = HINT.exec(text);
+  if (!m) return undefined;
+  return Math.min(Number(m[1]) * UNIT_MS[m[2]!.toLowerCase()]!, 24 * 3_600_000);
+}

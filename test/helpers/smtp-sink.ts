@@ -1,0 +1,84 @@
+import type { AddressInfo } from 'node:net';
+import { SMTPServer, type SMTPServerOptions } from 'smtp-server';
+
+/** One message as the sink received it. */
+export interface Received {
+  from: string;
+  to: string[];
+  raw: string;
+  secure: boolean;
+  host: string;
+}
+
+/** What the sink answers at RCPT TO: null accepts, an Error with responseCode refuses. */
+export type RcptRule = (address: string, attempt: number) => { code: number; text: string } | null;
+
+export interface SmtpSink {
+  host: string;
+  port: number;
+  received: Received[];
+  /** Replies for RCPT TO, by recipient address (attempt counts from 1 per address). */
+  rcpt: RcptRule;
+  close(): Promise<void>;
+  /** Resolves once `count` messages have arrived. */
+  waitFor(count: number, timeoutMs?: number): Promise<Received[]>;
+}
+
+/** A real smtp-server on loopback acting as an MX host: records what it is sent. */
+export async function startSink(options: { host?: string; port?: number; tls?: { key: string; cert: string } } = {}): Promise<SmtpSink> {
+  const host = options.host ?? '127.0.0.1';
+  const attempts = new Map<string, number>();
+  const sink: SmtpSink = {
+    host,
+    port: 0,
+    received: [],
+    rcpt: () => null,
+    close: async () => undefined,
+    waitFor: async (count, timeoutMs = 10_000) => {
+      const deadline = Date.now() + timeoutMs;
+      while (sink.received.length < count) {
+        if (Date.now() > deadline) throw new Error(`sink ${host}:${sink.port} got ${sink.received.length} of ${count} messages`);
+        await new Promise((r) => setTimeout(r, 20));
+      }
+      return sink.received;
+    },
+  };
+  const serverOptions: SMTPServerOptions = {
+    authOptional: true,
+    disabledCommands: options.tls ? ['AUTH'] : ['AUTH', 'STARTTLS'],
+    ...(options.tls ? { key: options.tls.key, cert: options.tls.cert } : {}),
+    logger: false,
+    onRcptTo(address, _session, callback) {
+      const n = (attempts.get(address.address) ?? 0) + 1;
+      attempts.set(address.address, n);
+      const reply = sink.rcpt(address.address, n);
+      if (!reply) return callback();
+      const err = new Error(reply.text) as Error & { responseCode: number };
+      err.responseCode = reply.code;
+      return callback(err);
+    },
+    onData(stream, session, callback) {
+      const chunks: Buffer[] = [];
+      stream.on('data', (c: Buffer) => chunks.push(c));
+      stream.on('end', () => {
+        sink.received.push({
+          from: session.envelope.mailFrom ? session.envelope.mailFrom.address : '',
+          to: session.envelope.rcptTo.map((r) => r.address),
+          raw: Buffer.concat(chunks).toString('utf8'),
+          secure: session.secure,
+          host,
+        });
+        callback();
+      });
+    },
+  };
+  const server = new SMTPServer(serverOptions);
+  server.on('error', () => undefined);
+  await new Promise<void>((resolve, reject) => {
+    server.once('error', reject);
+    server.listen(options.port ?? 0, host, () => resolve());
+  });
+  sink.port = (server.server.address() as AddressInfo).port;
+  sink.close = () => new Promise<void>((resolve) => server.close(() => resolve()));
+  return sink;
+}
