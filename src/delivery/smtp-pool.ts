@@ -17,6 +17,7 @@ export type SendReply =
   | { kind: 'connection'; text: string; tlsMissing: boolean };
 
 interface Session {
+  key: string;
   connection: SMTPConnection;
   sent: number;
   idleTimer: NodeJS.Timeout | null;
@@ -92,7 +93,10 @@ export class SmtpPool {
         resolve();
       });
     });
-    return { connection, sent: 0, idleTimer: null };
+    const session: Session = { key: key(hop), connection, sent: 0, idleTimer: null };
+    // A parked session the server closes is forgotten at once.
+    connection.once('end', () => this.forget(session));
+    return session;
   }
 
   private async park(hop: Hop, session: Session): Promise<void> {
@@ -106,20 +110,23 @@ export class SmtpPool {
       this.discard(session);
       return;
     }
-    const list = this.idle.get(key(hop)) ?? [];
     session.idleTimer = setTimeout(() => {
-      const at = list.indexOf(session);
-      if (at >= 0) list.splice(at, 1);
+      this.forget(session);
       this.discard(session, true);
     }, this.options.idleTimeoutMs);
     session.idleTimer.unref();
+    const list = this.idle.get(session.key) ?? [];
     list.push(session);
-    this.idle.set(key(hop), list);
-    session.connection.once('end', () => {
-      const at = list.indexOf(session);
-      if (at >= 0) list.splice(at, 1);
-      if (session.idleTimer) clearTimeout(session.idleTimer);
-    });
+    this.idle.set(session.key, list);
+  }
+
+  private forget(session: Session): void {
+    if (session.idleTimer) clearTimeout(session.idleTimer);
+    session.idleTimer = null;
+    const list = this.idle.get(session.key);
+    const at = list?.indexOf(session) ?? -1;
+    if (at >= 0) list!.splice(at, 1);
+    if (list?.length === 0) this.idle.delete(session.key);
   }
 
   private discard(session: Session, polite = false): void {

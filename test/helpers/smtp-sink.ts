@@ -17,6 +17,8 @@ export interface SmtpSink {
   host: string;
   port: number;
   received: Received[];
+  /** Connections opened to the sink so far. */
+  connections: number;
   /** Replies for RCPT TO, by recipient address (attempt counts from 1 per address). */
   rcpt: RcptRule;
   close(): Promise<void>;
@@ -32,6 +34,7 @@ export async function startSink(options: { host?: string; port?: number; tls?: {
     host,
     port: 0,
     received: [],
+    connections: 0,
     rcpt: () => null,
     close: async () => undefined,
     waitFor: async (count, timeoutMs = 10_000) => {
@@ -48,6 +51,10 @@ export async function startSink(options: { host?: string; port?: number; tls?: {
     disabledCommands: options.tls ? ['AUTH'] : ['AUTH', 'STARTTLS'],
     ...(options.tls ? { key: options.tls.key, cert: options.tls.cert } : {}),
     logger: false,
+    onConnect(_session, callback) {
+      sink.connections += 1;
+      callback();
+    },
     onRcptTo(address, _session, callback) {
       const n = (attempts.get(address.address) ?? 0) + 1;
       attempts.set(address.address, n);

@@ -115,6 +115,17 @@ describe('delivery to MX hosts', function () {
     expect((await until(full!, 'Deferred')).delivery_attempts[0].log).to.contain('552 5.2.2');
   });
 
+  it('reuses the connection to an MX host for consecutive messages, and drops it after a refused recipient', async () => {
+    await setUp({ config: { per_destination: 1 } });
+    sink.rcpt = (address) => (address === 'gone@example.org' ? { code: 550, text: '5.1.1 no such user' } : null);
+    const res = await bed.send({ recipients: ['a', 'b', 'gone', 'c'].map((n) => ({ email: `${n}@example.org` })) });
+    const ids = res.body.data.map((d: { id: string }) => d.id) as string[];
+    for (const [i, id] of ids.entries()) await until(id, i === 2 ? 'Bounced' : 'Delivered');
+    expect(sink.received.map((r) => r.to[0])).to.deep.equal(['a@example.org', 'b@example.org', 'c@example.org']);
+    // A refused recipient is a failed transaction: that session is dropped, so two in all.
+    expect(sink.connections).to.equal(2);
+  });
+
   it('uses the next MX when the first does not answer', async () => {
     await setUp();
     second = await startSink({ host: '127.0.0.2', port: sink.port });
