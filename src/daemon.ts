@@ -58,6 +58,10 @@ export interface Core {
   acceptor: Acceptor;
   sender: Sender;
   messages: Messages;
+  /** Shared with the delivery engine, which the daemon wires on top of the core. */
+  messagesRepo: MessagesRepo;
+  domainsRepo: DomainsRepo;
+  events: EventRecorder;
   clock: Clock;
 }
 
@@ -103,6 +107,9 @@ export async function openCore(config: Config, clock: Clock = systemClock): Prom
     acceptor,
     sender: new Sender(domains, acceptor, clock),
     messages: new Messages(store, messagesRepo, new KeyedMutex(), clock),
+    messagesRepo,
+    domainsRepo,
+    events,
     clock,
   };
 }
@@ -253,16 +260,15 @@ export class Daemon {
       commandTimeoutMs: d.command_timeout_ms,
       tlsRejectUnauthorized: d.tls_reject_unauthorized,
     });
-    const repo = new MessagesRepo(core.store);
-    const deliverer = new Deliverer(repo, new DomainsRepo(core.store), core.signer, router, pool, rules);
-    const outcomes = new Outcomes(core.messages, repo, new EventRecorder(new EventsRepo(core.store), core.clock), {
+    const deliverer = new Deliverer(core.messagesRepo, core.domainsRepo, core.signer, router, pool, rules);
+    const outcomes = new Outcomes(core.messages, core.messagesRepo, core.events, {
       firstDelayMs: d.retry.first_delay_seconds * 1000,
       maxDelayMs: d.retry.max_delay_seconds * 1000,
       maxAgeMs: d.retry.max_age_hours * 3_600_000,
       jitter: d.retry.jitter,
     });
     const queue = new DeliveryQueue(deliverer, outcomes, core.clock, log);
-    const scheduler = new Scheduler(repo, (m) => queue.process(m), {
+    const scheduler = new Scheduler(core.messagesRepo, (m) => queue.process(m), {
       concurrency: d.concurrency,
       perDestination: d.per_destination,
       readyLimit: d.ready_limit,

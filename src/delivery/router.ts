@@ -56,8 +56,11 @@ export class Router {
   async hops(domain: string): Promise<Hop[] | RouteFailure> {
     const now = this.clock.now();
     const cached = this.mxCache.get(domain);
-    const found = cached && cached.until > now ? cached.hops : await this.resolve(domain);
-    if (!cached || cached.until <= now) {
+    let found: Hop[] | RouteFailure;
+    if (cached && cached.until > now) {
+      found = cached.hops;
+    } else {
+      found = await this.resolve(domain);
       if (this.mxCache.size > 10_000) this.mxCache.clear();
       // A DNS failure is not kept: the next message asks again.
       if (Array.isArray(found) || found.permanent) this.mxCache.set(domain, { until: now + this.options.cacheMs, hops: found });
