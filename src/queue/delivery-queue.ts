@@ -1,6 +1,7 @@
 import type { Logger } from 'pino';
 import type { Attempt, Deliverer } from '../delivery/deliverer.ts';
 import type { MessageRecord } from '../store/records.ts';
+import { domainOf } from '../util/email.ts';
 import type { Clock } from '../util/time.ts';
 import type { Outcomes } from './outcomes.ts';
 import type { Scheduler } from './scheduler.ts';
@@ -25,7 +26,7 @@ export class DeliveryQueue {
 
   async process(message: MessageRecord): Promise<void> {
     const now = this.clock.now();
-    const log = this.log.child({ message_id: message.id, account_id: message.accountId });
+    const log = this.log.child({ message_id: message.id, account_id: message.accountId, destination: domainOf(message.recipient) });
     if (message.schedule?.expires && Date.parse(message.schedule.expires) <= now) {
       await this.outcomes.expire(message);
       log.info({ status: 'Failed' }, 'message expired before delivery');
