@@ -123,6 +123,11 @@ export class Scheduler {
     };
   }
 
+  /** Whether the message is in memory (ready or in flight): its outcome is pending. */
+  holds(id: string): boolean {
+    return this.taken.has(id);
+  }
+
   private readonly runningIds = new Set<string>();
   private isRunning(id: string): boolean {
     return this.runningIds.has(id);
