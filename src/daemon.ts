@@ -39,6 +39,9 @@ import { SmtpPool } from './delivery/smtp-pool.ts';
 import { DeliveryQueue } from './queue/delivery-queue.ts';
 import { Outcomes } from './queue/outcomes.ts';
 import { Scheduler } from './queue/scheduler.ts';
+import { DsnSender } from './queue/dsn-sender.ts';
+import { Suppressions } from './accounts/suppressions.ts';
+import { SuppressionsRepo } from './store/suppressions-repo.ts';
 import { fileURLToPath } from 'node:url';
 
 /** The store and the domain services: what the daemon serves and what admin commands use. */
@@ -61,6 +64,8 @@ export interface Core {
   /** Shared with the delivery engine, which the daemon wires on top of the core. */
   messagesRepo: MessagesRepo;
   domainsRepo: DomainsRepo;
+  accountsRepo: AccountsRepo;
+  suppressions: Suppressions;
   events: EventRecorder;
   clock: Clock;
 }
@@ -87,13 +92,14 @@ export async function openCore(config: Config, clock: Clock = systemClock): Prom
     ed25519: config.dkim.ed25519,
   });
   const messagesRepo = new MessagesRepo(store);
+  const accountsRepo = new AccountsRepo(store);
   const acceptor = new Acceptor(store, messagesRepo, events, clock);
   const dnsChecker = new DnsChecker(store, domainsRepo, resolver, events, domainLocks, clock, identityOf(config), config.domains.check_cache_seconds * 1000);
   return {
     config,
     store,
     box,
-    accounts: new Accounts(store, new AccountsRepo(store), clock),
+    accounts: new Accounts(store, accountsRepo, clock),
     apiKeys: new ApiKeys(store, apiKeysRepo, domains.ownership, clock, keyLocks),
     idempotency: new Idempotency(new IdempotencyRepo(store), box, config.api.idempotency, clock),
     domains,
@@ -109,6 +115,8 @@ export async function openCore(config: Config, clock: Clock = systemClock): Prom
     messages: new Messages(store, messagesRepo, new KeyedMutex(), clock),
     messagesRepo,
     domainsRepo,
+    accountsRepo,
+    suppressions: new Suppressions(store, new SuppressionsRepo(store), domainsRepo, events, clock),
     events,
     clock,
   };
@@ -180,6 +188,7 @@ export class Daemon {
       dnsChecker: core.dnsChecker,
       sender: core.sender,
       messages: core.messages,
+      suppressions: core.suppressions,
       idempotency: core.idempotency,
       rateLimiter: this.rateLimiter,
       settings: () => this.settings,
@@ -214,7 +223,8 @@ export class Daemon {
         config.messages.retention_purge_schedule,
         async () => {
           const purged = await core.messages.purge();
-          log.info(purged, 'message retention purge done');
+          const suppressions = await core.suppressions.purgeExpired();
+          log.info({ ...purged, suppressions }, 'message retention and expired suppressions purge done');
         },
         { name: 'message-retention', noOverlap: true },
       ),
@@ -261,13 +271,15 @@ export class Daemon {
       tlsRejectUnauthorized: d.tls_reject_unauthorized,
     });
     const deliverer = new Deliverer(core.messagesRepo, core.domainsRepo, core.signer, router, pool, rules);
-    const outcomes = new Outcomes(core.messages, core.messagesRepo, core.events, {
+    const retry = {
       firstDelayMs: d.retry.first_delay_seconds * 1000,
       maxDelayMs: d.retry.max_delay_seconds * 1000,
       maxAgeMs: d.retry.max_age_hours * 3_600_000,
       jitter: d.retry.jitter,
-    });
-    const queue = new DeliveryQueue(deliverer, outcomes, core.clock, log);
+    };
+    const dsn = new DsnSender(core.domainsRepo, core.accountsRepo, core.messagesRepo, core.acceptor, config.server.hostname);
+    const outcomes = new Outcomes(core.messages, core.messagesRepo, core.events, retry, core.suppressions, dsn);
+    const queue = new DeliveryQueue(deliverer, outcomes, core.suppressions, core.clock, log);
     const scheduler = new Scheduler(core.messagesRepo, (m) => queue.process(m), {
       concurrency: d.concurrency,
       perDestination: d.per_destination,

@@ -20,6 +20,8 @@ import { apiKeyRoutes } from './routes/api-keys/index.ts';
 import { memberRoutes } from './routes/members/index.ts';
 import { pingRoutes } from './routes/ping/index.ts';
 import { messageRoutes } from './routes/messages/index.ts';
+import { suppressionRoutes } from './routes/suppressions/index.ts';
+import type { Suppressions } from '../accounts/suppressions.ts';
 import { v1Authenticate, v1Send } from './routes/v1/index.ts';
 import type { Messages } from '../message/messages.ts';
 import type { Sender } from '../message/send.ts';
@@ -38,6 +40,7 @@ export interface ApiDeps {
   dnsChecker: DnsChecker;
   sender: Sender;
   messages: Messages;
+  suppressions: Suppressions;
   idempotency: Idempotency;
   rateLimiter: RateLimiter;
   /** Read per request, so a reload takes effect at once. */
@@ -60,6 +63,7 @@ export function buildApp(deps: ApiDeps): Koa<ApiState> {
     ...memberRoutes(deps.accounts),
     ...domainRoutes(deps.domains, deps.dnsChecker),
     ...messageRoutes(deps.sender, deps.messages, deps.domains),
+    ...suppressionRoutes(deps.suppressions),
   ];
   const auth = authenticate(deps.apiKeys, deps.accounts);
   const body = rawBody(() => deps.settings().bodyLimitBytes);

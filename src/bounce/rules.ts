@@ -99,3 +99,21 @@ export function classify(reply: Reply, rules: readonly BounceRule[]): Verdict {
   }
   return permanent ? { outcome: 'bounced', classification: 'Uncategorized' } : { outcome: 'deferred', classification: 'TransientFailure' };
 }
+
+/**
+ * Classifications that blame the sender, the content or the path rather than the recipient:
+ * a bounce with one of these does not suppress the address.
+ */
+const NOT_THE_RECIPIENT: ReadonlySet<Classification> = new Set<Classification>([
+  'InvalidSender',
+  'AuthenticationFailed',
+  'PolicyRelated',
+  'ProtocolErrors',
+  'RoutingErrors',
+  'MessageExpired',
+]);
+
+/** Whether a hard bounce of this classification suppresses the recipient address. */
+export function bounceSuppresses(classification: Classification): boolean {
+  return !NOT_THE_RECIPIENT.has(classification);
+}

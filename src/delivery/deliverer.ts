@@ -49,7 +49,8 @@ export class Deliverer {
     } catch (err) {
       return internal('deferred', 'Uncategorized', `could not prepare the message: ${(err as Error).message}`);
     }
-    const from = returnPath(message, domain);
+    // A DSN of ours goes out with the null return path, so that nothing answers it (RFC 5321 §4.5.5).
+    const from = message.isBounceNotification ? '' : returnPath(message, domain);
     let last: { reply: SendReply; host: string } | null = null;
     for (const hop of route) {
       const reply = await this.pool.send(hop, from, message.recipient, raw);

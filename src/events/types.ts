@@ -25,6 +25,16 @@ export interface MessageEventData {
   delivery_attempt?: DeliveryAttemptData;
 }
 
+/** `suppression.created` (reference-api §5.2). */
+export interface SuppressionCreatedData {
+  account_id: string;
+  recipient: string;
+  created_at: string;
+  expires_at: string;
+  reason: string;
+  sending_domain: string;
+}
+
 export type MessageEventName = 'on_reception' | 'on_delivered' | 'on_transient_error' | 'on_bounced' | 'on_failed' | 'on_suppressed';
 
 /** What one SMTP attempt answered: reference-api §5.2 `delivery_attempt`. */
@@ -45,6 +55,7 @@ export type Event =
   | { type: 'message.transient_error'; accountId: string; data: MessageEventData }
   | { type: 'message.bounced'; accountId: string; data: MessageEventData }
   | { type: 'message.failed'; accountId: string; data: MessageEventData }
-  | { type: 'message.suppressed'; accountId: string; data: MessageEventData };
+  | { type: 'message.suppressed'; accountId: string; data: MessageEventData }
+  | { type: 'suppression.created'; accountId: string; data: SuppressionCreatedData };
 
 export type EventType = Event['type'];

@@ -36,6 +36,8 @@ export interface Submission {
   schedule?: { firstAttempt?: number | undefined; expires?: number | undefined } | undefined;
   bodies: StoredBody[];
   messages: NewMessage[];
+  /** A DSN of ours: sent with a null return path, and never reported on by another DSN. */
+  bounceNotification?: boolean;
 }
 
 /**
@@ -54,6 +56,17 @@ export class Acceptor {
   ) {}
 
   async accept(submission: Submission): Promise<MessageRecord[]> {
+    const { records, ops } = this.prepare(submission);
+    await this.store.commit(ops);
+    this.announce(records);
+    return records;
+  }
+
+  /**
+   * The records and write ops of a submission, for a caller that commits them in a batch of its
+   * own (a DSN goes out in the same batch as the bounce it reports) and then calls announce().
+   */
+  prepare(submission: Submission): { records: MessageRecord[]; ops: WriteOp[] } {
     const records = submission.messages.map((m) => this.record(submission, m));
     const ops: WriteOp[] = [];
     for (const body of submission.bodies) ops.push(...this.repo.putBody(body.id, body.chunks));
@@ -78,9 +91,12 @@ export class Acceptor {
         }),
       );
     }
-    await this.store.commit(ops);
+    return { records, ops };
+  }
+
+  /** Tells the listeners of durably committed records. */
+  announce(records: MessageRecord[]): void {
     for (const listener of this.listeners) listener(records);
-    return records;
   }
 
   /** Called with every durably accepted batch (the scheduler learns of new due work this way). */
@@ -131,7 +147,7 @@ export class Acceptor {
       openCount: 0,
       clickCount: 0,
       bounceClassification: '',
-      isBounceNotification: false,
+      isBounceNotification: s.bounceNotification ?? false,
       referenceMessageId: null,
     };
   }

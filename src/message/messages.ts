@@ -12,6 +12,12 @@ import { contentDue } from './retention.ts';
 /** Which of an account's messages a caller may see or act on, by sender domain id. */
 export type DomainFilter = (domainId: string) => boolean;
 
+/** A message's new state and the other ops of its batch. */
+export interface Changed {
+  next: MessageRecord;
+  extra: WriteOp[];
+}
+
 /**
  * Reading messages back, cancelling scheduled ones and the retention purge. Changes to one
  * message run under its lock (`message:<id>`), which the delivery engine shares.
@@ -72,12 +78,15 @@ export class Messages {
    * Changes one message under its lock: `change` sees the stored record and returns the next one
    * with any ops to commit with it (schedule entries, events), or null to leave it as it is.
    */
-  async update(id: string, change: (current: MessageRecord, now: number) => { next: MessageRecord; extra: WriteOp[] } | null): Promise<MessageRecord | null> {
+  async update(
+    id: string,
+    change: (current: MessageRecord, now: number) => Changed | null | Promise<Changed | null>,
+  ): Promise<MessageRecord | null> {
     return this.locks.run(`message:${id}`, async () => {
       const current = await this.repo.get(id);
       if (!current) return null;
       const now = this.clock.now();
-      const changed = change(current, now);
+      const changed = await change(current, now);
       if (!changed) return null;
       return this.commitChange(changed.next, current, now, changed.extra);
     });

@@ -3,12 +3,12 @@ import type { Attempt, Deliverer } from '../delivery/deliverer.ts';
 import type { MessageRecord } from '../store/records.ts';
 import { domainOf } from '../util/email.ts';
 import type { Clock } from '../util/time.ts';
-import type { Outcomes } from './outcomes.ts';
+import type { Outcomes, SuppressionList } from './outcomes.ts';
 import type { Scheduler } from './scheduler.ts';
 
 /**
- * What happens to one due message: expired → failed; sandbox → simulated; otherwise one delivery
- * attempt and its outcome. A deferral re-arms the scheduler for the new due time.
+ * What happens to one due message: expired → failed; sandbox → simulated; a suppressed
+ * recipient → suppressed, unsent; otherwise one delivery attempt and its outcome. A deferral re-arms the scheduler for the new due time.
  */
 export class DeliveryQueue {
   private scheduler: Scheduler | null = null;
@@ -16,6 +16,7 @@ export class DeliveryQueue {
   constructor(
     private readonly deliverer: Deliverer,
     private readonly outcomes: Outcomes,
+    private readonly suppressions: Pick<SuppressionList, 'active'>,
     private readonly clock: Clock,
     private readonly log: Logger,
   ) {}
@@ -35,6 +36,12 @@ export class DeliveryQueue {
     if (message.sandbox) {
       const next = await this.outcomes.simulate(message);
       log.info({ status: next?.status }, 'sandbox message simulated');
+      return;
+    }
+    const suppression = await this.suppressions.active(message.accountId, message.recipient, message.domain);
+    if (suppression) {
+      const next = await this.outcomes.suppress(message, suppression);
+      log.info({ status: next?.status, suppression_id: suppression.id }, 'recipient suppressed; not sent');
       return;
     }
     let attempt: Attempt;

@@ -4,14 +4,29 @@ import type { DeliveryAttemptData, Event, MessageEventData } from '../events/typ
 import type { Messages } from '../message/messages.ts';
 import type { WriteOp } from '../store/group-commit.ts';
 import type { MessagesRepo } from '../store/messages-repo.ts';
-import type { MessageRecord, MessageStatus, SandboxResult } from '../store/records.ts';
+import type { MessageRecord, MessageStatus, SandboxResult, SuppressionRecord } from '../store/records.ts';
+import { bounceSuppresses } from '../bounce/rules.ts';
+import type { PreparedDsn } from './dsn-sender.ts';
 import { iso } from '../util/time.ts';
 import { nextAttemptAt, type RetryPolicy } from './retry-policy.ts';
 
+/** The suppression list as the outcomes use it (implemented by accounts/Suppressions). */
+export interface SuppressionList {
+  active(accountId: string, email: string, domain: string): Promise<SuppressionRecord | undefined>;
+  guard<T>(accountId: string, email: string, domain: string, fn: (existing: SuppressionRecord | undefined) => Promise<T>): Promise<T>;
+  automatic(accountId: string, email: string, domain: string, reason: string, source: 'bounce' | 'failure', now: number): WriteOp[];
+}
+
+/** Reports bounces and final failures (implemented by DsnSender). */
+export interface DsnReporter {
+  prepare(message: MessageRecord, attempt: Attempt, final: 'bounced' | 'failed', now: number): Promise<PreparedDsn | null>;
+  announce(dsn: PreparedDsn): void;
+}
+
 /**
  * Turns an attempt into the message's next state. The attempt record, the status, the move or
- * removal of its due-time entry and the events are one batch (through Messages.update, under the
- * message's lock).
+ * removal of its due-time entry, the events, an automatic suppression and a DSN are one batch
+ * (through Messages.update, under the message's lock; a suppression also under its own lock).
  */
 export class Outcomes {
   constructor(
@@ -19,25 +34,45 @@ export class Outcomes {
     private readonly repo: MessagesRepo,
     private readonly events: EventRecorder,
     private readonly policy: RetryPolicy,
+    private readonly suppressions: SuppressionList,
+    private readonly dsn: DsnReporter,
     private readonly random: () => number = Math.random,
   ) {}
 
   /** Records `attempt` for the message taken as `taken`; ignored if the message moved on meanwhile. */
-  apply(taken: MessageRecord, attempt: Attempt): Promise<MessageRecord | null> {
-    return this.messages.update(taken.id, (current, now) => {
+  async apply(taken: MessageRecord, attempt: Attempt): Promise<MessageRecord | null> {
+    if (attempt.outcome === 'delivered') return this.record(taken, attempt, undefined);
+    return this.suppressions.guard(taken.accountId, taken.recipient, taken.domain, (existing) => this.record(taken, attempt, existing));
+  }
+
+  private async record(taken: MessageRecord, attempt: Attempt, suppressed: SuppressionRecord | undefined): Promise<MessageRecord | null> {
+    let dsn: PreparedDsn | null = null;
+    const next = await this.messages.update(taken.id, async (current, now) => {
       if (current.dueAt !== taken.dueAt || current.status !== taken.status) return null;
       const base = { ...current, updatedAt: iso(now), sentAt: current.sentAt ?? (attempt.smtpCode > 0 ? iso(now) : null) };
       const log = attempt.host ? `${attempt.host}: ${attempt.response}` : attempt.response;
       const withAttempt = (status: string) => ({ ...base, attempts: [...current.attempts, { time: iso(now), log, status }] });
       const data = attemptData(attempt);
+      const suppress = (reason: string, source: 'bounce' | 'failure') =>
+        suppressed ? [] : this.suppressions.automatic(current.accountId, current.recipient, current.domain, reason, source, now);
       switch (attempt.outcome) {
         case 'delivered': {
           const next = { ...withAttempt('Delivered'), status: 'Delivered' as MessageStatus, deliveredAt: iso(now), bounceClassification: '' };
           return { next, extra: [...this.repo.unschedule(current), ...this.event(next, 'message.delivered', data)] };
         }
         case 'bounced': {
-          const next = { ...withAttempt('Bounced'), status: 'Bounced' as MessageStatus, bounceClassification: attempt.classification ?? 'Uncategorized' };
-          return { next, extra: [...this.repo.unschedule(current), ...this.event(next, 'message.bounced', data)] };
+          const classification = attempt.classification ?? 'Uncategorized';
+          const next = { ...withAttempt('Bounced'), status: 'Bounced' as MessageStatus, bounceClassification: classification };
+          dsn = await this.dsn.prepare(current, attempt, 'bounced', now);
+          return {
+            next,
+            extra: [
+              ...this.repo.unschedule(current),
+              ...this.event(next, 'message.bounced', data),
+              ...(bounceSuppresses(classification) ? suppress(`Hard bounce (${classification}): ${attempt.response}`, 'bounce') : []),
+              ...(dsn?.ops ?? []),
+            ],
+          };
         }
         case 'deferred': {
           const at = nextAttemptAt({
@@ -48,13 +83,17 @@ export class Outcomes {
             hintMs: attempt.hintMs,
           }, this.policy, this.random);
           if (at === null) {
-            const next = { ...withAttempt('Failed'), status: 'Failed' as MessageStatus, bounceClassification: attempt.classification ?? 'TransientFailure' };
+            const classification = attempt.classification ?? 'TransientFailure';
+            const next = { ...withAttempt('Failed'), status: 'Failed' as MessageStatus, bounceClassification: classification };
+            dsn = await this.dsn.prepare(current, attempt, 'failed', now);
             return {
               next,
               extra: [
                 ...this.repo.unschedule(current),
                 ...this.event(next, 'message.transient_error', data),
                 ...this.event(next, 'message.failed', undefined),
+                ...suppress(`Delivery failed after ${next.attempts.length} attempts (${classification}): ${attempt.response}`, 'failure'),
+                ...(dsn?.ops ?? []),
               ],
             };
           }
@@ -62,6 +101,23 @@ export class Outcomes {
           return { next, extra: [...this.repo.unschedule(current), ...this.repo.schedule(next), ...this.event(next, 'message.transient_error', data)] };
         }
       }
+    });
+    if (next && dsn) this.dsn.announce(dsn);
+    return next;
+  }
+
+  /** A recipient on the suppression list: not sent to, `message.suppressed`. */
+  suppress(taken: MessageRecord, suppression: SuppressionRecord): Promise<MessageRecord | null> {
+    return this.messages.update(taken.id, (current, now) => {
+      if (current.dueAt !== taken.dueAt || current.status !== taken.status) return null;
+      const log = `not sent: ${current.recipient} is suppressed for ${suppression.domain} until ${suppression.expiresAt} (${suppression.reason})`;
+      const next: MessageRecord = {
+        ...current,
+        status: 'Suppressed',
+        updatedAt: iso(now),
+        attempts: [...current.attempts, { time: iso(now), log, status: 'Suppressed' }],
+      };
+      return { next, extra: [...this.repo.unschedule(current), ...this.event(next, 'message.suppressed', undefined)] };
     });
   }
 
@@ -118,7 +174,7 @@ export class Outcomes {
   }
 }
 
-type OutcomeEvent = Exclude<Event['type'], 'domain.dns_error' | 'message.reception'>;
+type OutcomeEvent = Exclude<Event['type'], 'domain.dns_error' | 'message.reception' | 'suppression.created'>;
 
 const EVENT_NAMES = {
   'message.delivered': 'on_delivered',

@@ -142,6 +142,24 @@ export interface EventRecord {
   data: Record<string, unknown>;
 }
 
+/**
+ * A recipient address not to send to from one sender domain, until `expiresAt`. The email is
+ * kept lower-cased; one record per (account, email, domain).
+ */
+export interface SuppressionRecord {
+  v: 1;
+  id: string;
+  accountId: string;
+  email: string;
+  /** The sender domain's name. */
+  domain: string;
+  reason: string;
+  /** What made it: an API call, a hard bounce, or a final delivery failure. */
+  source: 'api' | 'bounce' | 'failure';
+  createdAt: string;
+  expiresAt: string;
+}
+
 /** The message states the read API reports and filters on (`Cancelled` is Postilion's own). */
 export const MESSAGE_STATUSES = [
   'Received',
@@ -183,7 +201,8 @@ export interface MessageRecord {
   /** The Message-ID header, with angle brackets. */
   messageId: string;
   direction: 'outbound' | 'inbound';
-  source: 'api' | 'api-v1' | 'smtp';
+  /** `dsn`: a delivery status notification Postilion generated. */
+  source: 'api' | 'api-v1' | 'smtp' | 'dsn';
   sender: string;
   recipient: string;
   subject: string;

@@ -25,6 +25,8 @@ export const FAMILIES = [
   'bodies',
   'bodyRefs',
   'schedule',
+  'suppressions',
+  'suppressionIndex',
 ] as const;
 /**
  * Families read on (nearly) every request — authentication and the sender domain — and written

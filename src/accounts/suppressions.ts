@@ -1,0 +1,179 @@
+import type { EventRecorder } from '../events/recorder.ts';
+import type { WriteOp } from '../store/group-commit.ts';
+import type { Page, PageRequest } from '../store/page.ts';
+import type { SuppressionRecord } from '../store/records.ts';
+import type { Store } from '../store/store.ts';
+import type { SuppressionFilter, SuppressionsRepo } from '../store/suppressions-repo.ts';
+import type { DomainsRepo } from '../store/domains-repo.ts';
+import { badRequest, conflict, notFound } from '../util/errors.ts';
+import { newIdAt } from '../util/ids.ts';
+import { KeyedMutex } from '../util/keyed-mutex.ts';
+import { normalizeDomain } from '../util/domain-name.ts';
+import { iso, type Clock } from '../util/time.ts';
+import { everyItem } from '../store/page.ts';
+
+/** How long an automatic suppression (hard bounce, final failure) lasts. */
+export const AUTOMATIC_SUPPRESSION_DAYS = 30;
+const DAY_MS = 86_400_000;
+/** Records deleted per batch by a wipe or the expiry purge. */
+const BATCH = 500;
+
+export interface NewSuppression {
+  email: string;
+  /** Omitted: every domain the account has. */
+  domain?: string | undefined;
+  reason?: string | undefined;
+  expiresAt: number;
+}
+
+/**
+ * The suppression list: addresses not to send to, per account and sender domain. Every change
+ * of one (account, email, domain) runs under its lock, so that the API and the delivery outcomes
+ * never write two records for one key; each creation records `suppression.created` in its batch.
+ */
+export class Suppressions {
+  private readonly locks = new KeyedMutex();
+
+  constructor(
+    private readonly store: Store,
+    private readonly repo: SuppressionsRepo,
+    private readonly domains: DomainsRepo,
+    private readonly events: EventRecorder,
+    private readonly clock: Clock,
+  ) {}
+
+  /** The suppression in force for this recipient and sender domain, if any. */
+  async active(accountId: string, email: string, domain: string): Promise<SuppressionRecord | undefined> {
+    const record = await this.repo.get(accountId, email, domain);
+    return record && Date.parse(record.expiresAt) > this.clock.now() ? record : undefined;
+  }
+
+  /** One page of the suppressions in force; a `domain` filter must name one of the account's. */
+  async list(accountId: string, filter: Omit<SuppressionFilter, 'activeAt'>, page: PageRequest): Promise<Page<SuppressionRecord>> {
+    const domain = filter.domain === undefined ? undefined : await this.ownDomain(accountId, filter.domain);
+    return this.repo.list(accountId, { ...filter, ...(domain ? { domain } : {}), activeAt: this.clock.now() }, page);
+  }
+
+  /**
+   * Suppresses the address for the named domain, or for every domain of the account. Keys that
+   * already hold a suppression in force are left as they are; a conflict if that is all of them.
+   */
+  async create(accountId: string, input: NewSuppression): Promise<SuppressionRecord[]> {
+    const now = this.clock.now();
+    if (input.expiresAt <= now) throw badRequest('expires_at must be in the future');
+    const domains = input.domain !== undefined ? [await this.ownDomain(accountId, input.domain)] : await this.allDomains(accountId);
+    if (domains.length === 0) throw badRequest('the account has no domains to suppress the address for');
+    const email = input.email.toLowerCase();
+    const keys = domains.map((domain) => lockKey(accountId, email, domain));
+    return this.locks.runAll(keys, async () => {
+      const ops: WriteOp[] = [];
+      const created: SuppressionRecord[] = [];
+      for (const domain of domains) {
+        const previous = await this.repo.get(accountId, email, domain);
+        if (previous && Date.parse(previous.expiresAt) > now) continue;
+        const record = newRecord(accountId, email, domain, input.reason ?? 'Added through the API', 'api', now, input.expiresAt);
+        ops.push(...this.repo.put(record, previous), ...this.announce(record));
+        created.push(record);
+      }
+      if (created.length === 0) {
+        throw conflict(input.domain !== undefined ? `${email} is already suppressed for ${domains[0]}` : `${email} is already suppressed for every domain of the account`);
+      }
+      await this.store.commit(ops);
+      return created;
+    });
+  }
+
+  /** Removes the address's suppressions (for one domain, or all); the number removed, 404 if none. */
+  async remove(accountId: string, email: string, domain?: string): Promise<number> {
+    const address = email.toLowerCase();
+    const name = domain === undefined ? undefined : normalizeDomain(domain);
+    const candidates = (await this.repo.forEmail(accountId, address)).filter((s) => name === undefined || s.domain === name);
+    const removed = await this.deleteUnderLocks(candidates);
+    if (removed === 0) throw notFound(name === undefined ? `no suppression found for ${address}` : `no suppression found for ${address} on ${name}`);
+    return removed;
+  }
+
+  /** Removes every suppression of the account, or of one of its domains; the number removed. */
+  async wipe(accountId: string, domain?: string): Promise<number> {
+    const name = domain === undefined ? undefined : await this.ownDomain(accountId, domain);
+    let removed = 0;
+    for (;;) {
+      const batch = await this.repo.some(accountId, name, BATCH);
+      if (batch.length === 0) return removed;
+      removed += await this.deleteUnderLocks(batch);
+    }
+  }
+
+  /**
+   * Runs `fn` with the suppression in force for this key (if any) while holding the key's lock;
+   * `fn` commits, and may include `automatic()`'s ops in its batch.
+   */
+  guard<T>(accountId: string, email: string, domain: string, fn: (existing: SuppressionRecord | undefined) => Promise<T>): Promise<T> {
+    return this.locks.run(lockKey(accountId, email.toLowerCase(), domain), async () => fn(await this.active(accountId, email, domain)));
+  }
+
+  /** The ops of an automatic suppression (30 days) and its event; call under `guard`. */
+  automatic(accountId: string, email: string, domain: string, reason: string, source: 'bounce' | 'failure', now: number): WriteOp[] {
+    const record = newRecord(accountId, email.toLowerCase(), domain, reason.slice(0, 255), source, now, now + AUTOMATIC_SUPPRESSION_DAYS * DAY_MS);
+    return [...this.repo.put(record), ...this.announce(record)];
+  }
+
+  /** Drops suppressions whose expiry passed; the number dropped. */
+  async purgeExpired(): Promise<number> {
+    let removed = 0;
+    for (;;) {
+      const batch = await this.repo.expired(this.clock.now(), BATCH);
+      if (batch.length === 0) return removed;
+      removed += await this.deleteUnderLocks(batch);
+    }
+  }
+
+  private async deleteUnderLocks(records: SuppressionRecord[]): Promise<number> {
+    return this.locks.runAll(records.map((s) => lockKey(s.accountId, s.email, s.domain)), async () => {
+      const ops: WriteOp[] = [];
+      let count = 0;
+      for (const s of records) {
+        const current = await this.repo.get(s.accountId, s.email, s.domain);
+        if (current?.id !== s.id) continue;
+        ops.push(...this.repo.delete(current));
+        count++;
+      }
+      if (ops.length > 0) await this.store.commit(ops);
+      return count;
+    });
+  }
+
+  private announce(s: SuppressionRecord): WriteOp[] {
+    return this.events.record({
+      type: 'suppression.created',
+      accountId: s.accountId,
+      data: { account_id: s.accountId, recipient: s.email, created_at: s.createdAt, expires_at: s.expiresAt, reason: s.reason, sending_domain: s.domain },
+    });
+  }
+
+  private async ownDomain(accountId: string, name: string): Promise<string> {
+    const domain = await this.domains.getByName(normalizeDomain(name));
+    if (!domain || domain.accountId !== accountId) throw notFound(`domain ${normalizeDomain(name)} not found`);
+    return domain.name;
+  }
+
+  private async allDomains(accountId: string): Promise<string[]> {
+    const names: string[] = [];
+    for await (const domain of everyItem((req) => this.domains.list(accountId, undefined, req))) names.push(domain.name);
+    return names;
+  }
+}
+
+function newRecord(
+  accountId: string,
+  email: string,
+  domain: string,
+  reason: string,
+  source: SuppressionRecord['source'],
+  now: number,
+  expiresAt: number,
+): SuppressionRecord {
+  return { v: 1, id: newIdAt(now), accountId, email, domain, reason, source, createdAt: iso(now), expiresAt: iso(expiresAt) };
+}
+
+const lockKey = (accountId: string, email: string, domain: string) => `${accountId}:${email}:${domain}`;
