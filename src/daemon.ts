@@ -286,6 +286,7 @@ export class Daemon {
       readyLimit: d.ready_limit,
     }, core.clock, log);
     queue.attach(scheduler);
+    core.messages.deliveringWith((id) => scheduler.holds(id));
     core.acceptor.onAccepted((records) => {
       for (const record of records) scheduler.notify(Date.parse(record.dueAt));
     });

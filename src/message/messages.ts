@@ -23,12 +23,20 @@ export interface Changed {
  * message run under its lock (`message:<id>`), which the delivery engine shares.
  */
 export class Messages {
+  /** Whether the delivery engine holds the message (ready or in flight); none without delivery. */
+  private delivering: (id: string) => boolean = () => false;
+
   constructor(
     private readonly store: Store,
     private readonly repo: MessagesRepo,
     private readonly locks: KeyedMutex,
     private readonly clock: Clock,
   ) {}
+
+  /** Tells cancel() which messages the delivery engine has taken: those can no longer be cancelled. */
+  deliveringWith(holds: (id: string) => boolean): void {
+    this.delivering = holds;
+  }
 
   list(accountId: string, filter: MessageFilter, page: PageRequest): Promise<Page<MessageRecord>> {
     return this.repo.query(accountId, filter, page);
@@ -69,6 +77,7 @@ export class Messages {
       if (current.attempts.length > 0 || current.status !== 'Received' || !(await this.repo.isScheduled(current))) {
         throw conflict('message has already been attempted and can no longer be cancelled');
       }
+      if (this.delivering(current.id)) throw conflict('message is being delivered and can no longer be cancelled');
       const now = this.clock.now();
       return this.commitChange({ ...current, status: 'Cancelled', updatedAt: iso(now) }, current, now, this.repo.unschedule(current));
     });
