@@ -32,7 +32,8 @@ import { KeyedMutex } from './util/keyed-mutex.ts';
 import { parseCidr } from './util/cidr.ts';
 import { SecretBox } from './util/secret-box.ts';
 import { systemClock, type Clock } from './util/time.ts';
-import { parseBounceRules } from './bounce/rules.ts';
+import { BounceRulesError, parseBounceRules, type BounceRule } from './bounce/rules.ts';
+import { ConfigError } from './config/load.ts';
 import { Deliverer } from './delivery/deliverer.ts';
 import { Router } from './delivery/router.ts';
 import { SmtpPool } from './delivery/smtp-pool.ts';
@@ -253,7 +254,7 @@ export class Daemon {
     const { config, core_: core, log } = this;
     const d = config.delivery;
     const rulesFile = d.bounce_rules ? resolve(d.bounce_rules) : fileURLToPath(new URL('../config/bounce-rules', import.meta.url));
-    const rules = parseBounceRules(readFileSync(rulesFile, 'utf8'), rulesFile);
+    const rules = readBounceRules(rulesFile);
     const router = new Router(core.resolver, {
       mxPort: d.mx_port,
       tls: d.tls,
@@ -358,4 +359,20 @@ function readTls(config: Config): { cert: Buffer; key: Buffer } {
     if (!existsSync(path)) throw new Error(`api.tls is enabled but ${path} does not exist`);
   }
   return { cert: readFileSync(cert), key: readFileSync(key) };
+}
+
+/** The reply classification rules; a file that cannot be read or parsed stops the start. */
+function readBounceRules(file: string): BounceRule[] {
+  let text: string;
+  try {
+    text = readFileSync(file, 'utf8');
+  } catch (err) {
+    throw new ConfigError(`delivery.bounce_rules: cannot read ${file}: ${(err as Error).message}`);
+  }
+  try {
+    return parseBounceRules(text, file);
+  } catch (err) {
+    if (err instanceof BounceRulesError) throw new ConfigError(`delivery.bounce_rules: ${err.message}`);
+    throw err;
+  }
 }

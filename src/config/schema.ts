@@ -2,7 +2,7 @@ import { isIP } from 'node:net';
 import { validate as validCron } from 'node-cron';
 import { z } from 'zod';
 import { parseCidr } from '../util/cidr.ts';
-import { isLabel } from '../util/domain-name.ts';
+import { isLabel, isValidDomain, normalizeDomain } from '../util/domain-name.ts';
 
 /**
  * The one typed configuration. Every option has its default and description here;
@@ -96,6 +96,12 @@ export const configSchema = z.strictObject({
     unreachable_seconds: z.number().int().min(0).max(3600).default(60)
       .describe('a host that could not be reached is skipped for this long'),
     transport: z.record(z.string(), target).default({})
+      .superRefine((map, ctx) => {
+        for (const name of Object.keys(map)) {
+          if (!isValidDomain(normalizeDomain(name))) ctx.addIssue({ code: 'custom', path: [name], message: `"${name}" is not a domain name: transport keys are recipient domain names` });
+        }
+      })
+      .transform((map) => Object.fromEntries(Object.entries(map).map(([name, to]) => [normalizeDomain(name), to])))
       .describe('per recipient domain, deliver to this host instead of its MX (relaying set-ups, tests)'),
     smarthost: target.nullable().default(null).describe('deliver everything not in transport to this host instead of MX'),
     bounce_rules: z.string().default('').describe('reply classification rules file (empty: the bundled config/bounce-rules)'),

@@ -112,6 +112,23 @@ describe('postilion daemon (child process)', function () {
     expect(env.stderr).to.contain('POSTILION_API__PROT');
   });
 
+  it('stops with the file and line when the bounce-rules file is bad or missing', async () => {
+    const rules = join(dir, 'bounce-rules');
+    writeFileSync(rules, '# rules\n5xx  bounce  InvalidRecipient  /user unknown/i\n4xx  sometimes  TransientFailure  /./\n');
+    const config = (file: string) =>
+      `data:\n  dir: ${join(dir, 'data')}\nkeys:\n  dir: ${join(dir, 'keys')}\napi:\n  port: 0\ndelivery:\n  bounce_rules: ${file}\n`;
+    writeFileSync(configPath, config(rules));
+    const bad = await run(['--config', configPath, 'start'], dir);
+    expect(bad.code).to.equal(2);
+    expect(bad.stderr).to.contain(`delivery.bounce_rules: ${rules}:3: expected`);
+    expect(bad.stderr).to.not.contain('    at ');
+
+    writeFileSync(configPath, config(join(dir, 'missing-rules')));
+    const missing = await run(['--config', configPath, 'start'], dir);
+    expect(missing.code).to.equal(2);
+    expect(missing.stderr).to.contain('delivery.bounce_rules: cannot read');
+  });
+
   it('initialises with `init` once, and creates keys with `keys create`', async () => {
     const init = await run(['--config', configPath, 'init', '--name', 'Acme', '--owner-email', 'ops@acme.example'], dir);
     expect(init.code).to.equal(0);

@@ -121,6 +121,15 @@ describe('loadConfig', () => {
     expect(err.message).to.contain('not a valid cron expression');
   });
 
+  it('refuses a delivery.transport key that is not a domain name, and normalises the good ones', () => {
+    write('delivery:\n  transport:\n    "not a domain": { host: 127.0.0.1 }\n');
+    const err = configErrorOf(() => loadConfig({ path: file, env: {} }));
+    expect(err.message).to.contain('delivery.transport');
+    expect(err.message).to.contain('recipient domain names');
+    write('delivery:\n  transport:\n    "Example.ORG.": { host: 127.0.0.1, port: 2525 }\n');
+    expect(Object.keys(loadConfig({ path: file, env: {} }).config.delivery.transport)).to.deep.equal(['example.org']);
+  });
+
   it('refuses an explicit config file that does not exist', () => {
     const missing = join(dir, 'missing.yaml');
     expect(configErrorOf(() => loadConfig({ path: missing, env: {} })).message).to.contain(missing);
