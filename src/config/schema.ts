@@ -148,6 +148,24 @@ export const configSchema = z.strictObject({
       purge_schedule: z.string().refine(validCron, 'not a valid cron expression').default('*/10 * * * *').describe('cron expression of the purge of expired records'),
     }).prefault({}),
   }).prefault({}),
+  smtp: z.strictObject({
+    submission: z.strictObject({
+      enabled: z.boolean().default(true).describe('accept mail from applications over SMTP with credentials (AUTH)'),
+      host: z.string().min(1).default('127.0.0.1').describe('address of both submission listeners (0.0.0.0 or :: to serve other hosts)'),
+      starttls_port: port.nullable().default(2587).describe('port of the STARTTLS listener (587 in production; null: off)'),
+      tls_port: port.nullable().default(2465).describe('port of the implicit-TLS listener (465 in production; null: off)'),
+      cert: z.string().min(1).default('tls/smtp.crt')
+        .describe('PEM certificate chain, relative to keys.dir; a self-signed one is made on first start when missing'),
+      key: z.string().min(1).default('tls/smtp.key').describe('PEM private key, relative to keys.dir (made with the certificate)'),
+      max_message_bytes: z.number().int().min(1024).max(200 * 1024 * 1024).default(25 * 1024 * 1024)
+        .describe('largest accepted message (announced with SIZE; larger ones get 552)'),
+      max_recipients: z.number().int().min(1).max(1000).default(100).describe('recipients per message (more get 452)'),
+      auth_failures: z.strictObject({
+        limit: z.number().int().min(1).max(1000).default(5).describe('failed AUTH attempts allowed per client address in the window'),
+        window_seconds: z.number().int().min(1).max(86_400).default(300).describe('how long failures count; past the limit AUTH gets 454'),
+      }).prefault({}),
+    }).prefault({}),
+  }).prefault({}),
   shutdown: z.strictObject({
     grace_seconds: z.number().min(0).max(600).default(30)
       .describe('on SIGTERM, how long in-flight work may take before connections are cut'),

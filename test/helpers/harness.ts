@@ -53,6 +53,8 @@ export async function startServer(options: TestServerOptions = {}): Promise<Test
     shutdown: { grace_seconds: 2, ...options.config?.shutdown },
     // Off unless a test asks: accepted mail must never leave for a real MX from a test.
     delivery: { enabled: false, ...options.config?.delivery },
+    // Off unless a test asks (then on port 0): no fixed ports, no certificate to make.
+    smtp: { submission: { enabled: false, starttls_port: 0, tls_port: 0, ...options.config?.smtp?.submission } },
   };
   const config = validateConfig(input, 'test');
   let announced = '';

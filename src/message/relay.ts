@@ -1,0 +1,84 @@
+import type { AccountRecord, DomainRecord, MessageRecord } from '../store/records.ts';
+import type { Domains } from '../domains/domains.ts';
+import { BODY_CHUNK_BYTES } from '../store/messages-repo.ts';
+import { domainOf, isMailboxAddress } from '../util/email.ts';
+import { AppError, badRequest, forbidden } from '../util/errors.ts';
+import { newId } from '../util/ids.ts';
+import type { Clock } from '../util/time.ts';
+import type { Acceptor, NewMessage } from './accept.ts';
+import { newMessageId } from './message-id.ts';
+import { prepareSubmitted } from './submitted.ts';
+
+/** Who relays: the credential's account, its domains (null: every domain), sandbox or not. */
+export interface Relayer {
+  account: AccountRecord;
+  /** Domain names the credential may send from; null for a global credential. */
+  domains: readonly string[] | null;
+  sandbox: boolean;
+}
+
+/**
+ * Mail relayed over SMTP: the envelope sender's domain is checked like an API sender's, the
+ * message is stored once (special headers applied and stripped, Message-ID and Date added when
+ * missing) and accepted as one message per envelope recipient through the same accept().
+ */
+export class Relay {
+  constructor(
+    private readonly domains: Domains,
+    private readonly acceptor: Acceptor,
+    private readonly clock: Clock,
+  ) {}
+
+  /** The sender domain for MAIL FROM: the account's, allowed to the credential, DNS valid. */
+  async senderDomain(relayer: Relayer, from: string): Promise<DomainRecord> {
+    if (!isMailboxAddress(from)) throw badRequest(`${printable(from)} is not a valid sender address`);
+    const name = domainOf(from);
+    const domain = await this.domains.find(relayer.account.id, name);
+    if (!domain) throw forbidden(`sender domain ${name} is not a domain of this account`);
+    if (relayer.domains !== null && !relayer.domains.includes(domain.name)) throw forbidden(`this credential may not send from ${domain.name}`);
+    if (!domain.dns.valid) throw forbidden(`the DNS records of sender domain ${domain.name} are not valid yet; publish them and check again`);
+    return domain;
+  }
+
+  /** Accepts the DATA of one transaction; resolves once it is durably stored. */
+  async accept(relayer: Relayer, domain: DomainRecord, from: string, recipients: string[], raw: Buffer): Promise<MessageRecord[]> {
+    const now = this.clock.now();
+    const first = newMessageId(domain.name, now);
+    const prepared = prepareSubmitted(raw, first.header, now);
+    const o = prepared.options;
+    const bodyId = newId();
+    const chunks: Buffer[] = [];
+    for (let at = 0; at < prepared.message.length; at += BODY_CHUNK_BYTES) chunks.push(prepared.message.subarray(at, at + BODY_CHUNK_BYTES));
+    const messages: NewMessage[] = recipients.map((recipient, i) => ({
+      id: i === 0 ? first.id : newMessageId(domain.name, now).id,
+      messageId: prepared.messageId,
+      recipient,
+      // The whole message, headers included, is the shared body: SMTP mail keeps its own To.
+      head: '',
+      bodyId,
+      subject: prepared.subject,
+    }));
+    const sandbox = relayer.sandbox || o.sandbox === true;
+    return this.acceptor.accept({
+      account: relayer.account,
+      domain,
+      source: 'smtp',
+      sender: from,
+      tags: o.tags ?? [],
+      sandbox: sandbox ? (o.sandboxResult ?? 'deliver') : null,
+      tracking: { open: o.trackOpens, click: o.trackClicks },
+      retention: { metadata: o.metadataRetention, data: o.dataRetention },
+      bodies: [{ id: bodyId, chunks }],
+      messages,
+    });
+  }
+}
+
+/** Whether an error is one to answer the client with (its text is meant for it). */
+export function isClientError(err: unknown): err is AppError {
+  return err instanceof AppError && err.status < 500;
+}
+
+function printable(text: string): string {
+  return text.replace(/[^\x20-\x7e]/g, '?').slice(0, 80);
+}

@@ -1,0 +1,168 @@
+import { SANDBOX_RESULTS, type SandboxResult } from '../store/records.ts';
+import { badRequest } from '../util/errors.ts';
+import { rfc5322Date } from '../bounce/dsn.ts';
+import { checkTags } from './send.ts';
+
+/** What the special `ahasend-*` headers of a submitted message ask for (absent: not given). */
+export interface SubmittedOptions {
+  trackOpens?: boolean;
+  trackClicks?: boolean;
+  sandbox?: boolean;
+  sandboxResult?: SandboxResult;
+  metadataRetention?: number;
+  dataRetention?: number;
+  tags?: string[];
+}
+
+/** A message as submitted over SMTP, made ready to store: special headers applied and removed. */
+export interface PreparedMessage {
+  /** Header block and body, CRLF line ends, without the special headers (and without Bcc). */
+  message: Buffer;
+  options: SubmittedOptions;
+  /** The Message-ID header (with angle brackets): the client's, or the one added. */
+  messageId: string;
+  /** The decoded Subject, '' when there is none. */
+  subject: string;
+}
+
+/** Headers that tell Postilion what to do; applied, then stripped before delivery. */
+const SPECIAL = new Set([
+  'ahasend-track-opens',
+  'ahasend-track-clicks',
+  'ahasend-sandbox',
+  'ahasend-sandbox-result',
+  'ahasend-metadata-retention',
+  'ahasend-data-retention',
+  'ahasend-tags',
+]);
+
+const MESSAGE_ID = /^<[^<>\s@]+@[^<>\s@]+>$/;
+
+/**
+ * Reads the header block of a submitted message: applies and strips the special headers, drops
+ * Bcc (the envelope carries those recipients), and adds Message-ID (`generatedId`) and Date when
+ * missing. A bad special header value is an error naming the header (400 here, 550 over SMTP).
+ */
+export function prepareSubmitted(raw: Buffer, generatedId: string, now: number): PreparedMessage {
+  const split = headerEnd(raw);
+  const headerText = raw.subarray(0, split.headerEnd).toString('latin1');
+  const fields = splitFields(headerText);
+  const options: SubmittedOptions = {};
+  const kept: string[] = [];
+  let messageId: string | null = null;
+  let subject = '';
+  let hasDate = false;
+  for (const field of fields) {
+    const colon = field.indexOf(':');
+    const name = (colon < 0 ? field : field.slice(0, colon)).trim().toLowerCase();
+    const value = colon < 0 ? '' : unfold(field.slice(colon + 1)).trim();
+    if (SPECIAL.has(name)) {
+      applySpecial(options, name, value);
+      continue;
+    }
+    if (name === 'bcc') continue;
+    if (name === 'message-id') {
+      if (messageId !== null || !MESSAGE_ID.test(value)) continue;
+      messageId = value;
+    }
+    if (name === 'subject') subject = decodeWords(Buffer.from(value, 'latin1').toString('utf8'));
+    if (name === 'date') hasDate = true;
+    kept.push(field);
+  }
+  const added: string[] = [];
+  if (messageId === null) {
+    messageId = generatedId;
+    added.push(`Message-ID: ${generatedId}`);
+  }
+  if (!hasDate) added.push(`Date: ${rfc5322Date(new Date(now))}`);
+  const head = Buffer.from([...added, ...kept].map((f) => f + '\r\n').join(''), 'latin1');
+  const body = raw.subarray(split.bodyStart);
+  return { message: Buffer.concat([head, Buffer.from('\r\n'), toCrlf(body)]), options, messageId, subject };
+}
+
+function applySpecial(options: SubmittedOptions, name: string, value: string): void {
+  switch (name) {
+    case 'ahasend-track-opens':
+      options.trackOpens = flag(name, value);
+      return;
+    case 'ahasend-track-clicks':
+      options.trackClicks = flag(name, value);
+      return;
+    case 'ahasend-sandbox':
+      options.sandbox = flag(name, value);
+      return;
+    case 'ahasend-sandbox-result': {
+      const result = value.toLowerCase();
+      if (!(SANDBOX_RESULTS as readonly string[]).includes(result)) throw badRequest(`${name} must be one of ${SANDBOX_RESULTS.join(', ')}`);
+      options.sandboxResult = result as SandboxResult;
+      return;
+    }
+    case 'ahasend-metadata-retention':
+      options.metadataRetention = days(name, value, 1);
+      return;
+    case 'ahasend-data-retention':
+      options.dataRetention = days(name, value, 0);
+      return;
+    case 'ahasend-tags':
+      options.tags = checkTags(value.split(',').map((t) => t.trim()).filter((t) => t.length > 0));
+      return;
+  }
+}
+
+function flag(name: string, value: string): boolean {
+  const v = value.toLowerCase();
+  if (v === 'true' || v === '1' || v === 'yes') return true;
+  if (v === 'false' || v === '0' || v === 'no') return false;
+  throw badRequest(`${name} must be true or false`);
+}
+
+function days(name: string, value: string, min: number): number {
+  if (!/^\d{1,2}$/.test(value) || Number(value) < min || Number(value) > 30) throw badRequest(`${name} must be a whole number of days from ${min} to 30`);
+  return Number(value);
+}
+
+/** Where the header block ends and the body starts (after the empty line), in bytes. */
+function headerEnd(raw: Buffer): { headerEnd: number; bodyStart: number } {
+  const crlf = raw.indexOf('\r\n\r\n');
+  const lf = raw.indexOf('\n\n');
+  if (crlf >= 0 && (lf < 0 || crlf < lf)) return { headerEnd: crlf, bodyStart: crlf + 4 };
+  if (lf >= 0) return { headerEnd: lf, bodyStart: lf + 2 };
+  // No body: the whole message is headers.
+  return { headerEnd: raw.length, bodyStart: raw.length };
+}
+
+/** Header fields with their folded continuation lines, line ends removed between them. */
+function splitFields(text: string): string[] {
+  const fields: string[] = [];
+  for (const line of text.split(/\r?\n/)) {
+    if (line === '') continue;
+    if ((line.startsWith(' ') || line.startsWith('\t')) && fields.length > 0) fields[fields.length - 1] += '\r\n' + line;
+    else fields.push(line);
+  }
+  return fields;
+}
+
+function unfold(value: string): string {
+  return value.replace(/\r?\n(?=[ \t])/g, '');
+}
+
+function toCrlf(body: Buffer): Buffer {
+  // Bare LF line ends (some clients) become CRLF, as SMTP and DKIM expect.
+  return body.includes('\n') && !body.includes('\r\n') ? Buffer.from(body.toString('latin1').replace(/\n/g, '\r\n'), 'latin1') : body;
+}
+
+/** Decodes RFC 2047 encoded words (`=?charset?B|Q?text?=`); unknown charsets stay as they are. */
+export function decodeWords(value: string): string {
+  return value
+    .replace(/(=\?[^?]+\?[BbQq]\?[^?]*\?=)\s+(?==\?)/g, '$1')
+    .replace(/=\?([^?*]+)(?:\*[^?]*)?\?([BbQq])\?([^?]*)\?=/g, (word, charset: string, encoding: string, text: string) => {
+      try {
+        const bytes = encoding.toUpperCase() === 'B'
+          ? Buffer.from(text, 'base64')
+          : Buffer.from(text.replace(/_/g, ' ').replace(/=([0-9A-Fa-f]{2})/g, (_m, hex: string) => String.fromCharCode(parseInt(hex, 16))), 'latin1');
+        return new TextDecoder(charset.toLowerCase()).decode(bytes);
+      } catch {
+        return word;
+      }
+    });
+}

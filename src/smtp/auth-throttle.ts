@@ -1,0 +1,42 @@
+import type { Clock } from '../util/time.ts';
+
+/** Client addresses tracked at most: past it, the stalest is forgotten (memory stays bounded). */
+const MAX_CLIENTS = 10_000;
+
+/**
+ * Failed AUTH attempts per client address within a sliding window. Past the limit the client is
+ * refused AUTH until its oldest failure leaves the window; a success clears its record.
+ */
+export class AuthThrottle {
+  private readonly failures = new Map<string, number[]>();
+
+  constructor(
+    private readonly limit: number,
+    private readonly windowMs: number,
+    private readonly clock: Clock,
+  ) {}
+
+  blocked(address: string): boolean {
+    return this.recent(address).length >= this.limit;
+  }
+
+  fail(address: string): void {
+    const list = this.recent(address);
+    list.push(this.clock.now());
+    this.failures.delete(address);
+    this.failures.set(address, list);
+    if (this.failures.size > MAX_CLIENTS) this.failures.delete(this.failures.keys().next().value!);
+  }
+
+  succeed(address: string): void {
+    this.failures.delete(address);
+  }
+
+  private recent(address: string): number[] {
+    const since = this.clock.now() - this.windowMs;
+    const list = (this.failures.get(address) ?? []).filter((t) => t > since);
+    if (list.length === 0) this.failures.delete(address);
+    else this.failures.set(address, list);
+    return list;
+  }
+}

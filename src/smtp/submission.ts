@@ -1,0 +1,228 @@
+import type { AddressInfo } from 'node:net';
+import type { Logger } from 'pino';
+import { SMTPServer, type SMTPServerDataStream, type SMTPServerSession } from 'smtp-server';
+import type { Accounts } from '../accounts/accounts.ts';
+import type { DomainRecord } from '../store/records.ts';
+import type { Relay, Relayer } from '../message/relay.ts';
+import { isClientError } from '../message/relay.ts';
+import { isMailboxAddress } from '../util/email.ts';
+import type { AuthThrottle } from './auth-throttle.ts';
+
+/** What AUTH needs to know of a credential (implemented by accounts/SmtpCredentials). */
+export interface CredentialCheck {
+  authenticate(username: string, password: string): Promise<{ id: string; accountId: string; sandbox: boolean; scope: 'global' | 'scoped'; domains: string[] } | null>;
+  /** Whether the credential still exists (a deleted one ends its sessions' sending). */
+  exists(id: string): Promise<boolean>;
+}
+
+export interface SubmissionOptions {
+  host: string;
+  /** Listeners to open; `secure` for implicit TLS (465), otherwise STARTTLS (587). */
+  ports: Array<{ port: number; secure: boolean }>;
+  hostname: string;
+  tls: { cert: Buffer; key: Buffer };
+  maxMessageBytes: number;
+  maxRecipients: number;
+  /** On close, how long sessions may take to finish before they are cut. */
+  graceMs: number;
+}
+
+export interface SubmissionDeps {
+  credentials: CredentialCheck;
+  accounts: Pick<Accounts, 'get'>;
+  relay: Relay;
+  throttle: AuthThrottle;
+  log: Logger;
+}
+
+/** What a session learns at AUTH and MAIL FROM. */
+interface SessionUser {
+  credentialId: string;
+  username: string;
+  relayer: Relayer;
+}
+
+interface SessionState {
+  domain?: DomainRecord;
+}
+
+/**
+ * The submission listeners (smtp-server): STARTTLS and implicit TLS, AUTH PLAIN/LOGIN with SMTP
+ * credentials, only after TLS except from loopback. MAIL FROM must be a domain the credential may
+ * use; DATA is accepted through the Relay and answered 250 only once it is durably stored.
+ */
+export class SubmissionListeners {
+  private constructor(
+    private readonly servers: Array<{ server: SMTPServer; port: number; secure: boolean }>,
+  ) {}
+
+  static async start(options: SubmissionOptions, deps: SubmissionDeps): Promise<SubmissionListeners> {
+    const started: Array<{ server: SMTPServer; port: number; secure: boolean }> = [];
+    try {
+      for (const { port, secure } of options.ports) {
+        const server = createServer(options, deps, secure);
+        const bound = await new Promise<number>((resolve, reject) => {
+          server.once('error', reject);
+          server.listen(port, options.host, () => {
+            server.removeListener('error', reject);
+            resolve((server.server.address() as AddressInfo).port);
+          });
+        });
+        server.on('error', (err) => deps.log.warn({ err }, 'SMTP submission connection error'));
+        started.push({ server, port: bound, secure });
+      }
+    } catch (err) {
+      await Promise.all(started.map((s) => closeServer(s.server)));
+      throw err;
+    }
+    deps.log.info({ host: options.host, ports: started.map((s) => ({ port: s.port, tls: s.secure ? 'implicit' : 'starttls' })) }, 'SMTP submission listening');
+    return new SubmissionListeners(started);
+  }
+
+  /** The bound ports (port 0 in the configuration picks a free one). */
+  get ports(): Array<{ port: number; secure: boolean }> {
+    return this.servers.map(({ port, secure }) => ({ port, secure }));
+  }
+
+  /** Stops accepting; open sessions get the grace period to finish before they are cut. */
+  async close(): Promise<void> {
+    await Promise.all(this.servers.map((s) => closeServer(s.server)));
+  }
+}
+
+function createServer(options: SubmissionOptions, deps: SubmissionDeps, secure: boolean): SMTPServer {
+  const { credentials, accounts, relay, throttle, log } = deps;
+  return new SMTPServer({
+    secure,
+    key: options.tls.key,
+    cert: options.tls.cert,
+    name: options.hostname,
+    banner: 'Postilion ESMTP submission',
+    size: options.maxMessageBytes,
+    authMethods: ['PLAIN', 'LOGIN'],
+    // TLS is enforced in onAuth, so that loopback clients may authenticate in clear.
+    allowInsecureAuth: true,
+    authOptional: false,
+    disableReverseLookup: true,
+    hideDSN: true,
+    hideREQUIRETLS: true,
+    logger: false,
+    // On close, sessions get the grace period (0 would mean smtp-server's default of 30 s).
+    closeTimeout: Math.max(1, options.graceMs),
+
+    onAuth(auth, session, callback) {
+      const address = session.remoteAddress;
+      if (!session.secure && !isLoopback(address)) return callback(reply(538, '5.7.11 Encryption required: issue STARTTLS first'));
+      if (throttle.blocked(address)) return callback(reply(454, '4.7.0 Too many failed authentication attempts; try again later'));
+      void (async () => {
+        const credential = await credentials.authenticate(auth.username ?? '', auth.password ?? '');
+        if (!credential) {
+          throttle.fail(address);
+          log.warn({ client: address, username: printable(auth.username ?? '') }, 'SMTP AUTH failed');
+          return callback(reply(535, '5.7.8 Authentication credentials invalid'));
+        }
+        const account = await accounts.get(credential.accountId);
+        if (account?.status !== 'active') return callback(reply(535, '5.7.8 The account of this credential is suspended'));
+        throttle.succeed(address);
+        const user: SessionUser = {
+          credentialId: credential.id,
+          username: auth.username ?? '',
+          relayer: { account, domains: credential.scope === 'global' ? null : credential.domains, sandbox: credential.sandbox },
+        };
+        callback(null, { user });
+      })().catch((err: unknown) => {
+        log.error({ err }, 'SMTP AUTH check failed');
+        callback(reply(454, '4.7.0 Temporary authentication failure'));
+      });
+    },
+
+    onMailFrom(address, session, callback) {
+      void (async () => {
+        const user = session.user as SessionUser;
+        if (!(await credentials.exists(user.credentialId))) return callback(reply(535, '5.7.8 This credential no longer exists'));
+        const account = await accounts.get(user.relayer.account.id);
+        if (account?.status !== 'active') return callback(reply(550, '5.7.1 The account of this credential is suspended'));
+        const relayer = { ...user.relayer, account };
+        user.relayer = relayer;
+        try {
+          stateOf(session).domain = await relay.senderDomain(relayer, address.address);
+          callback();
+        } catch (err) {
+          if (!isClientError(err)) throw err;
+          callback(reply(550, `5.7.1 ${err.message}`));
+        }
+      })().catch((err: unknown) => {
+        log.error({ err }, 'SMTP MAIL FROM check failed');
+        callback(reply(451, '4.3.0 Temporary failure; try again'));
+      });
+    },
+
+    onRcptTo(address, session, callback) {
+      if (session.envelope.rcptTo.length >= options.maxRecipients) {
+        return callback(reply(452, `4.5.3 Too many recipients: at most ${options.maxRecipients} per message`));
+      }
+      if (!isMailboxAddress(address.address)) return callback(reply(553, `5.1.3 ${printable(address.address)} is not a valid recipient address`));
+      callback();
+    },
+
+    onData(stream, session, callback) {
+      collect(stream, options.maxMessageBytes).then(
+        async (raw) => {
+          if (raw === null) return callback(reply(552, `5.3.4 Message too big: at most ${options.maxMessageBytes} bytes`));
+          const user = session.user as SessionUser;
+          const domain = stateOf(session).domain!;
+          const from = session.envelope.mailFrom ? session.envelope.mailFrom.address : '';
+          const to = session.envelope.rcptTo.map((r) => r.address);
+          try {
+            const accepted = await relay.accept(user.relayer, domain, from, to, raw);
+            log.info({ account_id: user.relayer.account.id, message_ids: accepted.map((m) => m.id), recipients: to.length, sandbox: accepted[0]?.sandbox ?? null }, 'SMTP message accepted');
+            callback(null, `2.0.0 Ok: queued as ${accepted[0]!.id}${accepted.length > 1 ? ` (+${accepted.length - 1} more)` : ''}`);
+          } catch (err) {
+            if (!isClientError(err)) throw err;
+            callback(reply(550, `5.6.0 ${err.message}`));
+          }
+        },
+      ).catch((err: unknown) => {
+        log.error({ err }, 'SMTP DATA could not be stored');
+        callback(reply(451, '4.3.0 The message could not be stored; try again'));
+      });
+    },
+  });
+}
+
+/** The message bytes, or null once over `limit` (the rest is read and dropped). */
+function collect(stream: SMTPServerDataStream, limit: number): Promise<Buffer | null> {
+  return new Promise((resolve, reject) => {
+    const chunks: Buffer[] = [];
+    let size = 0;
+    stream.on('data', (chunk: Buffer) => {
+      size += chunk.length;
+      if (size <= limit) chunks.push(chunk);
+    });
+    stream.on('end', () => resolve(stream.sizeExceeded || size > limit ? null : Buffer.concat(chunks, size)));
+    stream.on('error', reject);
+  });
+}
+
+function stateOf(session: SMTPServerSession): SessionState {
+  const holder = session as SMTPServerSession & { postilion?: SessionState };
+  holder.postilion ??= {};
+  return holder.postilion;
+}
+
+function reply(code: number, text: string): Error {
+  return Object.assign(new Error(text), { responseCode: code });
+}
+
+function isLoopback(address: string): boolean {
+  const a = address.replace(/^::ffff:/, '');
+  return a === '::1' || a.startsWith('127.');
+}
+
+function printable(text: string): string {
+  return text.replace(/[^\x20-\x7e]/g, '?').slice(0, 80);
+}
+
+function closeServer(server: SMTPServer): Promise<void> {
+  return new Promise((resolve) => server.close(() => resolve()));
+}
