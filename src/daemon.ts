@@ -44,6 +44,9 @@ import { DsnSender } from './queue/dsn-sender.ts';
 import { Suppressions } from './accounts/suppressions.ts';
 import { SuppressionsRepo } from './store/suppressions-repo.ts';
 import { fileURLToPath } from 'node:url';
+import { controlSocketPath } from './control/protocol.ts';
+import { QueueAdmin } from './control/queue-admin.ts';
+import { ControlServer } from './control/server.ts';
 
 /** The store and the domain services: what the daemon serves and what admin commands use. */
 export interface Core {
@@ -139,6 +142,7 @@ export class Daemon {
   private readonly listeners: ApiListener[] = [];
   private readonly jobs: ScheduledTask[] = [];
   private delivery: { scheduler: Scheduler; pool: SmtpPool } | null = null;
+  private control: ControlServer | null = null;
   private settings: ApiSettings;
   private stopping: Promise<void> | null = null;
 
@@ -232,6 +236,7 @@ export class Daemon {
     );
 
     if (config.delivery.enabled) this.delivery = this.startDelivery();
+    this.control = await this.startControl();
 
     const handler = app.callback();
     this.listeners.push(await ApiListener.start({ host: config.api.host, port: config.api.port }, handler));
@@ -296,6 +301,25 @@ export class Daemon {
     return { scheduler, pool };
   }
 
+  /** The control socket the `postilion queue` commands talk to while the daemon holds the store. */
+  private startControl(): Promise<ControlServer> {
+    const { config, core_: core, log } = this;
+    const d = config.delivery;
+    const admin = new QueueAdmin({
+      messages: core.messages,
+      repo: core.messagesRepo,
+      events: core.events,
+      clock: core.clock,
+      log,
+      daemon: {
+        delivery: this.delivery
+          ? { scheduler: this.delivery.scheduler, limits: { concurrency: d.concurrency, perDestination: d.per_destination, readyLimit: d.ready_limit } }
+          : null,
+      },
+    });
+    return ControlServer.start(controlSocketPath(config), admin, log);
+  }
+
   /** The delivery scheduler, for tests and the operator's queue view (null when delivery is off). */
   get scheduler(): Scheduler | null {
     return this.delivery?.scheduler ?? null;
@@ -331,7 +355,7 @@ export class Daemon {
     this.stopping ??= (async () => {
       const graceMs = this.config.shutdown.grace_seconds * 1000;
       this.log.info({ grace_seconds: this.config.shutdown.grace_seconds }, 'stopping');
-      await Promise.all(this.listeners.map((l) => l.close(graceMs)));
+      await Promise.all([...this.listeners.map((l) => l.close(graceMs)), this.control?.close(graceMs)]);
       if (this.delivery) {
         // Transactions in flight finish (within the grace period); queued work stays in the store.
         await this.delivery.scheduler.stop(graceMs);

@@ -6,6 +6,7 @@ import { accountCommands } from './accounts.ts';
 import { domainCommands } from './domains.ts';
 import { initCommand } from './init.ts';
 import { keyCommands } from './keys.ts';
+import { queueCommands } from './queue.ts';
 import { startCommand } from './start.ts';
 
 export interface CliIo {
@@ -38,6 +39,7 @@ export async function main(argv: string[], io: CliIo = stdio): Promise<number> {
   program.addCommand(accountCommands(program, io));
   program.addCommand(keyCommands(program, io));
   program.addCommand(domainCommands(program, io));
+  program.addCommand(queueCommands(program, io));
 
   try {
     await program.parseAsync(argv);

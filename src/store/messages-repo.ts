@@ -36,6 +36,11 @@ export class MessagesRepo {
     return this.store.get<MessageRecord>('messages', id);
   }
 
+  /** Several messages by id in one read, in the order asked (undefined where absent). */
+  getMany(ids: string[]): Promise<Array<MessageRecord | undefined>> {
+    return this.store.families.messages.getMany(ids) as Promise<Array<MessageRecord | undefined>>;
+  }
+
   /** The messages of an account whose Message-ID header is `header`. */
   async findByMessageId(accountId: string, header: string): Promise<MessageRecord[]> {
     const prefix = indexPrefix('m', accountId, enc(header));

@@ -1,0 +1,100 @@
+import type { PurgeResult, QueueList, QueueStatus, RetryResult } from '../control/protocol.ts';
+
+/** How the queue commands print for people; `--json` prints the objects themselves. */
+
+export function formatStatus(s: QueueStatus): string {
+  const now = Date.parse(s.generated_at);
+  const lines: string[] = [];
+  if (!s.daemon) lines.push('daemon: not running (read from the store)');
+  else if (!s.daemon.scheduler) lines.push('daemon: running, delivery disabled (delivery.enabled: false): nothing is sent');
+  else {
+    const sch = s.daemon.scheduler;
+    const wake = sch.next_wake_at ? `, next wake-up ${when(sch.next_wake_at, now)}` : '';
+    lines.push(
+      `daemon: running; ${sch.running} in flight, ${sch.ready} ready in memory${wake}`,
+      `limits: ${sch.limits.concurrency} in flight in total, ${sch.limits.per_destination} per destination, ${sch.limits.ready_limit} held in memory`,
+    );
+  }
+  const t = s.totals;
+  lines.push(`queued: ${t.queued}  (due now ${t.due}, waiting for retry ${t.deferred}, scheduled for later ${t.scheduled})`);
+  if (s.destinations.length === 0) return `${lines.join('\n')}\n`;
+
+  const live = new Map((s.daemon?.scheduler?.destinations ?? []).map((d) => [d.destination, d]));
+  const headers = ['DESTINATION', 'QUEUED', 'DUE', 'DEFERRED', 'SCHEDULED', 'OLDEST', 'NEXT ATTEMPT'];
+  if (s.daemon?.scheduler) headers.push('READY', 'RUNNING');
+  const rows = s.destinations.map((d) => {
+    const row = [d.destination, d.queued, d.due, d.deferred, d.scheduled, age(now - Date.parse(d.oldest_created_at)), when(d.next_attempt_at, now)].map(String);
+    if (s.daemon?.scheduler) row.push(String(live.get(d.destination)?.ready ?? 0), String(live.get(d.destination)?.running ?? 0));
+    return row;
+  });
+  return `${lines.join('\n')}\n\n${table(headers, rows, new Set([1, 2, 3, 4, 7, 8]))}`;
+}
+
+export function formatList(list: QueueList): string {
+  const now = Date.parse(list.generated_at);
+  if (list.messages.length === 0) return 'no queued message matches\n';
+  const headers = ['ID', 'ACCOUNT', 'RECIPIENT', 'STATE', 'ATTEMPTS', 'NEXT ATTEMPT', 'LAST ATTEMPT'];
+  const rows = list.messages.map((m) => [
+    m.id,
+    m.account_id,
+    m.recipient,
+    m.state,
+    String(m.attempts),
+    when(m.next_attempt_at, now),
+    m.last_attempt ? oneLine(m.last_attempt.log) : '-',
+  ]);
+  const more = list.more > 0 ? `… and ${list.more} more (raise --limit)\n` : '';
+  return table(headers, rows, new Set([4])) + more;
+}
+
+export function formatRetry(r: RetryResult, daemon: boolean): string {
+  const lines: string[] = [];
+  if (r.retried === 0) lines.push('nothing to retry: no selected message waits for a retry');
+  else lines.push(`retried ${count(r.retried, 'message')}${daemon ? '' : ' (they go out when the daemon starts)'}`);
+  if (r.already_due > 0) lines.push(`${count(r.already_due, 'message')} already due (being delivered, or waiting for a connection${daemon ? '' : ' or for the daemon'})`);
+  if (r.kept_scheduled > 0) lines.push(`${count(r.kept_scheduled, 'scheduled message')} kept at the time their sender asked for (name them by id to send now)`);
+  for (const n of r.not_queued) lines.push(`${n.id}: not queued (${n.status})`);
+  return `${lines.join('\n')}\n`;
+}
+
+export function formatPurge(r: PurgeResult): string {
+  const lines: string[] = [];
+  if (r.purged === 0) lines.push('nothing to purge: no selected message is queued');
+  else lines.push(`purged ${count(r.purged, 'message')}: status Failed, "purged by operator"`);
+  if (r.in_delivery > 0) lines.push(`${count(r.in_delivery, 'message')} not purged: being delivered right now (run again once their attempt is over)`);
+  for (const n of r.not_queued) lines.push(`${n.id}: not queued (${n.status})`);
+  return `${lines.join('\n')}\n`;
+}
+
+/** Columns padded to their widest cell; `right` columns (numbers) aligned right; a last text column left ragged. */
+function table(headers: string[], rows: string[][], right: Set<number>): string {
+  const widths = headers.map((h, i) => Math.max(h.length, ...rows.map((r) => r[i]!.length)));
+  const line = (cells: string[]) =>
+    cells
+      .map((c, i) => (right.has(i) ? c.padStart(widths[i]!) : i === cells.length - 1 ? c : c.padEnd(widths[i]!)))
+      .join('  ')
+      .trimEnd();
+  return `${[headers, ...rows].map(line).join('\n')}\n`;
+}
+
+/** A due time: "now" once it has come, else the time to the second and how far off it is. */
+function when(isoTime: string, now: number): string {
+  const at = Date.parse(isoTime);
+  if (at <= now) return 'now';
+  return `${isoTime.replace(/\.\d+Z$/, 'Z')} (in ${age(at - now)})`;
+}
+
+/** 45s, 12m, 3h12m, 2d4h. */
+export function age(ms: number): string {
+  const s = Math.max(0, Math.floor(ms / 1000));
+  if (s < 60) return `${s}s`;
+  const m = Math.floor(s / 60);
+  if (m < 60) return `${m}m`;
+  const h = Math.floor(m / 60);
+  if (h < 24) return `${h}h${m % 60 ? `${m % 60}m` : ''}`;
+  const d = Math.floor(h / 24);
+  return `${d}d${h % 24 ? `${h % 24}h` : ''}`;
+}
+
+const count = (n: number, what: string) => `${n} ${what}${n === 1 ? '' : 's'}`;
+const oneLine = (text: string) => text.replace(/\s+/g, ' ').trim();

@@ -1,0 +1,95 @@
+import { Command } from 'commander';
+import { ControlClient, NoDaemonError } from '../control/client.ts';
+import { controlSocketPath, type QueueOperations, type Selection } from '../control/protocol.ts';
+import { QueueAdmin } from '../control/queue-admin.ts';
+import { badRequest } from '../util/errors.ts';
+import { withCore } from './admin.ts';
+import { configFrom, type CliIo } from './main.ts';
+import { formatList, formatPurge, formatRetry, formatStatus } from './queue-format.ts';
+
+/**
+ * Runs one queue operation on the running daemon (its control socket) or, when no daemon
+ * answers there, on the store opened directly. The operation is the same QueueAdmin either way.
+ */
+async function onQueue<T>(program: Command, op: (queue: QueueOperations) => Promise<T>): Promise<{ result: T; daemon: boolean }> {
+  try {
+    return { result: await op(new ControlClient(controlSocketPath(configFrom(program)))), daemon: true };
+  } catch (err) {
+    if (!(err instanceof NoDaemonError)) throw err;
+  }
+  const result = await withCore(program, (core) =>
+    op(new QueueAdmin({ messages: core.messages, repo: core.messagesRepo, events: core.events, clock: core.clock, daemon: null })),
+  );
+  return { result, daemon: false };
+}
+
+interface SelectionOptions {
+  all?: boolean;
+  domain?: string;
+  account?: string;
+  json?: boolean;
+}
+
+function selectionOf(ids: string[], opts: SelectionOptions): Selection {
+  return { ids, domain: opts.domain, account: opts.account, all: opts.all };
+}
+
+function limitOf(value: string): number {
+  const n = Number(value);
+  if (!Number.isInteger(n) || n < 1) throw badRequest(`--limit: "${value}" is not a whole number of at least 1`);
+  return n;
+}
+
+const json = (value: unknown) => `${JSON.stringify(value, null, 2)}\n`;
+
+export function queueCommands(program: Command, io: CliIo): Command {
+  const queue = new Command('queue').description('what is queued for delivery, and why it waits; retry or purge it');
+  queue
+    .command('status')
+    .description('queued messages by state and by destination (recipient domain), with the scheduler\'s live figures')
+    .option('--json', 'print JSON')
+    .action(async (opts: { json?: boolean }) => {
+      const { result } = await onQueue(program, (q) => q.status());
+      io.out(opts.json ? json(result) : formatStatus(result));
+    });
+  queue
+    .command('list')
+    .description('one line per queued message, in due order, with its last attempt\'s reply')
+    .option('--domain <domain>', 'only messages to this recipient domain')
+    .option('--account <id>', 'only messages of this account')
+    .option('--status <state>', 'only messages in this state: due, deferred or scheduled')
+    .option('--limit <n>', 'at most this many lines (default 100)', limitOf)
+    .option('--json', 'print JSON')
+    .action(async (opts: { domain?: string; account?: string; status?: string; limit?: number; json?: boolean }) => {
+      const { result } = await onQueue(program, (q) => q.list({ domain: opts.domain, account: opts.account, state: opts.status, limit: opts.limit }));
+      io.out(opts.json ? json(result) : formatList(result));
+    });
+  queue
+    .command('retry')
+    .description('make deferred messages due now (by id: scheduled ones too); the daemon tries them at once')
+    .argument('[ids...]', 'message ids (UUIDs)')
+    .option('--all', 'every deferred message')
+    .option('--domain <domain>', 'every deferred message to this recipient domain')
+    .option('--account <id>', 'every deferred message of this account')
+    .option('--json', 'print JSON')
+    .action(async (ids: string[], opts: SelectionOptions) => {
+      const { result, daemon } = await onQueue(program, (q) => q.retry(selectionOf(ids, opts)));
+      io.out(opts.json ? json(result) : formatRetry(result, daemon));
+    });
+  queue
+    .command('purge')
+    .description('take messages off the queue: they become Failed ("purged by operator") and are never sent')
+    .argument('[ids...]', 'message ids (UUIDs)')
+    .option('--all', 'every queued message (needs --yes)')
+    .option('--domain <domain>', 'every queued message to this recipient domain (needs --yes)')
+    .option('--account <id>', 'every queued message of this account (needs --yes)')
+    .option('--yes', 'confirm a purge by --all, --domain or --account')
+    .option('--json', 'print JSON')
+    .action(async (ids: string[], opts: SelectionOptions & { yes?: boolean }) => {
+      const bulk = opts.all === true || opts.domain !== undefined || opts.account !== undefined;
+      if (bulk && !opts.yes) throw badRequest('purging by --all, --domain or --account fails every message it selects: add --yes to confirm');
+      const { result } = await onQueue(program, (q) => q.purge(selectionOf(ids, opts)));
+      io.out(opts.json ? json(result) : formatPurge(result));
+    });
+  return queue;
+}

@@ -1,0 +1,83 @@
+import { request } from 'node:http';
+import { AppError } from '../util/errors.ts';
+import type { ListQuery, PurgeResult, QueueList, QueueOperations, QueueStatus, RetryResult, Selection } from './protocol.ts';
+
+/** No daemon listens on the control socket (none, or a file left by a crash): nothing was sent. */
+export class NoDaemonError extends Error {
+  override name = 'NoDaemonError';
+}
+
+/** The queue operations of a running daemon, asked over its control socket. */
+export class ControlClient implements QueueOperations {
+  constructor(private readonly path: string) {}
+
+  status(): Promise<QueueStatus> {
+    return this.call('GET', '/v1/queue/status');
+  }
+
+  list(query: ListQuery): Promise<QueueList> {
+    const params = new URLSearchParams();
+    if (query.domain !== undefined) params.set('domain', query.domain);
+    if (query.account !== undefined) params.set('account', query.account);
+    if (query.state !== undefined) params.set('state', query.state);
+    if (query.limit !== undefined) params.set('limit', String(query.limit));
+    const search = params.toString();
+    return this.call('GET', `/v1/queue/messages${search ? `?${search}` : ''}`);
+  }
+
+  retry(selection: Selection): Promise<RetryResult> {
+    return this.call('POST', '/v1/queue/retry', selection);
+  }
+
+  purge(selection: Selection): Promise<PurgeResult> {
+    return this.call('POST', '/v1/queue/purge', selection);
+  }
+
+  /**
+   * One request. A refused connection (or no socket file) is a NoDaemonError, so the caller can
+   * open the store instead; anything after the connection is made is an error of its own, since
+   * the daemon may have acted on the request.
+   */
+  private call<T>(method: string, path: string, body?: unknown): Promise<T> {
+    const payload = body === undefined ? undefined : JSON.stringify(body);
+    return new Promise<T>((resolve, reject) => {
+      const req = request(
+        {
+          socketPath: this.path,
+          method,
+          path,
+          agent: false,
+          headers: payload === undefined ? {} : { 'content-type': 'application/json', 'content-length': Buffer.byteLength(payload) },
+        },
+        (res) => {
+          const chunks: Buffer[] = [];
+          res.on('data', (c: Buffer) => chunks.push(c));
+          res.on('error', reject);
+          res.on('end', () => {
+            const text = Buffer.concat(chunks).toString('utf8');
+            let parsed: unknown;
+            try {
+              parsed = JSON.parse(text);
+            } catch {
+              return reject(new Error(`the daemon answered ${res.statusCode} with a body that is not JSON: ${text.slice(0, 200)}`));
+            }
+            const status = res.statusCode ?? 0;
+            if (status >= 200 && status < 300) return resolve(parsed as T);
+            const said = (parsed as { message?: unknown }).message;
+            const message = typeof said === 'string' ? said : `the daemon answered ${status}`;
+            // Bad input is the operator's to fix (exit 2); a failure inside the daemon is not.
+            reject(status < 500 ? new AppError(status, message) : new Error(`the daemon failed: ${message}`));
+          });
+        },
+      );
+      req.on('error', (err: NodeJS.ErrnoException) => {
+        if (err.code === 'ENOENT' || err.code === 'ECONNREFUSED') return reject(new NoDaemonError(`no daemon answers on ${this.path}`));
+        if (err.code === 'EACCES') {
+          return reject(new AppError(403, `cannot open the control socket ${this.path}: permission denied (run the command as the user the daemon runs as)`));
+        }
+        reject(new Error(`control socket ${this.path}: ${err.message}`));
+      });
+      req.end(payload);
+    });
+  }
+}

@@ -1,0 +1,129 @@
+import { join, resolve } from 'node:path';
+import type { Config } from '../config/schema.ts';
+
+/**
+ * The operator's view of the queue: what the `postilion queue` commands ask, answered the same
+ * way by a running daemon (over its control socket) and by the store opened directly. Field
+ * names are snake_case because `--json` prints these objects as they are.
+ */
+export interface QueueOperations {
+  status(): Promise<QueueStatus>;
+  list(query: ListQuery): Promise<QueueList>;
+  retry(selection: Selection): Promise<RetryResult>;
+  purge(selection: Selection): Promise<PurgeResult>;
+}
+
+/**
+ * Where a queued message stands: `due` (its time has come: being delivered, waiting for a
+ * connection, or waiting for the daemon to run), `deferred` (attempted, waiting for its next
+ * attempt), `scheduled` (never attempted, held until the first_attempt its sender asked for).
+ */
+export const QUEUE_STATES = ['due', 'deferred', 'scheduled'] as const;
+export type QueueState = (typeof QUEUE_STATES)[number];
+
+export interface QueueTotals {
+  queued: number;
+  due: number;
+  deferred: number;
+  scheduled: number;
+}
+
+export interface DestinationFigures extends QueueTotals {
+  /** The recipient domain. */
+  destination: string;
+  oldest_created_at: string;
+  /** The earliest due time of its messages (in the past when some are due). */
+  next_attempt_at: string;
+}
+
+/** The scheduler's in-memory figures: only a running daemon with delivery on has them. */
+export interface SchedulerFigures {
+  running: number;
+  ready: number;
+  next_wake_at: string | null;
+  limits: { concurrency: number; per_destination: number; ready_limit: number };
+  destinations: Array<{ destination: string; ready: number; running: number }>;
+}
+
+export interface QueueStatus {
+  generated_at: string;
+  /** null: no daemon runs, the figures were read from the store. */
+  daemon: { delivery_enabled: boolean; scheduler: SchedulerFigures | null } | null;
+  totals: QueueTotals;
+  /** Most queued first. */
+  destinations: DestinationFigures[];
+}
+
+export interface QueuedMessage {
+  id: string;
+  account_id: string;
+  sender: string;
+  recipient: string;
+  destination: string;
+  /** The message status (Received or Deferred). */
+  status: string;
+  state: QueueState;
+  attempts: number;
+  created_at: string;
+  next_attempt_at: string;
+  /** The last attempt's log line: why it waits. */
+  last_attempt: { time: string; status: string; log: string } | null;
+}
+
+export interface ListQuery {
+  /** Recipient domain. */
+  domain?: string | undefined;
+  account?: string | undefined;
+  state?: string | undefined;
+  limit?: number | undefined;
+}
+
+export interface QueueList {
+  generated_at: string;
+  /** In due order, at most `limit`. */
+  messages: QueuedMessage[];
+  /** How many more matched past the limit. */
+  more: number;
+}
+
+/**
+ * Which messages retry or purge acts on: named ids, or every queued message of a recipient
+ * domain and/or account, or all. Exactly one of the three kinds; an empty selection is refused,
+ * never read as "all".
+ */
+export interface Selection {
+  ids?: string[] | undefined;
+  domain?: string | undefined;
+  account?: string | undefined;
+  all?: boolean | undefined;
+}
+
+/** A named message that was not acted on because it is no longer queued. */
+export interface NotQueued {
+  id: string;
+  status: string;
+}
+
+export interface RetryResult {
+  /** Messages made due now. */
+  retried: number;
+  ids: string[];
+  /** Already due: being delivered, or waiting for a connection or for the daemon. */
+  already_due: number;
+  /** Selected by domain/account/all but scheduled by their sender: they keep their time. */
+  kept_scheduled: number;
+  not_queued: NotQueued[];
+}
+
+export interface PurgeResult {
+  purged: number;
+  ids: string[];
+  /** Held by the scheduler (ready or in flight) at the time: left to their attempt's outcome. */
+  in_delivery: number;
+  not_queued: NotQueued[];
+}
+
+/** The daemon's control socket: in the data directory, which only the daemon's user can write. */
+export function controlSocketPath(config: Config): string {
+  return join(resolve(config.data.dir), 'control.sock');
+}

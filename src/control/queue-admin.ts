@@ -1,0 +1,330 @@
+import type { EventRecorder } from '../events/recorder.ts';
+import type { Logger } from '../logging/logger.ts';
+import type { Messages } from '../message/messages.ts';
+import { isFinal } from '../message/retention.ts';
+import type { WriteOp } from '../store/group-commit.ts';
+import type { MessagesRepo } from '../store/messages-repo.ts';
+import type { MessageRecord, MessageStatus } from '../store/records.ts';
+import type { QueueSnapshot } from '../queue/scheduler.ts';
+import { isValidDomain, normalizeDomain } from '../util/domain-name.ts';
+import { domainOf } from '../util/email.ts';
+import { badRequest, notFound } from '../util/errors.ts';
+import { isUuid } from '../util/ids.ts';
+import { iso, type Clock } from '../util/time.ts';
+import {
+  QUEUE_STATES,
+  type DestinationFigures,
+  type ListQuery,
+  type NotQueued,
+  type PurgeResult,
+  type QueuedMessage,
+  type QueueList,
+  type QueueOperations,
+  type QueueState,
+  type QueueStatus,
+  type RetryResult,
+  type Selection,
+} from './protocol.ts';
+
+/** What the operator's view needs of a running scheduler. */
+export interface QueueScheduler {
+  snapshot(): QueueSnapshot;
+  wake(): Promise<void>;
+  holds(id: string): boolean;
+}
+
+export interface QueueAdminOptions {
+  messages: Messages;
+  repo: MessagesRepo;
+  events: EventRecorder;
+  clock: Clock;
+  /** The daemon's log: one line per message changed. */
+  log?: Logger;
+  /** null: the store is open without a daemon (the CLI's direct path). */
+  daemon: {
+    delivery: { scheduler: QueueScheduler; limits: { concurrency: number; perDestination: number; readyLimit: number } } | null;
+  } | null;
+}
+
+/** Why a purged message failed: no remote server refused it, so no classification applies. */
+export const PURGE_CLASSIFICATION = 'Uncategorized';
+export const PURGE_LOG = 'purged by operator';
+
+const DEFAULT_LIMIT = 100;
+/** Records read from the store at once while walking the due-time index. */
+const READ_CHUNK = 256;
+/** Message updates in flight at once: their batches share synced commits. */
+const PARALLEL_UPDATES = 16;
+
+interface Queued {
+  message: MessageRecord;
+  state: QueueState;
+}
+
+/**
+ * The queue as the operator sees and changes it, over the store's due-time index. Changes go
+ * through `Messages.update` (the message's lock, one batch per message), like the delivery
+ * engine's own outcomes, so they never race an attempt's result.
+ */
+export class QueueAdmin implements QueueOperations {
+  constructor(private readonly o: QueueAdminOptions) {}
+
+  async status(): Promise<QueueStatus> {
+    const now = this.o.clock.now();
+    const totals = { queued: 0, due: 0, deferred: 0, scheduled: 0 };
+    const byDestination = new Map<string, DestinationFigures>();
+    for await (const { message, state } of this.queued(now)) {
+      const destination = domainOf(message.recipient);
+      let figures = byDestination.get(destination);
+      if (!figures) {
+        figures = { destination, queued: 0, due: 0, deferred: 0, scheduled: 0, oldest_created_at: message.createdAt, next_attempt_at: message.dueAt };
+        byDestination.set(destination, figures);
+      }
+      totals.queued += 1;
+      totals[state] += 1;
+      figures.queued += 1;
+      figures[state] += 1;
+      if (message.createdAt < figures.oldest_created_at) figures.oldest_created_at = message.createdAt;
+      if (message.dueAt < figures.next_attempt_at) figures.next_attempt_at = message.dueAt;
+    }
+    const destinations = [...byDestination.values()].sort((a, b) => b.queued - a.queued || a.destination.localeCompare(b.destination));
+    return { generated_at: iso(now), daemon: this.daemonFigures(), totals, destinations };
+  }
+
+  async list(query: ListQuery): Promise<QueueList> {
+    const domain = query.domain === undefined ? undefined : domainName(query.domain);
+    const account = query.account === undefined ? undefined : uuid(query.account, 'account');
+    const state = query.state === undefined ? undefined : queueState(query.state);
+    const limit = query.limit ?? DEFAULT_LIMIT;
+    if (!Number.isInteger(limit) || limit < 1) throw badRequest(`--limit must be a whole number of at least 1, not ${query.limit}`);
+    const now = this.o.clock.now();
+    const messages: QueuedMessage[] = [];
+    let more = 0;
+    for await (const queued of this.queued(now)) {
+      const m = queued.message;
+      if (domain !== undefined && domainOf(m.recipient) !== domain) continue;
+      if (account !== undefined && m.accountId !== account) continue;
+      if (state !== undefined && queued.state !== state) continue;
+      if (messages.length < limit) messages.push(present(queued));
+      else more += 1;
+    }
+    return { generated_at: iso(now), messages, more };
+  }
+
+  /**
+   * Makes the selected messages due now. Messages held for a first_attempt their sender asked
+   * for are only moved when named by id; a domain, account or --all retry is for deferred mail.
+   */
+  async retry(selection: Selection): Promise<RetryResult> {
+    const { ids, named } = await this.select(selection);
+    const result: RetryResult = { retried: 0, ids: [], already_due: 0, kept_scheduled: 0, not_queued: [] };
+    await eachLimited(ids, async (id) => {
+      // Set by the change below; a message deleted meanwhile (retention) is not queued any more.
+      let verdict = { id, status: 'deleted' } as 'retried' | 'already_due' | 'kept_scheduled' | NotQueued;
+      const changed = await this.o.messages.update(id, (current, now) => {
+        if (isFinal(current.status)) {
+          verdict = { id, status: current.status };
+          return null;
+        }
+        if (Date.parse(current.dueAt) <= now) {
+          verdict = 'already_due';
+          return null;
+        }
+        if (!named && current.status !== 'Deferred') {
+          verdict = 'kept_scheduled';
+          return null;
+        }
+        verdict = 'retried';
+        const next: MessageRecord = { ...current, dueAt: iso(now), updatedAt: iso(now) };
+        return { next, extra: [...this.o.repo.unschedule(current), ...this.o.repo.schedule(next)] };
+      });
+      if (verdict === 'retried') {
+        this.logChange(changed, 'message retried by operator');
+        result.retried += 1;
+        result.ids.push(id);
+      } else if (verdict === 'already_due') result.already_due += 1;
+      else if (verdict === 'kept_scheduled') result.kept_scheduled += 1;
+      else if (named) result.not_queued.push(verdict);
+    });
+    if (result.retried > 0) await this.o.daemon?.delivery?.scheduler.wake();
+    return result;
+  }
+
+  /**
+   * Takes the selected messages off the queue for good: each becomes Failed with a "purged by
+   * operator" attempt line and a message.failed event, in one batch. The records stay, readable
+   * through the API, until retention removes them. A message the scheduler holds (ready or in
+   * flight) is left alone: its attempt may already be on the wire.
+   */
+  async purge(selection: Selection): Promise<PurgeResult> {
+    const { ids, named } = await this.select(selection);
+    const scheduler = this.o.daemon?.delivery?.scheduler ?? null;
+    const result: PurgeResult = { purged: 0, ids: [], in_delivery: 0, not_queued: [] };
+    await eachLimited(ids, async (id) => {
+      let verdict = { id, status: 'deleted' } as 'purged' | 'in_delivery' | NotQueued;
+      const changed = await this.o.messages.update(id, (current, now) => {
+        if (isFinal(current.status)) {
+          verdict = { id, status: current.status };
+          return null;
+        }
+        if (scheduler?.holds(id)) {
+          verdict = 'in_delivery';
+          return null;
+        }
+        verdict = 'purged';
+        const next: MessageRecord = {
+          ...current,
+          status: 'Failed' as MessageStatus,
+          updatedAt: iso(now),
+          bounceClassification: PURGE_CLASSIFICATION,
+          attempts: [...current.attempts, { time: iso(now), log: PURGE_LOG, status: 'Failed' }],
+        };
+        return { next, extra: [...this.o.repo.unschedule(current), ...this.failedEvent(next)] };
+      });
+      if (verdict === 'purged') {
+        this.logChange(changed, 'message purged by operator');
+        result.purged += 1;
+        result.ids.push(id);
+      } else if (verdict === 'in_delivery') result.in_delivery += 1;
+      else if (named) result.not_queued.push(verdict);
+    });
+    return result;
+  }
+
+  /** The ids a retry or purge acts on; named ids must all exist, or nothing is done. */
+  private async select(selection: Selection): Promise<{ ids: string[]; named: boolean }> {
+    const ids = selection.ids ?? [];
+    const filtered = selection.domain !== undefined || selection.account !== undefined;
+    const kinds = [ids.length > 0, filtered, selection.all === true].filter(Boolean).length;
+    if (kinds === 0) throw badRequest('say which messages: message ids, --domain and/or --account, or --all');
+    if (kinds > 1) throw badRequest('give message ids, or --domain and/or --account, or --all: not several of these');
+
+    if (ids.length > 0) {
+      const wanted = [...new Set(ids.map((id) => uuid(id, 'message')))];
+      const found = await this.o.repo.getMany(wanted);
+      const unknown = wanted.filter((_, i) => found[i] === undefined);
+      if (unknown.length > 0) throw notFound(`no such message: ${unknown.join(', ')}`);
+      return { ids: wanted, named: true };
+    }
+    const domain = selection.domain === undefined ? undefined : domainName(selection.domain);
+    const account = selection.account === undefined ? undefined : uuid(selection.account, 'account');
+    const selected: string[] = [];
+    for await (const { message } of this.queued(this.o.clock.now())) {
+      if (domain !== undefined && domainOf(message.recipient) !== domain) continue;
+      if (account !== undefined && message.accountId !== account) continue;
+      selected.push(message.id);
+    }
+    return { ids: selected, named: false };
+  }
+
+  /** Queued messages in due order: the due-time index, each entry with its current record. */
+  private async *queued(now: number): AsyncGenerator<Queued> {
+    let chunk: Array<{ dueMs: number; id: string }> = [];
+    for await (const entry of this.o.repo.scheduled()) {
+      chunk.push(entry);
+      if (chunk.length === READ_CHUNK) {
+        yield* this.read(chunk, now);
+        chunk = [];
+      }
+    }
+    yield* this.read(chunk, now);
+  }
+
+  private async *read(entries: Array<{ dueMs: number; id: string }>, now: number): AsyncGenerator<Queued> {
+    if (entries.length === 0) return;
+    const records = await this.o.repo.getMany(entries.map((e) => e.id));
+    for (const [i, message] of records.entries()) {
+      // An entry whose message is gone, final or due at another time is stale (the scheduler
+      // drops it when it comes due): not part of the queue.
+      if (!message || isFinal(message.status) || Date.parse(message.dueAt) !== entries[i]!.dueMs) continue;
+      yield { message, state: stateOf(message, now) };
+    }
+  }
+
+  private daemonFigures(): QueueStatus['daemon'] {
+    if (!this.o.daemon) return null;
+    const delivery = this.o.daemon.delivery;
+    if (!delivery) return { delivery_enabled: false, scheduler: null };
+    const snap = delivery.scheduler.snapshot();
+    return {
+      delivery_enabled: true,
+      scheduler: {
+        running: snap.running,
+        ready: snap.ready,
+        next_wake_at: snap.nextWakeAt === null ? null : iso(snap.nextWakeAt),
+        limits: { concurrency: delivery.limits.concurrency, per_destination: delivery.limits.perDestination, ready_limit: delivery.limits.readyLimit },
+        destinations: [...snap.destinations].sort((a, b) => a.destination.localeCompare(b.destination)),
+      },
+    };
+  }
+
+  private logChange(m: MessageRecord | null, what: string): void {
+    if (m) this.o.log?.info({ message_id: m.id, account_id: m.accountId, destination: domainOf(m.recipient), status: m.status, due_at: m.dueAt }, what);
+  }
+
+  /** message.failed carries no delivery_attempt: no server answered this decision. */
+  private failedEvent(m: MessageRecord): WriteOp[] {
+    return this.o.events.record({
+      type: 'message.failed',
+      accountId: m.accountId,
+      data: {
+        account_id: m.accountId,
+        event: 'on_failed',
+        from: m.sender,
+        recipient: m.recipient,
+        subject: m.subject,
+        message_id_header: m.messageId,
+        is_bot: false,
+        id: m.id,
+      },
+    });
+  }
+}
+
+function stateOf(m: MessageRecord, now: number): QueueState {
+  if (Date.parse(m.dueAt) <= now) return 'due';
+  return m.status === 'Deferred' ? 'deferred' : 'scheduled';
+}
+
+function present({ message: m, state }: Queued): QueuedMessage {
+  const last = m.attempts.at(-1);
+  return {
+    id: m.id,
+    account_id: m.accountId,
+    sender: m.sender,
+    recipient: m.recipient,
+    destination: domainOf(m.recipient),
+    status: m.status,
+    state,
+    attempts: m.attempts.length,
+    created_at: m.createdAt,
+    next_attempt_at: m.dueAt,
+    last_attempt: last ? { time: last.time, status: last.status, log: last.log } : null,
+  };
+}
+
+function uuid(value: string, what: 'message' | 'account'): string {
+  if (!isUuid(value)) throw badRequest(`"${value}" is not ${what === 'message' ? 'a message' : 'an account'} id (a UUID)`);
+  return value.toLowerCase();
+}
+
+function domainName(value: string): string {
+  const name = normalizeDomain(value);
+  if (!isValidDomain(name)) throw badRequest(`--domain: "${value}" is not a domain name`);
+  return name;
+}
+
+function queueState(value: string): QueueState {
+  const state = value.toLowerCase();
+  if (!(QUEUE_STATES as readonly string[]).includes(state)) throw badRequest(`--status must be one of ${QUEUE_STATES.join(', ')}, not "${value}"`);
+  return state as QueueState;
+}
+
+/** Runs `fn` over `items`, at most PARALLEL_UPDATES at once. */
+async function eachLimited<T>(items: T[], fn: (item: T) => Promise<void>): Promise<void> {
+  let next = 0;
+  const worker = async () => {
+    while (next < items.length) await fn(items[next++]!);
+  };
+  await Promise.all(Array.from({ length: Math.min(PARALLEL_UPDATES, items.length) }, worker));
+}

@@ -1,0 +1,160 @@
+import { chmodSync, lstatSync, unlinkSync } from 'node:fs';
+import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
+import type { Logger } from '../logging/logger.ts';
+import { AppError, badRequest, notFound } from '../util/errors.ts';
+import type { ListQuery, QueueOperations, Selection } from './protocol.ts';
+
+/** Longest Unix socket path the kernel takes (sun_path is 108 bytes with its NUL on Linux). */
+const MAX_SOCKET_PATH = 107;
+/** A selection of ids is at most this large (about 200 000 ids). */
+const BODY_LIMIT = 8 * 1024 * 1024;
+
+/**
+ * The daemon's local control channel: HTTP with JSON bodies over a Unix socket that only the
+ * daemon's user can open (mode 0600). It serves the `postilion queue` commands while the daemon
+ * holds the store:
+ *
+ *   GET  /v1/queue/status
+ *   GET  /v1/queue/messages?domain=&account=&state=&limit=
+ *   POST /v1/queue/retry   {ids?, domain?, account?, all?}
+ *   POST /v1/queue/purge   {ids?, domain?, account?, all?}
+ *
+ * Errors answer `{ "message": … }` with the AppError's status.
+ */
+export class ControlServer {
+  private constructor(
+    private readonly server: Server,
+    readonly path: string,
+  ) {}
+
+  /**
+   * Listens on `path`. The caller holds the store's lock, so no other daemon can own a socket
+   * file found there: it is left over from a crash and replaced.
+   */
+  static async start(path: string, queue: QueueOperations, log: Logger): Promise<ControlServer> {
+    if (Buffer.byteLength(path) > MAX_SOCKET_PATH) {
+      throw new Error(`control socket path ${path} is longer than ${MAX_SOCKET_PATH} bytes: use a shorter data.dir`);
+    }
+    removeStale(path);
+    const server = createServer((req, res) => void handle(req, res, queue, log));
+    server.headersTimeout = 10_000;
+    await new Promise<void>((resolve, reject) => {
+      server.once('error', reject);
+      // The socket is created by the synchronous bind inside listen(): with this umask it is
+      // never, even for a moment, open to other users.
+      const umask = process.umask(0o177);
+      try {
+        server.listen(path, () => {
+          server.off('error', reject);
+          resolve();
+        });
+      } finally {
+        process.umask(umask);
+      }
+    });
+    chmodSync(path, 0o600);
+    log.info({ path }, 'control socket listening');
+    return new ControlServer(server, path);
+  }
+
+  /** Stops listening (the socket file goes), lets requests in flight finish within `graceMs`. */
+  async close(graceMs: number): Promise<void> {
+    const closed = new Promise<void>((resolve) => this.server.close(() => resolve()));
+    this.server.closeIdleConnections();
+    const timer = setTimeout(() => this.server.closeAllConnections(), graceMs);
+    timer.unref();
+    await closed;
+    clearTimeout(timer);
+    try {
+      unlinkSync(this.path);
+    } catch {
+      // Already removed by the close, as it should be.
+    }
+  }
+}
+
+function removeStale(path: string): void {
+  let isSocket: boolean;
+  try {
+    isSocket = lstatSync(path).isSocket();
+  } catch (err) {
+    if ((err as NodeJS.ErrnoException).code === 'ENOENT') return;
+    throw err;
+  }
+  if (!isSocket) throw new Error(`${path} exists and is not a socket: move it away so the control socket can be created`);
+  unlinkSync(path);
+}
+
+async function handle(req: IncomingMessage, res: ServerResponse, queue: QueueOperations, log: Logger): Promise<void> {
+  try {
+    const url = new URL(req.url ?? '/', 'http://control');
+    const route = `${req.method} ${url.pathname}`;
+    switch (route) {
+      case 'GET /v1/queue/status':
+        return send(res, 200, await queue.status());
+      case 'GET /v1/queue/messages':
+        return send(res, 200, await queue.list(listQuery(url.searchParams)));
+      case 'POST /v1/queue/retry': {
+        const result = await queue.retry(selection(await readJson(req)));
+        log.info({ op: 'queue retry', retried: result.retried, already_due: result.already_due }, 'operator retried queued messages');
+        return send(res, 200, result);
+      }
+      case 'POST /v1/queue/purge': {
+        const result = await queue.purge(selection(await readJson(req)));
+        log.info({ op: 'queue purge', purged: result.purged, in_delivery: result.in_delivery }, 'operator purged queued messages');
+        return send(res, 200, result);
+      }
+      default:
+        throw notFound(`no such control operation: ${route}`);
+    }
+  } catch (err) {
+    if (err instanceof AppError) return send(res, err.status, { message: err.message });
+    log.error({ err }, 'control request failed');
+    return send(res, 500, { message: (err as Error).message });
+  }
+}
+
+function listQuery(params: URLSearchParams): ListQuery {
+  const limit = params.get('limit');
+  return {
+    domain: params.get('domain') ?? undefined,
+    account: params.get('account') ?? undefined,
+    state: params.get('state') ?? undefined,
+    limit: limit === null ? undefined : Number(limit),
+  };
+}
+
+/** The request body as a Selection; the admin checks the values themselves. */
+function selection(body: unknown): Selection {
+  if (typeof body !== 'object' || body === null || Array.isArray(body)) throw badRequest('the body must be a JSON object');
+  const b = body as Record<string, unknown>;
+  const text = (key: string) => {
+    const v = b[key];
+    if (v !== undefined && typeof v !== 'string') throw badRequest(`${key} must be a string`);
+    return v;
+  };
+  if (b.ids !== undefined && !(Array.isArray(b.ids) && b.ids.every((id) => typeof id === 'string'))) throw badRequest('ids must be a list of strings');
+  if (b.all !== undefined && typeof b.all !== 'boolean') throw badRequest('all must be true or false');
+  return { ids: b.ids as string[] | undefined, domain: text('domain'), account: text('account'), all: b.all };
+}
+
+async function readJson(req: IncomingMessage): Promise<unknown> {
+  const chunks: Buffer[] = [];
+  let size = 0;
+  for await (const chunk of req as AsyncIterable<Buffer>) {
+    size += chunk.length;
+    if (size > BODY_LIMIT) throw new AppError(413, 'request body too large');
+    chunks.push(chunk);
+  }
+  try {
+    return JSON.parse(Buffer.concat(chunks).toString('utf8')) as unknown;
+  } catch {
+    throw badRequest('the body is not valid JSON');
+  }
+}
+
+function send(res: ServerResponse, status: number, body: unknown): void {
+  const text = JSON.stringify(body);
+  res.writeHead(status, { 'content-type': 'application/json', 'content-length': Buffer.byteLength(text) });
+  res.end(text);
+}
