@@ -30,6 +30,8 @@ interface Session {
  */
 export class SmtpPool {
   private readonly idle = new Map<string, Session[]>();
+  /** Every connection not yet ended, parked or in use: close() must reach them all. */
+  private readonly live = new Set<SMTPConnection>();
   private closed = false;
 
   constructor(private readonly options: PoolOptions) {}
@@ -56,11 +58,18 @@ export class SmtpPool {
     }
   }
 
-  /** Closes every parked session (QUIT). */
+  /**
+   * Closes every parked session (QUIT) and cuts those still in use (the shutdown grace period is
+   * over): an open socket would keep the process alive until its command timeout. A cut send
+   * never settles, so no outcome is recorded and the message stays due for the next start.
+   */
   close(): void {
     this.closed = true;
-    for (const sessions of this.idle.values()) for (const s of sessions) this.discard(s, true);
+    const parked = [...this.idle.values()].flat();
     this.idle.clear();
+    for (const s of parked) this.discard(s, true);
+    const quitting = new Set(parked.map((s) => s.connection));
+    for (const connection of this.live) if (!quitting.has(connection)) connection.close();
   }
 
   private take(hop: Hop): Session | undefined {
@@ -86,6 +95,8 @@ export class SmtpPool {
     } as SMTPConnection.Options);
     // Errors after a session is parked must not crash the process; they close the session.
     connection.on('error', () => undefined);
+    this.live.add(connection);
+    connection.once('end', () => this.live.delete(connection));
     await new Promise<void>((resolve, reject) => {
       connection.once('error', reject);
       connection.connect(() => {
