@@ -1,3 +1,4 @@
+import { Resolver } from 'node:dns/promises';
 import type { AddressInfo, Socket } from 'node:net';
 import dns2, { Packet } from 'dns2';
 
@@ -256,4 +257,15 @@ export function printedRecords(stdout: string): Array<ApiDnsRecord & { ok: boole
     if (m) out.push({ ok: m[1] === 'ok', type: m[2]!, host: m[3]!, content: lines[i + 1]!.trim() });
   }
   return out;
+}
+
+/**
+ * A resolver for mailauth's `dkimVerify` that asks `server` over the wire: the signature is
+ * checked against the TXT records the test DNS server really serves.
+ */
+export function dkimResolver(server: TestDnsServer): (name: string, rrtype: string) => Promise<string[][]> {
+  const resolver = new Resolver({ timeout: 1000, tries: 1 });
+  resolver.setServers([server.address]);
+  // mailauth reads TXT answers as arrays of chunks, as resolveTxt gives them.
+  return (name, rrtype) => resolver.resolve(name, rrtype) as Promise<string[][]>;
 }

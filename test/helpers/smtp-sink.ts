@@ -8,6 +8,8 @@ export interface Received {
   raw: string;
   secure: boolean;
   host: string;
+  /** Whether the sink has given its reply to the DATA (the client may be gone by then). */
+  answered: boolean;
 }
 
 /** What the sink answers at RCPT TO: null accepts, an Error with responseCode refuses. */
@@ -21,6 +23,13 @@ export interface SmtpSink {
   connections: number;
   /** Replies for RCPT TO, by recipient address (attempt counts from 1 per address). */
   rcpt: RcptRule;
+  /**
+   * Called once a message's DATA has been read, before the sink answers it; the reply waits for
+   * the returned promise. Tests hold transactions in flight with it (a slow or stalled MX).
+   */
+  hold: (message: Received) => Promise<void> | void;
+  /** DATA transactions read and not answered yet (held). */
+  held: number;
   close(): Promise<void>;
   /** Resolves once `count` messages have arrived. */
   waitFor(count: number, timeoutMs?: number): Promise<Received[]>;
@@ -36,6 +45,8 @@ export async function startSink(options: { host?: string; port?: number; tls?: {
     received: [],
     connections: 0,
     rcpt: () => null,
+    hold: () => undefined,
+    held: 0,
     close: async () => undefined,
     waitFor: async (count, timeoutMs = 10_000) => {
       const deadline = Date.now() + timeoutMs;
@@ -68,14 +79,21 @@ export async function startSink(options: { host?: string; port?: number; tls?: {
       const chunks: Buffer[] = [];
       stream.on('data', (c: Buffer) => chunks.push(c));
       stream.on('end', () => {
-        sink.received.push({
+        const message: Received = {
           from: session.envelope.mailFrom ? session.envelope.mailFrom.address : '',
           to: session.envelope.rcptTo.map((r) => r.address),
           raw: Buffer.concat(chunks).toString('utf8'),
           secure: session.secure,
           host,
+          answered: false,
+        };
+        sink.received.push(message);
+        sink.held += 1;
+        void Promise.resolve(sink.hold(message)).finally(() => {
+          sink.held -= 1;
+          message.answered = true;
+          callback();
         });
-        callback();
       });
     },
   };
