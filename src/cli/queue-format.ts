@@ -59,7 +59,7 @@ export function formatRetry(r: RetryResult, daemon: boolean): string {
 
 export function formatPurge(r: PurgeResult): string {
   const lines: string[] = [];
-  if (r.purged === 0) lines.push('nothing to purge: no selected message is queued');
+  if (r.purged === 0) lines.push(r.in_delivery > 0 ? 'nothing purged' : 'nothing to purge: no selected message is queued');
   else lines.push(`purged ${count(r.purged, 'message')}: status Failed, "purged by operator"`);
   if (r.in_delivery > 0) lines.push(`${count(r.in_delivery, 'message')} not purged: being delivered right now (run again once their attempt is over)`);
   for (const n of r.not_queued) lines.push(`${n.id}: not queued (${n.status})`);

@@ -1,5 +1,6 @@
 import { expect } from 'chai';
 import { existsSync, writeFileSync } from 'node:fs';
+import { createServer, type Server, type Socket } from 'node:net';
 import { join } from 'node:path';
 import { main } from '../../../src/cli/main.ts';
 import { EventsRepo } from '../../../src/store/events-repo.ts';
@@ -22,12 +23,22 @@ describe('postilion queue (CLI)', function () {
   let bed: MessageBed;
   let configPath: string;
   let greylist: boolean;
+  /** An MX for stall.example that accepts connections and never greets: delivery stays in flight. */
+  let stall: Server;
+  let stalled: Socket[];
 
   beforeEach(async () => {
     greylist = true;
     sink = await startSink();
     sink.rcpt = () => (greylist ? GREYLISTED : null);
-    bed = await startMessageBed({ ...POLLING, delivery: { enabled: true, mx_port: sink.port } });
+    stalled = [];
+    stall = createServer((socket) => void stalled.push(socket));
+    await new Promise<void>((resolve) => stall.listen(0, '127.0.0.1', resolve));
+    const stallPort = (stall.address() as { port: number }).port;
+    bed = await startMessageBed({
+      ...POLLING,
+      delivery: { enabled: true, mx_port: sink.port, transport: { 'stall.example': { host: '127.0.0.1', port: stallPort } } },
+    });
     for (const domain of ['example.org', 'example.net']) bed.dns.zone.set(domain, 'MX', [{ exchange: 'mx1.example.org', priority: 10 }]);
     bed.dns.zone.set('mx1.example.org', 'A', ['127.0.0.1']);
     // The CLI reads a stopped store on the system clock: the daemon's clock starts from it.
@@ -37,8 +48,10 @@ describe('postilion queue (CLI)', function () {
   });
 
   afterEach(async () => {
+    for (const socket of stalled) socket.destroy();
     await bed.stop();
     await sink.close();
+    await new Promise<void>((resolve) => stall.close(() => resolve()));
   });
 
   async function queue(...args: string[]): Promise<{ code: number; out: string; err: string }> {
@@ -177,6 +190,28 @@ describe('postilion queue (CLI)', function () {
       expect(again.out).to.equal(`purged 1 message: status Failed, "purged by operator"\n${a}: not queued (Failed)\n`);
       expect((await queue('purge', '--all', '--yes')).out).to.equal('nothing to purge: no selected message is queued\n');
       expect(sink.received).to.have.length(0);
+    });
+
+    it('purge leaves a message the daemon is delivering right now to its attempt, and shows it running', async () => {
+      const sent = await bed.send({ recipients: [{ email: 'x@stall.example' }] });
+      const id = uuidOf(sent.body.data[0].id);
+      const deadline = Date.now() + 10_000;
+      while (bed.server.daemon.scheduler!.snapshot().running === 0) {
+        if (Date.now() > deadline) throw new Error('the delivery never started');
+        await new Promise((r) => setTimeout(r, 20));
+      }
+      const table = await queue('status');
+      expect(table.out).to.match(/^daemon: running; 1 in flight, 0 ready in memory/m);
+      expect(table.out).to.match(/^stall\.example\s+1\s+1\s+0\s+0\s+\S+\s+now\s+0\s+1$/m);
+      const busy = await queue('purge', id);
+      expect(busy.out).to.equal('nothing purged\n1 message not purged: being delivered right now (run again once their attempt is over)\n');
+      expect((await json('list', '--domain', 'stall.example')).messages.map((m: { id: string }) => m.id)).to.deep.equal([id]);
+
+      // The MX hangs up: the attempt defers the message, which can now be purged.
+      for (const socket of stalled) socket.destroy();
+      await until(id, 'Deferred');
+      expect(await json('purge', id)).to.deep.include({ purged: 1, in_delivery: 0 });
+      await until(id, 'Failed');
     });
 
     it('refuses malformed and unknown ids and unclear selections with exit 2, changing nothing', async () => {
