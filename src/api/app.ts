@@ -21,6 +21,8 @@ import { memberRoutes } from './routes/members/index.ts';
 import { pingRoutes } from './routes/ping/index.ts';
 import { messageRoutes } from './routes/messages/index.ts';
 import { suppressionRoutes } from './routes/suppressions/index.ts';
+import { smtpCredentialRoutes } from './routes/smtp-credentials/index.ts';
+import type { SmtpCredentials } from '../accounts/smtp-credentials.ts';
 import type { Suppressions } from '../accounts/suppressions.ts';
 import { v1Authenticate, v1Send } from './routes/v1/index.ts';
 import type { Messages } from '../message/messages.ts';
@@ -41,6 +43,7 @@ export interface ApiDeps {
   sender: Sender;
   messages: Messages;
   suppressions: Suppressions;
+  smtpCredentials: SmtpCredentials;
   idempotency: Idempotency;
   rateLimiter: RateLimiter;
   /** Read per request, so a reload takes effect at once. */
@@ -64,6 +67,7 @@ export function buildApp(deps: ApiDeps): Koa<ApiState> {
     ...domainRoutes(deps.domains, deps.dnsChecker),
     ...messageRoutes(deps.sender, deps.messages, deps.domains),
     ...suppressionRoutes(deps.suppressions),
+    ...smtpCredentialRoutes(deps.smtpCredentials, deps.domains),
   ];
   const auth = authenticate(deps.apiKeys, deps.accounts);
   const body = rawBody(() => deps.settings().bodyLimitBytes);

@@ -87,7 +87,14 @@ export const OPERATIONS = {
   deleteWebhook: { method: 'DELETE', path: `${A}/webhooks/:webhook_id`, security: any('webhooks:delete') },
 
   getSMTPCredentials: { method: 'GET', path: `${A}/smtp-credentials`, security: any('smtp-credentials:read') },
-  createSMTPCredential: { method: 'POST', path: `${A}/smtp-credentials`, security: any('smtp-credentials:write'), idempotent: true },
+  createSMTPCredential: {
+    method: 'POST',
+    path: `${A}/smtp-credentials`,
+    security: any('smtp-credentials:write'),
+    idempotent: true,
+    // The 201 carries the password: its replay is stored encrypted, briefly (see idempotency-policy).
+    secretBearing: true,
+  },
   getSMTPCredential: { method: 'GET', path: `${A}/smtp-credentials/:smtp_credential_id`, security: any('smtp-credentials:read') },
   deleteSMTPCredential: { method: 'DELETE', path: `${A}/smtp-credentials/:smtp_credential_id`, security: any('smtp-credentials:delete') },
 

@@ -160,6 +160,37 @@ export interface SuppressionRecord {
   expiresAt: string;
 }
 
+/** How an SMTP credential's password is kept: only an scrypt hash, with its own salt and cost. */
+export interface PasswordHashRecord {
+  scheme: 'scrypt';
+  n: number;
+  r: number;
+  p: number;
+  /** base64 */
+  salt: string;
+  /** base64 */
+  hash: string;
+}
+
+/**
+ * A username and password for SMTP submission. `domains` are the associated domains of a
+ * `scoped` credential, by id (with the name they had): a deleted domain no longer counts, even
+ * when a domain of the same name is added again later.
+ */
+export interface SmtpCredentialRecord {
+  v: 1;
+  id: string;
+  accountId: string;
+  name: string;
+  username: string;
+  password: PasswordHashRecord;
+  sandbox: boolean;
+  scope: 'global' | 'scoped';
+  domains: Array<{ id: string; name: string }>;
+  createdAt: string;
+  updatedAt: string;
+}
+
 /** The message states the read API reports and filters on (`Cancelled` is Postilion's own). */
 export const MESSAGE_STATUSES = [
   'Received',

@@ -27,6 +27,10 @@ export const FAMILIES = [
   'schedule',
   'suppressions',
   'suppressionIndex',
+  'smtpCredentials',
+  'smtpCredentialsByAccount',
+  'smtpCredentialsByUsername',
+  'smtpCredentialsByDomain',
 ] as const;
 /**
  * Families read on (nearly) every request — authentication and the sender domain — and written
