@@ -43,7 +43,13 @@ import { Scheduler } from './queue/scheduler.ts';
 import { DsnSender } from './queue/dsn-sender.ts';
 import { Suppressions } from './accounts/suppressions.ts';
 import { SuppressionsRepo } from './store/suppressions-repo.ts';
+import { SmtpCredentials } from './accounts/smtp-credentials.ts';
+import { SmtpCredentialsRepo } from './store/smtp-credentials-repo.ts';
 import { fileURLToPath } from 'node:url';
+import { Relay } from './message/relay.ts';
+import { AuthThrottle } from './smtp/auth-throttle.ts';
+import { loadOrCreateCertificate } from './smtp/certificate.ts';
+import { SubmissionListeners } from './smtp/submission.ts';
 import { controlSocketPath } from './control/protocol.ts';
 import { QueueAdmin } from './control/queue-admin.ts';
 import { ControlServer } from './control/server.ts';
@@ -70,6 +76,8 @@ export interface Core {
   domainsRepo: DomainsRepo;
   accountsRepo: AccountsRepo;
   suppressions: Suppressions;
+  /** SMTP submission credentials: the API manages them, the SMTP listener authenticates with them. */
+  smtpCredentials: SmtpCredentials;
   events: EventRecorder;
   clock: Clock;
 }
@@ -121,6 +129,7 @@ export async function openCore(config: Config, clock: Clock = systemClock): Prom
     domainsRepo,
     accountsRepo,
     suppressions: new Suppressions(store, new SuppressionsRepo(store), domainsRepo, events, clock),
+    smtpCredentials: new SmtpCredentials(store, new SmtpCredentialsRepo(store), domainsRepo, clock),
     events,
     clock,
   };
@@ -143,6 +152,7 @@ export class Daemon {
   private readonly jobs: ScheduledTask[] = [];
   private delivery: { scheduler: Scheduler; pool: SmtpPool } | null = null;
   private control: ControlServer | null = null;
+  private submission: SubmissionListeners | null = null;
   private settings: ApiSettings;
   private stopping: Promise<void> | null = null;
 
@@ -194,6 +204,7 @@ export class Daemon {
       sender: core.sender,
       messages: core.messages,
       suppressions: core.suppressions,
+      smtpCredentials: core.smtpCredentials,
       idempotency: core.idempotency,
       rateLimiter: this.rateLimiter,
       settings: () => this.settings,
@@ -237,6 +248,7 @@ export class Daemon {
 
     if (config.delivery.enabled) this.delivery = this.startDelivery();
     this.control = await this.startControl();
+    if (config.smtp.submission.enabled) this.submission = await this.startSubmission();
 
     const handler = app.callback();
     this.listeners.push(await ApiListener.start({ host: config.api.host, port: config.api.port }, handler));
@@ -320,6 +332,47 @@ export class Daemon {
     return ControlServer.start(controlSocketPath(config), admin, log);
   }
 
+  /** SMTP submission: STARTTLS and implicit-TLS listeners feeding the same accept() as the API. */
+  private async startSubmission(): Promise<SubmissionListeners | null> {
+    const { config, core_: core, log } = this;
+    const s = config.smtp.submission;
+    const ports = [
+      ...(s.starttls_port !== null ? [{ port: s.starttls_port, secure: false }] : []),
+      ...(s.tls_port !== null ? [{ port: s.tls_port, secure: true }] : []),
+    ];
+    if (ports.length === 0) {
+      log.warn('smtp.submission is enabled but both of its ports are null: no listener');
+      return null;
+    }
+    const certPath = resolve(config.keys.dir, s.cert);
+    const tls = await loadOrCreateCertificate(certPath, resolve(config.keys.dir, s.key), config.server.hostname);
+    if (tls.created) log.info({ cert: certPath, hostname: config.server.hostname }, 'self-signed SMTP certificate created');
+    return SubmissionListeners.start(
+      {
+        host: s.host,
+        ports,
+        hostname: config.server.hostname,
+        tls,
+        maxMessageBytes: s.max_message_bytes,
+        maxRecipients: s.max_recipients,
+        plainAuthFrom: s.plain_auth_from.map(parseCidr),
+        graceMs: config.shutdown.grace_seconds * 1000,
+      },
+      {
+        credentials: core.smtpCredentials,
+        accounts: core.accounts,
+        relay: new Relay(core.domains, core.acceptor, core.clock),
+        throttle: new AuthThrottle(s.auth_failures.limit, s.auth_failures.window_seconds * 1000, core.clock),
+        log,
+      },
+    );
+  }
+
+  /** The SMTP submission listeners' bound ports (empty when submission is off). */
+  get submissionPorts(): Array<{ port: number; secure: boolean }> {
+    return this.submission?.ports ?? [];
+  }
+
   /** The delivery scheduler, for tests and the operator's queue view (null when delivery is off). */
   get scheduler(): Scheduler | null {
     return this.delivery?.scheduler ?? null;
@@ -334,7 +387,7 @@ export class Daemon {
     const tls = next.api.tls.enabled && this.listeners.length > 1 ? readTls(next) : null;
     const same = (a: unknown, b: unknown) => JSON.stringify(a) === JSON.stringify(b);
     const listenerShape = (c: Config) => ({ host: c.api.host, port: c.api.port, tls: { enabled: c.api.tls.enabled, host: c.api.tls.host, port: c.api.tls.port } });
-    const restartNeeded: string[] = (['data', 'keys', 'server', 'dns', 'domains', 'dkim', 'messages', 'delivery'] as const).filter((k) => !same(next[k], this.config[k]));
+    const restartNeeded: string[] = (['data', 'keys', 'server', 'dns', 'domains', 'dkim', 'messages', 'delivery', 'smtp'] as const).filter((k) => !same(next[k], this.config[k]));
     if (!same(listenerShape(next), listenerShape(this.config))) restartNeeded.push('api listeners');
     if (next.api.idempotency.purge_schedule !== this.config.api.idempotency.purge_schedule) {
       restartNeeded.push('api.idempotency.purge_schedule');
@@ -355,7 +408,7 @@ export class Daemon {
     this.stopping ??= (async () => {
       const graceMs = this.config.shutdown.grace_seconds * 1000;
       this.log.info({ grace_seconds: this.config.shutdown.grace_seconds }, 'stopping');
-      await Promise.all([...this.listeners.map((l) => l.close(graceMs)), this.control?.close(graceMs)]);
+      await Promise.all([...this.listeners.map((l) => l.close(graceMs)), this.control?.close(graceMs), this.submission?.close()]);
       if (this.delivery) {
         // Transactions in flight finish (within the grace period); queued work stays in the store.
         await this.delivery.scheduler.stop(graceMs);

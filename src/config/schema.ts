@@ -160,6 +160,8 @@ export const configSchema = z.strictObject({
       max_message_bytes: z.number().int().min(1024).max(200 * 1024 * 1024).default(25 * 1024 * 1024)
         .describe('largest accepted message (announced with SIZE; larger ones get 552)'),
       max_recipients: z.number().int().min(1).max(1000).default(100).describe('recipients per message (more get 452)'),
+      plain_auth_from: cidrList.default(['127.0.0.0/8', '::1/128'])
+        .describe('clients (CIDR) that may AUTH without TLS; everyone else must use TLS first'),
       auth_failures: z.strictObject({
         limit: z.number().int().min(1).max(1000).default(5).describe('failed AUTH attempts allowed per client address in the window'),
         window_seconds: z.number().int().min(1).max(86_400).default(300).describe('how long failures count; past the limit AUTH gets 454'),

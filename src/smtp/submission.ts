@@ -5,6 +5,7 @@ import type { Accounts } from '../accounts/accounts.ts';
 import type { DomainRecord } from '../store/records.ts';
 import type { Relay, Relayer } from '../message/relay.ts';
 import { isClientError } from '../message/relay.ts';
+import { cidrContains, parseClientIp, type Cidr } from '../util/cidr.ts';
 import { isMailboxAddress } from '../util/email.ts';
 import type { AuthThrottle } from './auth-throttle.ts';
 
@@ -23,6 +24,8 @@ export interface SubmissionOptions {
   tls: { cert: Buffer; key: Buffer };
   maxMessageBytes: number;
   maxRecipients: number;
+  /** Clients that may AUTH without TLS (local applications). */
+  plainAuthFrom: Cidr[];
   /** On close, how long sessions may take to finish before they are cut. */
   graceMs: number;
 }
@@ -48,7 +51,7 @@ interface SessionState {
 
 /**
  * The submission listeners (smtp-server): STARTTLS and implicit TLS, AUTH PLAIN/LOGIN with SMTP
- * credentials, only after TLS except from loopback. MAIL FROM must be a domain the credential may
+ * credentials, only after TLS except from the configured local clients (loopback by default). MAIL FROM must be a domain the credential may
  * use; DATA is accepted through the Relay and answered 250 only once it is durably stored.
  */
 export class SubmissionListeners {
@@ -112,7 +115,7 @@ function createServer(options: SubmissionOptions, deps: SubmissionDeps, secure: 
 
     onAuth(auth, session, callback) {
       const address = session.remoteAddress;
-      if (!session.secure && !isLoopback(address)) return callback(reply(538, '5.7.11 Encryption required: issue STARTTLS first'));
+      if (!session.secure && !mayAuthInClear(address, options.plainAuthFrom)) return callback(reply(538, '5.7.11 Encryption required: issue STARTTLS first'));
       if (throttle.blocked(address)) return callback(reply(454, '4.7.0 Too many failed authentication attempts; try again later'));
       void (async () => {
         const credential = await credentials.authenticate(auth.username ?? '', auth.password ?? '');
@@ -214,9 +217,9 @@ function reply(code: number, text: string): Error {
   return Object.assign(new Error(text), { responseCode: code });
 }
 
-function isLoopback(address: string): boolean {
-  const a = address.replace(/^::ffff:/, '');
-  return a === '::1' || a.startsWith('127.');
+function mayAuthInClear(address: string, allowed: Cidr[]): boolean {
+  const ip = parseClientIp(address);
+  return ip !== null && allowed.some((cidr) => cidrContains(cidr, ip));
 }
 
 function printable(text: string): string {
