@@ -1,4 +1,5 @@
 import type { EventRecorder } from '../events/recorder.ts';
+import { messageEventData } from '../events/message-data.ts';
 import type { Logger } from '../logging/logger.ts';
 import type { Messages } from '../message/messages.ts';
 import { isFinal } from '../message/retention.ts';
@@ -264,20 +265,7 @@ export class QueueAdmin implements QueueOperations {
 
   /** message.failed carries no delivery_attempt: no server answered this decision. */
   private failedEvent(m: MessageRecord): WriteOp[] {
-    return this.o.events.record({
-      type: 'message.failed',
-      accountId: m.accountId,
-      data: {
-        account_id: m.accountId,
-        event: 'on_failed',
-        from: m.sender,
-        recipient: m.recipient,
-        subject: m.subject,
-        message_id_header: m.messageId,
-        is_bot: false,
-        id: m.id,
-      },
-    });
+    return this.o.events.record({ type: 'message.failed', accountId: m.accountId, data: messageEventData(m, 'on_failed') });
   }
 }
 

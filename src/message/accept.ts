@@ -1,3 +1,4 @@
+import { messageEventData } from '../events/message-data.ts';
 import type { EventRecorder } from '../events/recorder.ts';
 import type { WriteOp } from '../store/group-commit.ts';
 import type { MessagesRepo } from '../store/messages-repo.ts';
@@ -75,20 +76,7 @@ export class Acceptor {
         ...this.repo.put(record),
         ...this.repo.refBody(record.bodyId, record.id),
         ...this.repo.schedule(record),
-        ...this.events.record({
-          type: 'message.reception',
-          accountId: record.accountId,
-          data: {
-            account_id: record.accountId,
-            event: 'on_reception',
-            from: record.sender,
-            recipient: record.recipient,
-            subject: record.subject,
-            message_id_header: record.messageId,
-            is_bot: false,
-            id: record.id,
-          },
-        }),
+        ...this.events.record({ type: 'message.reception', accountId: record.accountId, data: messageEventData(record, 'on_reception') }),
       );
     }
     return { records, ops };

@@ -1,6 +1,7 @@
 import type { Attempt } from '../delivery/deliverer.ts';
 import type { EventRecorder } from '../events/recorder.ts';
-import type { DeliveryAttemptData, Event, MessageEventData } from '../events/types.ts';
+import { messageEventData } from '../events/message-data.ts';
+import type { DeliveryAttemptData, Event } from '../events/types.ts';
 import type { Messages } from '../message/messages.ts';
 import type { WriteOp } from '../store/group-commit.ts';
 import type { MessagesRepo } from '../store/messages-repo.ts';
@@ -159,18 +160,7 @@ export class Outcomes {
   }
 
   private event(m: MessageRecord, type: OutcomeEvent, attempt: DeliveryAttemptData | undefined): WriteOp[] {
-    const data: MessageEventData = {
-      account_id: m.accountId,
-      event: EVENT_NAMES[type],
-      from: m.sender,
-      recipient: m.recipient,
-      subject: m.subject,
-      message_id_header: m.messageId,
-      is_bot: false,
-      id: m.id,
-      ...(attempt ? { delivery_attempt: attempt } : {}),
-    };
-    return this.events.record({ type, accountId: m.accountId, data });
+    return this.events.record({ type, accountId: m.accountId, data: messageEventData(m, EVENT_NAMES[type], attempt) });
   }
 }
 

@@ -1,6 +1,6 @@
 import { createHash } from 'node:crypto';
 import type { WriteOp } from './group-commit.ts';
-import type { Page, PageRequest } from './page.ts';
+import { collectNewestFirst, type Page, type PageRequest } from './page.ts';
 import type { MessageRecord, MessageStatus } from './records.ts';
 import type { Store, Sublevel } from './store.ts';
 import { idFloor } from '../util/ids.ts';
@@ -172,24 +172,13 @@ export class MessagesRepo {
       ? { above: maxString(low, req.before!), below: high, reverse: false }
       : { above: low, below: req.after !== undefined ? minString(high, req.after) : high, reverse: true };
 
-    const items: MessageRecord[] = [];
-    let more = false;
-    for await (const id of mergeRanges(this.store.families.messageIndex, prefixes, bounds)) {
-      const record = await this.get(id);
-      if (!record || !matches(record, filter)) continue;
-      if (items.length === req.limit) {
-        more = true;
-        break;
-      }
-      items.push(record);
-    }
-    if (backwards) items.reverse();
-    return {
-      items,
-      keys: items.map((m) => m.id),
-      hasNext: backwards ? true : more,
-      hasPrevious: backwards ? more : req.after !== undefined,
-    };
+    return collectNewestFirst(
+      mergeRanges(this.store.families.messageIndex, prefixes, bounds),
+      (id) => this.get(id),
+      (record) => matches(record, filter),
+      (record) => record.id,
+      req,
+    );
   }
 }
 

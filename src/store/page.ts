@@ -70,3 +70,36 @@ export async function* everyItem<T>(read: (req: PageRequest) => Promise<Page<T>>
     after = page.keys.at(-1);
   }
 }
+
+/**
+ * A newest-first page read through an index walk: loads each key the walk yields, keeps the
+ * records `keep` accepts, and stops one past the limit. With `before`, the walk ran oldest first
+ * (from the cursor up) and the page is turned round; `keyOf` gives each record's cursor key.
+ */
+export async function collectNewestFirst<T>(
+  walk: AsyncIterable<string>,
+  load: (key: string) => Promise<T | undefined>,
+  keep: (record: T) => boolean,
+  keyOf: (record: T) => string,
+  req: PageRequest,
+): Promise<Page<T>> {
+  const backwards = req.before !== undefined;
+  const items: T[] = [];
+  let more = false;
+  for await (const key of walk) {
+    const record = await load(key);
+    if (record === undefined || !keep(record)) continue;
+    if (items.length === req.limit) {
+      more = true;
+      break;
+    }
+    items.push(record);
+  }
+  if (backwards) items.reverse();
+  return {
+    items,
+    keys: items.map(keyOf),
+    hasNext: backwards ? true : more,
+    hasPrevious: backwards ? more : req.after !== undefined,
+  };
+}

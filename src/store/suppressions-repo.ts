@@ -1,5 +1,5 @@
 import type { WriteOp } from './group-commit.ts';
-import type { Page, PageRequest } from './page.ts';
+import { collectNewestFirst, type Page, type PageRequest } from './page.ts';
 import type { SuppressionRecord } from './records.ts';
 import type { Store } from './store.ts';
 import { idFloor } from '../util/ids.ts';
@@ -66,24 +66,13 @@ export class SuppressionsRepo {
       ? { gt: prefix + (low > req.before! ? low : req.before!), lt: prefix + high, reverse: false }
       : { gt: prefix + low, lt: prefix + (req.after !== undefined && req.after < high ? req.after : high), reverse: true };
 
-    const items: SuppressionRecord[] = [];
-    let more = false;
-    for await (const key of this.store.families.suppressionIndex.values(range)) {
-      const record = await this.store.get<SuppressionRecord>('suppressions', key as string);
-      if (!record || !matches(record, filter)) continue;
-      if (items.length === req.limit) {
-        more = true;
-        break;
-      }
-      items.push(record);
-    }
-    if (backwards) items.reverse();
-    return {
-      items,
-      keys: items.map((s) => s.id),
-      hasNext: backwards ? true : more,
-      hasPrevious: backwards ? more : req.after !== undefined,
-    };
+    return collectNewestFirst(
+      this.store.families.suppressionIndex.values(range) as AsyncIterable<string>,
+      (key) => this.store.get<SuppressionRecord>('suppressions', key),
+      (record) => matches(record, filter),
+      (record) => record.id,
+      req,
+    );
   }
 
   /** Every record of an account, or of one of its domains (for a wipe), at most `limit`. */

@@ -16,6 +16,8 @@ export interface MessageBed extends DomainBed {
   v1(body: unknown, key: string): Promise<CallResult>;
   /** GET …/messages/{id} (200 expected): the message with its content. */
   read(id: string): Promise<CallResult['body']>;
+  /** Polls the read API until the message reaches `status` (the delivery engine runs on its own). */
+  until(id: string, status: string, timeoutMs?: number): Promise<CallResult['body']>;
   /** How many messages GET …/messages?recipient= lists for the address. */
   countTo(recipient: string): Promise<number>;
   /** Creates a v2 key with the given scopes and returns its secret. */
@@ -48,6 +50,16 @@ export async function startMessageBed(config: ConfigInput = {}, domainName = SEN
         const res = await bed.api('GET', `${messages}/${encodeURIComponent(id)}`);
         expect(res.status, JSON.stringify(res.body)).to.equal(200);
         return res.body;
+      },
+      until: async (id, status, timeoutMs = 10_000) => {
+        const deadline = Date.now() + timeoutMs;
+        for (;;) {
+          const res = await bed.api('GET', `${messages}/${encodeURIComponent(id)}`);
+          expect(res.status, JSON.stringify(res.body)).to.equal(200);
+          if (res.body.status === status) return res.body;
+          if (Date.now() > deadline) throw new Error(`message ${id} is ${res.body.status}, not ${status}: ${JSON.stringify(res.body.delivery_attempts)}`);
+          await new Promise((r) => setTimeout(r, 50));
+        }
       },
       countTo: async (recipient) => {
         const res = await bed.api('GET', `${messages}?recipient=${encodeURIComponent(recipient)}`);

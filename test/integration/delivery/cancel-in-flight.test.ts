@@ -38,11 +38,6 @@ describe('cancelling a scheduled message the delivery engine has taken', functio
     expect(cancel.body.message).to.contain('being delivered');
 
     release();
-    for (;;) {
-      const message = await bed.read(id);
-      if (message.status === 'Delivered') break;
-      if (Date.now() > deadline) throw new Error(`message is ${message.status}`);
-      await new Promise((r) => setTimeout(r, 50));
-    }
+    await bed.until(id, 'Delivered');
   });
 });

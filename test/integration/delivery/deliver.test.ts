@@ -34,16 +34,6 @@ describe('delivery to MX hosts', function () {
     second = null;
   });
 
-  /** Waits until the message reaches `status` (the read API), returning it. */
-  async function until(id: string, status: string, timeoutMs = 10_000) {
-    const deadline = Date.now() + timeoutMs;
-    for (;;) {
-      const message = await bed.read(id);
-      if (message.status === status) return message;
-      if (Date.now() > deadline) throw new Error(`message ${id} is ${message.status}, not ${status}: ${JSON.stringify(message.delivery_attempts)}`);
-      await new Promise((r) => setTimeout(r, 50));
-    }
-  }
 
   async function sendOne(to = 'rcpt@example.org') {
     const res = await bed.send({ recipients: [{ email: to }] });
@@ -59,7 +49,7 @@ describe('delivery to MX hosts', function () {
     expect(got!.from).to.equal(`bounces+${uuidOf(id).replace(/-/g, '')}@rp.example.com`);
     const verified = await verifyDkim(bed, got!.raw);
     expect(verified.map((v) => v.result)).to.deep.equal(['pass']);
-    const message = await until(id, 'Delivered');
+    const message = await bed.until(id, 'Delivered');
     expect(message.num_attempts).to.equal(1);
     expect(message.delivered_at).to.be.a('string');
     expect(message.sent_at).to.be.a('string');
@@ -72,7 +62,7 @@ describe('delivery to MX hosts', function () {
     await setUp();
     sink.rcpt = (_address, attempt) => (attempt === 1 ? { code: 451, text: '4.7.1 Greylisted, try again later' } : null);
     const id = await sendOne();
-    const deferred = await until(id, 'Deferred');
+    const deferred = await bed.until(id, 'Deferred');
     expect(deferred.delivery_attempts[0].log).to.contain('451 4.7.1 Greylisted');
     expect(sink.received).to.have.length(0);
     // First retry: 300 s ± 20 %. Nothing happens before it is due…
@@ -82,7 +72,7 @@ describe('delivery to MX hosts', function () {
     // …and it is delivered once it is.
     bed.clock.advance(200_000);
     await bed.server.daemon.scheduler!.wake();
-    const delivered = await until(id, 'Delivered');
+    const delivered = await bed.until(id, 'Delivered');
     expect(delivered.num_attempts).to.equal(2);
     expect(delivered.delivery_attempts.map((a: { status: string }) => a.status)).to.deep.equal(['Deferred', 'Delivered']);
   });
@@ -92,10 +82,10 @@ describe('delivery to MX hosts', function () {
     sink.rcpt = (address) => (address === 'gone@example.org' ? { code: 550, text: '5.1.1 The email account that you tried to reach does not exist' } : null);
     const res = await bed.send({ recipients: [{ email: 'gone@example.org' }, { email: 'here@example.org' }] });
     const [gone, here] = res.body.data.map((d: { id: string }) => d.id) as [string, string];
-    const bounced = await until(gone, 'Bounced');
+    const bounced = await bed.until(gone, 'Bounced');
     expect(bounced.bounce_classification).to.equal('InvalidRecipient');
     expect(bounced.delivery_attempts[0].log).to.contain('550 5.1.1');
-    await until(here, 'Delivered');
+    await bed.until(here, 'Delivered');
     expect(sink.received.map((r) => r.to[0])).to.deep.equal(['here@example.org']);
   });
 
@@ -109,10 +99,10 @@ describe('delivery to MX hosts', function () {
     sink.rcpt = (address) => replies[address] ?? null;
     const res = await bed.send({ recipients: Object.keys(replies).map((email) => ({ email })) });
     const [policy, full, disabled] = res.body.data.map((d: { id: string }) => d.id) as string[];
-    expect((await until(policy!, 'Bounced')).bounce_classification).to.equal('PolicyRelated');
-    expect((await until(disabled!, 'Bounced')).bounce_classification).to.equal('InactiveMailbox');
+    expect((await bed.until(policy!, 'Bounced')).bounce_classification).to.equal('PolicyRelated');
+    expect((await bed.until(disabled!, 'Bounced')).bounce_classification).to.equal('InactiveMailbox');
     // bounce-rules moves a full mailbox to a retry, though its code is 5xx.
-    expect((await until(full!, 'Deferred')).delivery_attempts[0].log).to.contain('552 5.2.2');
+    expect((await bed.until(full!, 'Deferred')).delivery_attempts[0].log).to.contain('552 5.2.2');
   });
 
   it('reuses the connection to an MX host for consecutive messages, and drops it after a refused recipient', async () => {
@@ -120,7 +110,7 @@ describe('delivery to MX hosts', function () {
     sink.rcpt = (address) => (address === 'gone@example.org' ? { code: 550, text: '5.1.1 no such user' } : null);
     const res = await bed.send({ recipients: ['a', 'b', 'gone', 'c'].map((n) => ({ email: `${n}@example.org` })) });
     const ids = res.body.data.map((d: { id: string }) => d.id) as string[];
-    for (const [i, id] of ids.entries()) await until(id, i === 2 ? 'Bounced' : 'Delivered');
+    for (const [i, id] of ids.entries()) await bed.until(id, i === 2 ? 'Bounced' : 'Delivered');
     expect(sink.received.map((r) => r.to[0])).to.deep.equal(['a@example.org', 'b@example.org', 'c@example.org']);
     // A refused recipient is a failed transaction: that session is dropped, so two in all.
     expect(sink.connections).to.equal(2);
@@ -137,7 +127,7 @@ describe('delivery to MX hosts', function () {
     bed.dns.zone.set('mx2.example.org', 'A', ['127.0.0.2']);
     const id = await sendOne();
     await second.waitFor(1);
-    const message = await until(id, 'Delivered');
+    const message = await bed.until(id, 'Delivered');
     expect(message.delivery_attempts[0].log).to.match(/^mx2\.example\.org: 250 /);
   });
 
@@ -145,7 +135,7 @@ describe('delivery to MX hosts', function () {
     await setUp();
     bed.dns.zone.set('nomail.example.org', 'MX', [{ exchange: '.', priority: 0 }]);
     const id = await sendOne('someone@nomail.example.org');
-    const message = await until(id, 'Bounced');
+    const message = await bed.until(id, 'Bounced');
     expect(message.bounce_classification).to.equal('BadDomain');
     expect(message.delivery_attempts[0].log).to.contain('null MX');
     expect(sink.received).to.have.length(0);
@@ -157,7 +147,7 @@ describe('delivery to MX hosts', function () {
     const id = await sendOne();
     const [got] = await sink.waitFor(1);
     expect(got!.secure).to.equal(true);
-    await until(id, 'Delivered');
+    await bed.until(id, 'Delivered');
   });
 
   it('defers rather than sends in clear when TLS is required and the host has none', async () => {
@@ -166,7 +156,7 @@ describe('delivery to MX hosts', function () {
     await bed.stop();
     bed = await startMessageBed({ ...POLLING, delivery: { enabled: true, transport: { 'example.org': { host: '127.0.0.1', port: sink.port, tls: 'required' } } } });
     const id = await sendOne();
-    const message = await until(id, 'Deferred');
+    const message = await bed.until(id, 'Deferred');
     expect(message.delivery_attempts[0].log).to.match(/TLS/);
     expect(sink.received).to.have.length(0);
   });
@@ -175,7 +165,7 @@ describe('delivery to MX hosts', function () {
     await setUp();
     const res = await bed.send({ recipients: [{ email: 'a@example.org' }], sandbox: true, sandbox_result: 'bounce' });
     const id = res.body.data[0].id as string;
-    const message = await until(id, 'Sandbox Bounced');
+    const message = await bed.until(id, 'Sandbox Bounced');
     expect(message.bounce_classification).to.equal('InvalidRecipient');
     expect(sink.received).to.have.length(0);
   });

@@ -28,15 +28,6 @@ describe('suppressions and DSNs in delivery', function () {
     await sink?.close();
   });
 
-  async function until(id: string, status: string, timeoutMs = 10_000) {
-    const deadline = Date.now() + timeoutMs;
-    for (;;) {
-      const message = await bed.read(id);
-      if (message.status === status) return message;
-      if (Date.now() > deadline) throw new Error(`message ${id} is ${message.status}, not ${status}: ${JSON.stringify(message.delivery_attempts)}`);
-      await new Promise((r) => setTimeout(r, 50));
-    }
-  }
 
   async function sendTo(...emails: string[]): Promise<string[]> {
     const res = await bed.send({ recipients: emails.map((email) => ({ email })) });
@@ -50,7 +41,7 @@ describe('suppressions and DSNs in delivery', function () {
   it('suppresses a hard-bounced address for 30 days, announces it, and skips it on the next send', async () => {
     sink.rcpt = (address) => (address === 'gone@example.org' ? { code: 550, text: '5.1.1 no such user' } : null);
     const [first] = await sendTo('gone@example.org');
-    await until(first!, 'Bounced');
+    await bed.until(first!, 'Bounced');
     const [row] = await suppressed('gone@example.org');
     expect(row).to.include({ email: 'gone@example.org', domain: 'example.com' });
     expect(row.reason).to.match(/^Hard bounce \(InvalidRecipient\): 550 5\.1\.1 no such user/);
@@ -59,7 +50,7 @@ describe('suppressions and DSNs in delivery', function () {
     expect(created!.data).to.include({ recipient: 'gone@example.org', sending_domain: 'example.com', reason: row.reason });
 
     const [second] = await sendTo('gone@example.org');
-    const message = await until(second!, 'Suppressed');
+    const message = await bed.until(second!, 'Suppressed');
     expect(message.delivery_attempts[0].log).to.contain('is suppressed for example.com');
     const [event] = await events('message.suppressed');
     expect(event!.data).to.include({ event: 'on_suppressed', recipient: 'gone@example.org' });
@@ -72,7 +63,7 @@ describe('suppressions and DSNs in delivery', function () {
   it('does not suppress after a bounce that blames the sender or the content', async () => {
     sink.rcpt = () => ({ code: 554, text: '5.7.1 Message rejected as spam' });
     const [id] = await sendTo('picky@example.org');
-    await until(id!, 'Bounced');
+    await bed.until(id!, 'Bounced');
     expect(await suppressed('picky@example.org')).to.have.length(0);
     expect(await events('suppression.created')).to.have.length(0);
   });
@@ -80,13 +71,13 @@ describe('suppressions and DSNs in delivery', function () {
   it('suppresses an address whose delivery finally failed after its retries', async () => {
     sink.rcpt = () => ({ code: 451, text: '4.3.0 try again later' });
     const [id] = await sendTo('slow@example.org');
-    await until(id!, 'Deferred');
+    await bed.until(id!, 'Deferred');
     for (let i = 0; i < 10 && (await bed.read(id!)).status === 'Deferred'; i++) {
       bed.clock.advance(30 * 60_000);
       await bed.server.daemon.scheduler!.wake();
       await new Promise((r) => setTimeout(r, 100));
     }
-    const failed = await until(id!, 'Failed');
+    const failed = await bed.until(id!, 'Failed');
     expect(failed.num_attempts).to.be.greaterThan(1);
     const [row] = await suppressed('slow@example.org');
     expect(row.reason).to.match(/^Delivery failed after \d+ attempts \(TransientFailure\): 451 4\.3\.0/);
@@ -98,14 +89,14 @@ describe('suppressions and DSNs in delivery', function () {
     expect((await bed.api('POST', suppressions, { body: { email: 'Blocked@example.org', domain: 'example.com', expires_at: expires } })).status).to.equal(201);
     expect((await bed.api('POST', suppressions, { body: { email: 'elsewhere@example.org', domain: 'other.example', expires_at: expires } })).status).to.equal(201);
     const [blocked, fine] = await sendTo('blocked@example.org', 'elsewhere@example.org');
-    await until(blocked!, 'Suppressed');
-    await until(fine!, 'Delivered');
+    await bed.until(blocked!, 'Suppressed');
+    await bed.until(fine!, 'Delivered');
     expect(sink.received.map((r) => r.to[0])).to.deep.equal(['elsewhere@example.org']);
 
     // Once the suppression is deleted, the address is sent to again.
     expect((await bed.api('DELETE', `${suppressions}?email=blocked@example.org`)).status).to.equal(200);
     const [again] = await sendTo('blocked@example.org');
-    await until(again!, 'Delivered');
+    await bed.until(again!, 'Delivered');
   });
 
   it('sends an RFC 3464 report to the domain\'s dsn_recipient, with a null return path and a DKIM signature', async () => {
@@ -113,7 +104,7 @@ describe('suppressions and DSNs in delivery', function () {
     expect(put.status, JSON.stringify(put.body)).to.equal(200);
     sink.rcpt = (address) => (address === 'gone@example.org' ? { code: 550, text: '5.1.1 no such user' } : null);
     const [id] = await sendTo('gone@example.org');
-    await until(id!, 'Bounced');
+    await bed.until(id!, 'Bounced');
     const [report] = await sink.waitFor(1);
     expect(report!.from).to.equal('');
     expect(report!.to).to.deep.equal(['postmaster@example.org']);
@@ -139,7 +130,7 @@ describe('suppressions and DSNs in delivery', function () {
     // The report is a message of its own in the read API, delivered and marked as a bounce notification.
     const listed = await bed.api('GET', `${bed.messages}?recipient=postmaster@example.org`);
     expect(listed.body.data).to.have.length(1);
-    const dsn = await until(listed.body.data[0].id, 'Delivered');
+    const dsn = await bed.until(listed.body.data[0].id, 'Delivered');
     expect(dsn.is_bounce_notification).to.equal(true);
     expect(dsn.sender).to.equal('mailer-daemon@example.com');
   });
@@ -148,15 +139,15 @@ describe('suppressions and DSNs in delivery', function () {
     await bed.api('PUT', `/v2/accounts/${bed.server.accountId}/domains/example.com`, { body: { dsn_recipient: 'postmaster@example.org' } });
     sink.rcpt = () => ({ code: 550, text: '5.1.1 no such user' });
     const [id] = await sendTo('gone@example.org');
-    await until(id!, 'Bounced');
+    await bed.until(id!, 'Bounced');
     const listed = async () => (await bed.api('GET', `${bed.messages}?recipient=postmaster@example.org`)).body.data as Array<{ id: string }>;
-    await until((await listed())[0]!.id, 'Bounced');
+    await bed.until((await listed())[0]!.id, 'Bounced');
     // Give the engine time to (wrongly) queue a second report.
     await new Promise((r) => setTimeout(r, 300));
     expect(await listed()).to.have.length(1);
 
     const sandbox = await bed.send({ recipients: [{ email: 'x@example.org' }], sandbox: true, sandbox_result: 'bounce' });
-    await until(sandbox.body.data[0].id, 'Sandbox Bounced');
+    await bed.until(sandbox.body.data[0].id, 'Sandbox Bounced');
     await new Promise((r) => setTimeout(r, 200));
     expect(await listed()).to.have.length(1);
   });
@@ -164,7 +155,7 @@ describe('suppressions and DSNs in delivery', function () {
   it('sends no report when the domain has no dsn_recipient', async () => {
     sink.rcpt = () => ({ code: 550, text: '5.1.1 no such user' });
     const [id] = await sendTo('gone@example.org');
-    await until(id!, 'Bounced');
+    await bed.until(id!, 'Bounced');
     await new Promise((r) => setTimeout(r, 200));
     expect((await bed.api('GET', bed.messages)).body.data).to.have.length(1);
   });

@@ -90,15 +90,6 @@ describe('SMTP submission', function () {
     throw new Error('expected the server to refuse');
   }
 
-  async function until(id: string, status: string) {
-    const deadline = Date.now() + 10_000;
-    for (;;) {
-      const message = await bed.read(id);
-      if (message.status === status) return message;
-      if (Date.now() > deadline) throw new Error(`message ${id} is ${message.status}, not ${status}`);
-      await new Promise((r) => setTimeout(r, 50));
-    }
-  }
 
   it('relays over STARTTLS: one message per recipient, delivered DKIM-signed, 250 naming the queue id', async () => {
     const t = transport();
@@ -112,7 +103,7 @@ describe('SMTP submission', function () {
     const listed = await bed.api('GET', `${bed.messages}?sender=app@example.com`);
     const mine = listed.body.data.filter((m: { subject: string }) => m.subject === 'Relayed');
     expect(mine).to.have.length(2);
-    for (const m of mine) await until(m.id, 'Delivered');
+    for (const m of mine) await bed.until(m.id, 'Delivered');
     const queued = /queued as ([0-9a-f-]{36})/.exec(info.response)![1]!;
     expect(mine.map((m: { id: string }) => m.id)).to.include(queued);
   });
@@ -232,9 +223,9 @@ describe('SMTP submission', function () {
     await other.sendMail(mail({ subject: 'Sandbox header', headers: { 'AhaSend-Sandbox': 'true' } }));
     other.close();
     const ids = (await bed.api('GET', `${bed.messages}?subject=Sandboxed`)).body.data.map((m: { id: string }) => m.id);
-    await until(ids[0], 'Sandbox Bounced');
+    await bed.until(ids[0], 'Sandbox Bounced');
     const header = (await bed.api('GET', `${bed.messages}?subject=${encodeURIComponent('Sandbox header')}`)).body.data[0].id;
-    await until(header, 'Sandbox Delivered');
+    await bed.until(header, 'Sandbox Delivered');
     expect(sink.received).to.have.length(0);
   });
 
