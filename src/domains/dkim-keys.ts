@@ -29,7 +29,6 @@ export function dkimTxt(key: DkimPublicKey): string {
  */
 export class DkimKeyStore {
   private readonly cache = new Map<string, KeyObject>();
-  private readonly pems = new Map<string, string>();
 
   constructor(private readonly dir: string) {}
 
@@ -65,17 +64,6 @@ export class DkimKeyStore {
     return key;
   }
 
-  /** The private key as PEM (for libraries that take text), exported once. */
-  async privatePem(domainId: string, selector: string): Promise<string> {
-    const path = this.path(domainId, selector);
-    let pem = this.pems.get(path);
-    if (pem === undefined) {
-      pem = (await this.privateKey(domainId, selector)).export({ type: 'pkcs8', format: 'pem' }) as string;
-      this.pems.set(path, pem);
-    }
-    return pem;
-  }
-
   /**
    * Writes each key again under its new selector; the old files stay until the caller removes
    * them, after the record that names the new selectors is committed.
@@ -88,14 +76,11 @@ export class DkimKeyStore {
   async remove(domainId: string, selector: string): Promise<void> {
     const path = this.path(domainId, selector);
     this.cache.delete(path);
-    this.pems.delete(path);
     await rm(path, { force: true });
   }
 
   async removeDomain(domainId: string): Promise<void> {
-    for (const cache of [this.cache, this.pems]) {
-      for (const path of cache.keys()) if (path.startsWith(join(this.dir, domainId))) cache.delete(path);
-    }
+    for (const path of this.cache.keys()) if (path.startsWith(join(this.dir, domainId))) this.cache.delete(path);
     await rm(join(this.dir, domainId), { recursive: true, force: true });
   }
 
@@ -132,7 +117,6 @@ export class DkimKeyStore {
       await handle.close();
     }
     this.cache.set(path, key);
-    this.pems.delete(path);
   }
 
   private path(domainId: string, selector: string): string {
