@@ -9,6 +9,8 @@ export interface PoolOptions {
   connectTimeoutMs: number;
   commandTimeoutMs: number;
   tlsRejectUnauthorized: boolean;
+  /** A session parked longer than this is checked with RSET before reuse (default 2 s). */
+  probeAfterMs?: number;
 }
 
 /** What the server answered for one recipient, or why there was no answer. */
@@ -21,12 +23,21 @@ interface Session {
   connection: SMTPConnection;
   sent: number;
   idleTimer: NodeJS.Timeout | null;
+  parkedAt: number;
 }
 
 /**
- * SMTP client sessions on nodemailer's smtp-connection, reused per hop (address:port): after a
- * transaction the session is RSET and parked; it is closed after `messagesPerConnection`
- * messages, after `idleTimeoutMs` unused, and at once on any error.
+ * A session parked longer than this is checked with RSET before it carries another message, as
+ * Postfix checks a cached session: a server may have dropped it without our noticing.
+ */
+const PROBE_AFTER_MS = 2000;
+
+/**
+ * SMTP client sessions on nodemailer's smtp-connection, reused per hop (address:port). A
+ * completed transaction leaves the session ready for the next MAIL FROM (RFC 5321 §4.1.1.4), so
+ * it is parked as it is, without a round trip for RSET; one that waited longer than
+ * `probeAfterMs` is RSET before reuse, and dropped if that fails. A session is closed after
+ * `messagesPerConnection` messages, after `idleTimeoutMs` unused, and at once on any error.
  */
 export class SmtpPool {
   private readonly idle = new Map<string, Session[]>();
@@ -40,7 +51,7 @@ export class SmtpPool {
   async send(hop: Hop, from: string, to: string, message: Buffer): Promise<SendReply> {
     let session: Session;
     try {
-      session = this.take(hop) ?? (await this.open(hop));
+      session = (await this.take(hop)) ?? (await this.open(hop));
     } catch (err) {
       return connectionFailure(err);
     }
@@ -50,7 +61,7 @@ export class SmtpPool {
       );
       session.sent += 1;
       const reply = replyOf(info.response, 'DATA');
-      await this.park(hop, session);
+      this.park(session);
       return reply;
     } catch (err) {
       this.discard(session);
@@ -72,11 +83,21 @@ export class SmtpPool {
     for (const connection of this.live) if (!quitting.has(connection)) connection.close();
   }
 
-  private take(hop: Hop): Session | undefined {
-    const sessions = this.idle.get(key(hop));
-    const session = sessions?.pop();
-    if (session?.idleTimer) clearTimeout(session.idleTimer);
-    return session;
+  /** The most recently parked usable session with the hop, if any. */
+  private async take(hop: Hop): Promise<Session | undefined> {
+    for (;;) {
+      const session = this.idle.get(key(hop))?.pop();
+      if (!session) return undefined;
+      if (session.idleTimer) clearTimeout(session.idleTimer);
+      session.idleTimer = null;
+      if (Date.now() - session.parkedAt < (this.options.probeAfterMs ?? PROBE_AFTER_MS)) return session;
+      try {
+        await new Promise<void>((resolve, reject) => session.connection.reset((err) => (err ? reject(err) : resolve())));
+        return session;
+      } catch {
+        this.discard(session);
+      }
+    }
   }
 
   private async open(hop: Hop): Promise<Session> {
@@ -104,23 +125,18 @@ export class SmtpPool {
         resolve();
       });
     });
-    const session: Session = { key: key(hop), connection, sent: 0, idleTimer: null };
+    const session: Session = { key: key(hop), connection, sent: 0, idleTimer: null, parkedAt: 0 };
     // A parked session the server closes is forgotten at once.
     connection.once('end', () => this.forget(session));
     return session;
   }
 
-  private async park(hop: Hop, session: Session): Promise<void> {
+  private park(session: Session): void {
     if (this.closed || session.sent >= this.options.messagesPerConnection) {
       this.discard(session, true);
       return;
     }
-    try {
-      await new Promise<void>((resolve, reject) => session.connection.reset((err) => (err ? reject(err) : resolve())));
-    } catch {
-      this.discard(session);
-      return;
-    }
+    session.parkedAt = Date.now();
     session.idleTimer = setTimeout(() => {
       this.forget(session);
       this.discard(session, true);
