@@ -5,6 +5,7 @@ import type { MessagesRepo } from '../store/messages-repo.ts';
 import type { DomainRecord, MessageRecord } from '../store/records.ts';
 import { domainOf } from '../util/email.ts';
 import { retryHintMs } from '../queue/retry-policy.ts';
+import { RecentBodies } from './recent-bodies.ts';
 import type { Router } from './router.ts';
 import type { SendReply, SmtpPool } from './smtp-pool.ts';
 
@@ -28,6 +29,8 @@ export interface Attempt {
  * with the VERP return path over a pooled session, and says what the reply means.
  */
 export class Deliverer {
+  private readonly bodies = new RecentBodies((bodyId) => this.messages.body(bodyId));
+
   constructor(
     private readonly messages: MessagesRepo,
     private readonly domains: DomainsRepo,
@@ -84,9 +87,7 @@ export class Deliverer {
 
   /** The per-message headers, the shared body, and the DKIM-Signature(s) in front. */
   private async signed(message: MessageRecord, domain: DomainRecord): Promise<Buffer> {
-    const parts: Buffer[] = [Buffer.from(message.head, 'utf8')];
-    for await (const chunk of this.messages.body(message.bodyId)) parts.push(chunk);
-    const unsigned = Buffer.concat(parts);
+    const unsigned = Buffer.concat([Buffer.from(message.head, 'utf8'), await this.bodies.get(message.bodyId)]);
     const signature = await this.signer.sign(domain.name, unsigned);
     return Buffer.concat([Buffer.from(signature, 'utf8'), unsigned]);
   }

@@ -25,7 +25,8 @@ export class DeliveryQueue {
     this.scheduler = scheduler;
   }
 
-  async process(message: MessageRecord): Promise<void> {
+  /** `transactionDone` is called once no connection is used any more (the scheduler's slot). */
+  async process(message: MessageRecord, transactionDone: () => void = () => undefined): Promise<void> {
     const now = this.clock.now();
     const log = this.log.child({ message_id: message.id, account_id: message.accountId, destination: domainOf(message.recipient) });
     if (message.schedule?.expires && Date.parse(message.schedule.expires) <= now) {
@@ -51,6 +52,7 @@ export class DeliveryQueue {
       log.error({ err }, 'delivery attempt failed unexpectedly; deferred');
       attempt = { outcome: 'deferred', classification: 'Uncategorized', smtpCode: 0, enhanced: '', response: `internal error: ${(err as Error).message}`, command: '', host: null };
     }
+    transactionDone();
     const next = await this.outcomes.apply(message, attempt);
     log.info(
       { status: next?.status ?? 'unchanged', host: attempt.host, response: attempt.response, classification: attempt.classification, next_attempt_at: next?.status === 'Deferred' ? next.dueAt : undefined },

@@ -5,6 +5,9 @@ import type { MessageRecord } from '../store/records.ts';
 import { domainOf } from '../util/email.ts';
 import type { Clock } from '../util/time.ts';
 
+/** Records read from the store at once while filling the ready queues. */
+const READ_AHEAD = 32;
+
 export interface SchedulerOptions {
   /** Transactions in flight at once, in total. */
   concurrency: number;
@@ -37,7 +40,10 @@ export class Scheduler {
   private readonly ready = new Map<string, MessageRecord[]>();
   private readonly runningPer = new Map<string, number>();
   private readyCount = 0;
+  /** SMTP transactions in flight: what the limits count. */
   private running = 0;
+  /** Messages started and not finished: in a transaction, or recording its outcome. */
+  private unfinished = 0;
   private timer: NodeJS.Timeout | null = null;
   private wakeAt: number | null = null;
   private pumping: Promise<void> | null = null;
@@ -49,7 +55,11 @@ export class Scheduler {
 
   constructor(
     private readonly repo: MessagesRepo,
-    private readonly process: (message: MessageRecord) => Promise<void>,
+    /**
+     * Handles one message; calls `transactionDone` once it no longer uses a connection (the
+     * outcome is then being recorded), which frees its slot for the next message.
+     */
+    private readonly process: (message: MessageRecord, transactionDone: () => void) => Promise<void>,
     private readonly options: SchedulerOptions,
     private readonly clock: Clock,
     private readonly log: Logger,
@@ -90,7 +100,7 @@ export class Scheduler {
     return this.pumping;
   }
 
-  /** Stops taking work and waits (up to `graceMs`) for transactions in flight. */
+  /** Stops taking work and waits (up to `graceMs`) for transactions in flight and their outcomes. */
   async stop(graceMs: number): Promise<void> {
     this.stopped = true;
     if (this.timer) clearTimeout(this.timer);
@@ -99,7 +109,7 @@ export class Scheduler {
     for (const id of [...this.taken]) if (!this.isRunning(id)) this.taken.delete(id);
     this.readyCount = 0;
     await this.pumping;
-    if (this.running === 0) return;
+    if (this.unfinished === 0) return;
     await new Promise<void>((resolve) => {
       const timeout = setTimeout(resolve, graceMs);
       this.idle.add(() => {
@@ -141,23 +151,30 @@ export class Scheduler {
       return;
     }
     // Entries already taken are still on the index (their lease): read past them.
-    const entries = await this.repo.due(now, room + this.taken.size);
+    const entries = (await this.repo.due(now, room + this.taken.size)).filter(({ id }) => !this.taken.has(id));
     let fresh = 0;
-    for (const { key, id } of entries) {
-      if (this.stopped || fresh >= room) break;
-      if (this.taken.has(id)) continue;
-      const message = await this.repo.get(id);
-      if (!message || isFinal(message.status)) {
-        // Nothing to deliver (purged, or finished by a change that raced this read): the entry goes.
-        this.log.warn({ message_id: id, status: message?.status ?? null }, 'dropping a due-time entry with nothing to deliver');
-        await this.repo.dropDue(key);
-        continue;
+    // Read a few records at once and start what can start after each read: the first
+    // deliveries do not wait for the whole batch, and the reads overlap in the thread pool.
+    for (let at = 0; at < entries.length && fresh < room && !this.stopped; ) {
+      const slice = entries.slice(at, at + Math.min(READ_AHEAD, room - fresh));
+      at += slice.length;
+      const messages = await Promise.all(slice.map(({ id }) => this.repo.get(id)));
+      for (const [i, { key, id }] of slice.entries()) {
+        const message = messages[i];
+        if (this.stopped || this.taken.has(id)) continue;
+        if (!message || isFinal(message.status)) {
+          // Nothing to deliver (purged, or finished by a change that raced this read): the entry goes.
+          this.log.warn({ message_id: id, status: message?.status ?? null }, 'dropping a due-time entry with nothing to deliver');
+          await this.repo.dropDue(key);
+          continue;
+        }
+        // Its outcome moved it on since the index was read: not due any more.
+        if (Date.parse(message.dueAt) > now) continue;
+        this.taken.add(id);
+        this.enqueue(message);
+        fresh += 1;
       }
-      // Its outcome moved it on since the index was read: not due any more.
-      if (Date.parse(message.dueAt) > now) continue;
-      this.taken.add(id);
-      this.enqueue(message);
-      fresh += 1;
+      this.dispatch();
     }
     this.backlog = fresh >= room;
     const next = await this.repo.nextDue(now);
@@ -195,20 +212,30 @@ export class Scheduler {
 
   private run(destination: string, message: MessageRecord): void {
     this.running += 1;
+    this.unfinished += 1;
     this.runningIds.add(message.id);
     this.runningPer.set(destination, (this.runningPer.get(destination) ?? 0) + 1);
-    void this.process(message)
+    // The slot is freed when the transaction is over, not when its outcome is on disk: a
+    // connection need not wait for an fsync. The message stays taken until then (its lease).
+    let released = false;
+    const release = (): void => {
+      if (released) return;
+      released = true;
+      this.running -= 1;
+      const left = (this.runningPer.get(destination) ?? 1) - 1;
+      if (left === 0) this.runningPer.delete(destination);
+      else this.runningPer.set(destination, left);
+      if (!this.stopped) this.dispatch();
+    };
+    void this.process(message, release)
       .catch((err: unknown) => this.log.error({ err, message_id: message.id }, 'delivery failed unexpectedly'))
       .finally(() => {
-        this.running -= 1;
+        release();
+        this.unfinished -= 1;
         this.runningIds.delete(message.id);
         this.taken.delete(message.id);
-        const left = (this.runningPer.get(destination) ?? 1) - 1;
-        if (left === 0) this.runningPer.delete(destination);
-        else this.runningPer.set(destination, left);
-        if (this.running === 0) for (const done of this.idle) done();
+        if (this.unfinished === 0) for (const done of this.idle) done();
         if (this.stopped) return;
-        this.dispatch();
         if (this.backlog && this.taken.size < this.options.readyLimit / 2) void this.wake();
       });
   }

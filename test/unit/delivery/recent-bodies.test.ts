@@ -1,0 +1,70 @@
+import { expect } from 'chai';
+import { RecentBodies } from '../../../src/delivery/recent-bodies.ts';
+
+describe('recent bodies', () => {
+  /** A store of bodies that counts reads and can fail one. */
+  function source(bodies: Record<string, string>) {
+    const reads: string[] = [];
+    let failNext = false;
+    return {
+      reads,
+      failOnce: () => (failNext = true),
+      read: async function* (id: string): AsyncGenerator<Buffer> {
+        reads.push(id);
+        await new Promise((resolve) => setImmediate(resolve));
+        if (failNext) {
+          failNext = false;
+          throw new Error('read failed');
+        }
+        const body = bodies[id]!;
+        // Two chunks, as a stored body of several records comes.
+        yield Buffer.from(body.slice(0, 2));
+        yield Buffer.from(body.slice(2));
+      },
+    };
+  }
+
+  it('reads a body once for consecutive and concurrent deliveries, whole', async () => {
+    const s = source({ a: 'hello body' });
+    const cache = new RecentBodies(s.read);
+    const [one, two] = await Promise.all([cache.get('a'), cache.get('a')]);
+    const three = await cache.get('a');
+    expect([one, two, three].map((b) => b.toString())).to.deep.equal(['hello body', 'hello body', 'hello body']);
+    expect(s.reads).to.deep.equal(['a']);
+  });
+
+  it('drops the least recently used body when the byte limit is reached', async () => {
+    const s = source({ a: 'aaaa', b: 'bbbb', c: 'cccc' });
+    const cache = new RecentBodies(s.read, { totalBytes: 8, bodyBytes: 8 });
+    await cache.get('a');
+    await cache.get('b');
+    await cache.get('a'); // a is now the most recently used
+    await cache.get('c'); // over 8 bytes: b goes
+    await cache.get('a');
+    await cache.get('b');
+    expect(s.reads).to.deep.equal(['a', 'b', 'c', 'b']);
+  });
+
+  it('does not keep a body larger than bodyBytes', async () => {
+    const s = source({ big: 'x'.repeat(100) });
+    const cache = new RecentBodies(s.read, { totalBytes: 1000, bodyBytes: 10 });
+    expect((await cache.get('big')).length).to.equal(100);
+    await cache.get('big');
+    expect(s.reads).to.deep.equal(['big', 'big']);
+  });
+
+  it('reads again after a failed read', async () => {
+    const s = source({ a: 'hello' });
+    const cache = new RecentBodies(s.read);
+    s.failOnce();
+    let error: unknown;
+    try {
+      await cache.get('a');
+    } catch (err) {
+      error = err;
+    }
+    expect((error as Error).message).to.equal('read failed');
+    expect((await cache.get('a')).toString()).to.equal('hello');
+    expect(s.reads).to.deep.equal(['a', 'a']);
+  });
+});
