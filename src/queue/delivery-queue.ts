@@ -1,5 +1,6 @@
 import type { Logger } from 'pino';
 import type { Attempt, Deliverer } from '../delivery/deliverer.ts';
+import type { MessagesRepo } from '../store/messages-repo.ts';
 import type { MessageRecord } from '../store/records.ts';
 import { domainOf } from '../util/email.ts';
 import type { Clock } from '../util/time.ts';
@@ -17,6 +18,7 @@ export class DeliveryQueue {
     private readonly deliverer: Deliverer,
     private readonly outcomes: Outcomes,
     private readonly suppressions: Pick<SuppressionList, 'active'>,
+    private readonly repo: Pick<MessagesRepo, 'get'>,
     private readonly clock: Clock,
     private readonly log: Logger,
   ) {}
@@ -43,6 +45,14 @@ export class DeliveryQueue {
     if (suppression) {
       const next = await this.outcomes.suppress(message, suppression);
       log.info({ status: next?.status, suppression_id: suppression.id }, 'recipient suppressed; not sent');
+      return;
+    }
+    // The record was read when the message was taken; a cancel or purge that committed since
+    // then must win over sending it.
+    const current = await this.repo.get(message.id);
+    if (!current || current.status !== message.status || current.dueAt !== message.dueAt) {
+      transactionDone();
+      log.info({ status: current?.status ?? null }, 'message changed since it was taken; not sent');
       return;
     }
     let attempt: Attempt;
