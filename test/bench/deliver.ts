@@ -188,6 +188,8 @@ interface DeliveryRun {
   mainThreadCores: number | null;
   /** CPU the machine's other processes used during the run (not postilion, the sink or this one). */
   otherCores: number | null;
+  /** This process: the API client, the polling, and the sink when it is the smtp-server one. */
+  benchCores: number | null;
   sinkCores: number | null;
   fsyncs: number;
   check: string;
@@ -241,6 +243,7 @@ async function deliveryRun(child: PostilionChild, sink: Sink, tag: string, total
     serverCpuPerMessage: cpu0 === null || cpu1 === null ? null : ((cpu1 - cpu0) * 1e6) / total,
     mainThreadCores: threads0 === null || threads1 === null ? null : (threads1.main - threads0.main) / seconds,
     // What the rest of the machine used meanwhile: other work competing for the two cores.
+    benchCores: own0 === null || own1 === null ? null : (own1 - own0) / seconds,
     otherCores: [cpu0, cpu1, machine0, machine1, own0, own1, sinkCpu0, sinkCpu1].some((x) => x === null)
       ? null
       : (machine1! - machine0! - (cpu1! - cpu0!) - (own1! - own0!) - (sinkCpu1! - sinkCpu0!)) / seconds,
@@ -258,6 +261,7 @@ function runLine(label: string, r: DeliveryRun, before: SignRun, after: SignRun)
     + (r.serverCores === null ? '' : `  postilion CPU ${f2(r.serverCores)} cores = ${f0(r.serverCpuPerMessage!)} µs/msg`)
     + (r.mainThreadCores === null ? '' : ` (main thread ${f2(r.mainThreadCores)})`)
     + (r.sinkCores === null ? '' : `  sink CPU ${f2(r.sinkCores)} cores`)
+    + (r.benchCores === null ? '' : `  this process ${f2(r.benchCores)} cores`)
     + (r.otherCores === null ? '' : `  other processes ${f2(Math.max(0, r.otherCores))} cores`)
     + `  fsyncs ${r.fsyncs}`
     + `  | signing before/after ${f0(before.perSecond)}/${f0(after.perSecond)} signs/s (${f2(before.cores)}/${f2(after.cores)} cores`
