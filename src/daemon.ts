@@ -297,7 +297,7 @@ export class Daemon {
     };
     const dsn = new DsnSender(core.domainsRepo, core.accountsRepo, core.messagesRepo, core.acceptor, config.server.hostname);
     const outcomes = new Outcomes(core.messages, core.messagesRepo, core.events, retry, core.suppressions, dsn);
-    const queue = new DeliveryQueue(deliverer, outcomes, core.suppressions, core.messagesRepo, core.clock, log);
+    const queue = new DeliveryQueue(deliverer, outcomes, core.suppressions, { get: (id) => core.messages.current(id) }, core.clock, log);
     const scheduler = new Scheduler(core.messagesRepo, (m, transactionDone) => queue.process(m, transactionDone), {
       concurrency: d.concurrency,
       perDestination: d.per_destination,

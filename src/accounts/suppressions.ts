@@ -61,7 +61,8 @@ export class Suppressions {
   async create(accountId: string, input: NewSuppression): Promise<SuppressionRecord[]> {
     const now = this.clock.now();
     if (input.expiresAt <= now) throw badRequest('expires_at must be in the future');
-    const domains = input.domain !== undefined ? [await this.ownDomain(accountId, input.domain)] : await this.allDomains(accountId);
+    // The contract has no 404 for create: a domain that is not the account's is a bad request.
+    const domains = input.domain !== undefined ? [await this.ownDomain(accountId, input.domain, badRequest)] : await this.allDomains(accountId);
     if (domains.length === 0) throw badRequest('the account has no domains to suppress the address for');
     const email = input.email.toLowerCase();
     const keys = domains.map((domain) => lockKey(accountId, email, domain));
@@ -105,17 +106,25 @@ export class Suppressions {
   }
 
   /**
-   * Runs `fn` with the suppression in force for this key (if any) while holding the key's lock;
-   * `fn` commits, and may include `automatic()`'s ops in its batch.
+   * Runs `fn` with the stored suppression for this key (if any, in force or expired) while
+   * holding the key's lock; `fn` commits, and may include `automatic()`'s ops in its batch.
    */
-  guard<T>(accountId: string, email: string, domain: string, fn: (existing: SuppressionRecord | undefined) => Promise<T>): Promise<T> {
-    return this.locks.run(lockKey(accountId, email.toLowerCase(), domain), async () => fn(await this.active(accountId, email, domain)));
+  guard<T>(accountId: string, email: string, domain: string, fn: (stored: SuppressionRecord | undefined) => Promise<T>): Promise<T> {
+    return this.locks.run(lockKey(accountId, email.toLowerCase(), domain), async () => fn(await this.repo.get(accountId, email, domain)));
   }
 
-  /** The ops of an automatic suppression (30 days) and its event; call under `guard`. */
-  automatic(accountId: string, email: string, domain: string, reason: string, source: 'bounce' | 'failure', now: number): WriteOp[] {
+  /** Whether a stored suppression is in force at `now`. */
+  inForce(record: SuppressionRecord | undefined, now: number): boolean {
+    return record !== undefined && Date.parse(record.expiresAt) > now;
+  }
+
+  /**
+   * The ops of an automatic suppression (30 days) and its event, replacing an expired `previous`
+   * with its index entries; call under `guard`.
+   */
+  automatic(accountId: string, email: string, domain: string, reason: string, source: 'bounce' | 'failure', now: number, previous?: SuppressionRecord): WriteOp[] {
     const record = newRecord(accountId, email.toLowerCase(), domain, reason.slice(0, 255), source, now, now + AUTOMATIC_SUPPRESSION_DAYS * DAY_MS);
-    return [...this.repo.put(record), ...this.announce(record)];
+    return [...this.repo.put(record, previous), ...this.announce(record)];
   }
 
   /** Drops suppressions whose expiry passed; the number dropped. */
@@ -151,9 +160,9 @@ export class Suppressions {
     });
   }
 
-  private async ownDomain(accountId: string, name: string): Promise<string> {
+  private async ownDomain(accountId: string, name: string, missing: (message: string) => Error = notFound): Promise<string> {
     const domain = await this.domains.getByName(normalizeDomain(name));
-    if (!domain || domain.accountId !== accountId) throw notFound(`domain ${normalizeDomain(name)} not found`);
+    if (!domain || domain.accountId !== accountId) throw missing(`domain ${normalizeDomain(name)} is not a domain of this account`);
     return domain.name;
   }
 

@@ -33,6 +33,14 @@ export class Messages {
     private readonly clock: Clock,
   ) {}
 
+  /**
+   * The stored record, read under the message's lock: a change in progress (a cancel that has
+   * passed its checks) is on disk before this answers.
+   */
+  current(id: string): Promise<MessageRecord | undefined> {
+    return this.locks.run(`message:${id}`, () => this.repo.get(id));
+  }
+
   /** Tells cancel() which messages the delivery engine has taken: those can no longer be cancelled. */
   deliveringWith(holds: (id: string) => boolean): void {
     this.delivering = holds;

@@ -52,6 +52,7 @@ export function prepareSubmitted(raw: Buffer, generatedId: string, now: number):
   let messageId: string | null = null;
   let subject = '';
   let hasDate = false;
+  let froms = 0;
   for (const field of fields) {
     const colon = field.indexOf(':');
     const name = (colon < 0 ? field : field.slice(0, colon)).trim().toLowerCase();
@@ -67,8 +68,11 @@ export function prepareSubmitted(raw: Buffer, generatedId: string, now: number):
     }
     if (name === 'subject') subject = decodeWords(Buffer.from(value, 'latin1').toString('utf8'));
     if (name === 'date') hasDate = true;
+    if (name === 'from') froms++;
     kept.push(field);
   }
+  // DKIM signs From, and receivers judge the mail by it (RFC 5322 §3.6: exactly one).
+  if (froms !== 1) throw badRequest(froms === 0 ? 'the message has no From header' : 'the message has more than one From header');
   const added: string[] = [];
   if (messageId === null) {
     messageId = generatedId;
@@ -134,7 +138,7 @@ function headerEnd(raw: Buffer): { headerEnd: number; bodyStart: number } {
 /** Header fields with their folded continuation lines, line ends removed between them. */
 function splitFields(text: string): string[] {
   const fields: string[] = [];
-  for (const line of text.split(/\r?\n/)) {
+  for (const line of text.split(/\r?\n/).map((l) => l.replace(/\r$/, ''))) {
     if (line === '') continue;
     if ((line.startsWith(' ') || line.startsWith('\t')) && fields.length > 0) fields[fields.length - 1] += '\r\n' + line;
     else fields.push(line);

@@ -48,7 +48,8 @@ export class DeliveryQueue {
       return;
     }
     // The record was read when the message was taken; a cancel or purge that committed since
-    // then must win over sending it.
+    // then must win over sending it. Read under the message's lock: a cancel or purge that checked
+    // before the message was taken has committed by then; one that checks later sees it taken.
     const current = await this.repo.get(message.id);
     if (!current || current.status !== message.status || current.dueAt !== message.dueAt) {
       transactionDone();

@@ -14,8 +14,9 @@ import { nextAttemptAt, type RetryPolicy } from './retry-policy.ts';
 /** The suppression list as the outcomes use it (implemented by accounts/Suppressions). */
 export interface SuppressionList {
   active(accountId: string, email: string, domain: string): Promise<SuppressionRecord | undefined>;
-  guard<T>(accountId: string, email: string, domain: string, fn: (existing: SuppressionRecord | undefined) => Promise<T>): Promise<T>;
-  automatic(accountId: string, email: string, domain: string, reason: string, source: 'bounce' | 'failure', now: number): WriteOp[];
+  guard<T>(accountId: string, email: string, domain: string, fn: (stored: SuppressionRecord | undefined) => Promise<T>): Promise<T>;
+  inForce(record: SuppressionRecord | undefined, now: number): boolean;
+  automatic(accountId: string, email: string, domain: string, reason: string, source: 'bounce' | 'failure', now: number, previous?: SuppressionRecord): WriteOp[];
 }
 
 /** Reports bounces and final failures (implemented by DsnSender). */
@@ -43,10 +44,10 @@ export class Outcomes {
   /** Records `attempt` for the message taken as `taken`; ignored if the message moved on meanwhile. */
   async apply(taken: MessageRecord, attempt: Attempt): Promise<MessageRecord | null> {
     if (attempt.outcome === 'delivered') return this.record(taken, attempt, undefined);
-    return this.suppressions.guard(taken.accountId, taken.recipient, taken.domain, (existing) => this.record(taken, attempt, existing));
+    return this.suppressions.guard(taken.accountId, taken.recipient, taken.domain, (stored) => this.record(taken, attempt, stored));
   }
 
-  private async record(taken: MessageRecord, attempt: Attempt, suppressed: SuppressionRecord | undefined): Promise<MessageRecord | null> {
+  private async record(taken: MessageRecord, attempt: Attempt, stored: SuppressionRecord | undefined): Promise<MessageRecord | null> {
     let dsn: PreparedDsn | null = null;
     const next = await this.messages.update(taken.id, async (current, now) => {
       if (current.dueAt !== taken.dueAt || current.status !== taken.status) return null;
@@ -55,7 +56,7 @@ export class Outcomes {
       const withAttempt = (status: string) => ({ ...base, attempts: [...current.attempts, { time: iso(now), log, status }] });
       const data = attemptData(attempt);
       const suppress = (reason: string, source: 'bounce' | 'failure') =>
-        suppressed ? [] : this.suppressions.automatic(current.accountId, current.recipient, current.domain, reason, source, now);
+        this.suppressions.inForce(stored, now) ? [] : this.suppressions.automatic(current.accountId, current.recipient, current.domain, reason, source, now, stored);
       switch (attempt.outcome) {
         case 'delivered': {
           const next = { ...withAttempt('Delivered'), status: 'Delivered' as MessageStatus, deliveredAt: iso(now), bounceClassification: '' };
@@ -93,7 +94,10 @@ export class Outcomes {
                 ...this.repo.unschedule(current),
                 ...this.event(next, 'message.transient_error', data),
                 ...this.event(next, 'message.failed', undefined),
-                ...suppress(`Delivery failed after ${next.attempts.length} attempts (${classification}): ${attempt.response}`, 'failure'),
+                // Not when the failure is on our side: the sender or its set-up, or never reaching the send.
+                ...(bounceSuppresses(classification) && attempt.host !== null
+                  ? suppress(`Delivery failed after ${next.attempts.length} attempts (${classification}): ${attempt.response}`, 'failure')
+                  : []),
                 ...(dsn?.ops ?? []),
               ],
             };
@@ -145,18 +149,24 @@ export class Outcomes {
   }
 
   /** A message whose `schedule.expires` passed before it could be delivered: it fails unattempted. */
-  expire(taken: MessageRecord): Promise<MessageRecord | null> {
-    return this.messages.update(taken.id, (current, now) => {
+  async expire(taken: MessageRecord): Promise<MessageRecord | null> {
+    let dsn: PreparedDsn | null = null;
+    const next = await this.messages.update(taken.id, async (current, now) => {
       if (current.dueAt !== taken.dueAt || current.status !== taken.status) return null;
+      const log = `expired at ${current.schedule?.expires} before it could be delivered`;
       const next = {
         ...current,
         status: 'Failed' as MessageStatus,
         updatedAt: iso(now),
         bounceClassification: 'MessageExpired',
-        attempts: [...current.attempts, { time: iso(now), log: `expired at ${current.schedule?.expires} before it could be delivered`, status: 'Failed' }],
+        attempts: [...current.attempts, { time: iso(now), log, status: 'Failed' }],
       };
-      return { next, extra: [...this.repo.unschedule(current), ...this.event(next, 'message.failed', undefined)] };
+      const expired: Attempt = { outcome: 'deferred', classification: 'MessageExpired', smtpCode: 0, enhanced: '', response: log, command: '', host: null };
+      dsn = await this.dsn.prepare(current, expired, 'failed', now);
+      return { next, extra: [...this.repo.unschedule(current), ...this.event(next, 'message.failed', undefined), ...(dsn?.ops ?? [])] };
     });
+    if (next && dsn) this.dsn.announce(dsn);
+    return next;
   }
 
   private event(m: MessageRecord, type: OutcomeEvent, attempt: DeliveryAttemptData | undefined): WriteOp[] {

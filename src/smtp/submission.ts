@@ -93,8 +93,16 @@ export class SubmissionListeners {
   }
 }
 
+/** Password checks (scrypt, in libuv's pool) running at once per listener; more wait their turn. */
+const MAX_VERIFYING = 2;
+/** Password checks waiting their turn at most; past it AUTH gets 454 at once. */
+const MAX_WAITING = 64;
+/** Sessions per listener at most. */
+const MAX_CLIENTS = 1000;
+
 function createServer(options: SubmissionOptions, deps: SubmissionDeps, secure: boolean): SMTPServer {
   const { credentials, accounts, relay, throttle, log } = deps;
+  const gate = new Gate(MAX_VERIFYING, MAX_WAITING);
   return new SMTPServer({
     secure,
     key: options.tls.key,
@@ -112,15 +120,19 @@ function createServer(options: SubmissionOptions, deps: SubmissionDeps, secure: 
     logger: false,
     // On close, sessions get the grace period (0 would mean smtp-server's default of 30 s).
     closeTimeout: Math.max(1, options.graceMs),
+    maxClients: MAX_CLIENTS,
 
     onAuth(auth, session, callback) {
       const address = session.remoteAddress;
       if (!session.secure && !mayAuthInClear(address, options.plainAuthFrom)) return callback(reply(538, '5.7.11 Encryption required: issue STARTTLS first'));
       if (throttle.blocked(address)) return callback(reply(454, '4.7.0 Too many failed authentication attempts; try again later'));
+      // A flood of guesses must not tie up the thread pool that the store and DKIM signing share.
+      if (gate.full) return callback(reply(454, '4.7.0 Too many authentications in progress; try again shortly'));
+      // Counted as a failure from the start (a success clears it): parallel guesses cannot pass the limit.
+      throttle.fail(address);
       void (async () => {
-        const credential = await credentials.authenticate(auth.username ?? '', auth.password ?? '');
+        const credential = await gate.run(() => credentials.authenticate(auth.username ?? '', auth.password ?? ''));
         if (!credential) {
-          throttle.fail(address);
           log.warn({ client: address, username: printable(auth.username ?? '') }, 'SMTP AUTH failed');
           return callback(reply(535, '5.7.8 Authentication credentials invalid'));
         }
@@ -205,6 +217,32 @@ function collect(stream: SMTPServerDataStream, limit: number): Promise<Buffer | 
     stream.on('end', () => resolve(stream.sizeExceeded || size > limit ? null : Buffer.concat(chunks, size)));
     stream.on('error', reject);
   });
+}
+
+/** At most `size` tasks at once, at most `queue` waiting. */
+class Gate {
+  private running = 0;
+  private readonly waiting: Array<() => void> = [];
+
+  constructor(
+    private readonly size: number,
+    private readonly queue: number,
+  ) {}
+
+  get full(): boolean {
+    return this.waiting.length >= this.queue;
+  }
+
+  async run<T>(task: () => Promise<T>): Promise<T> {
+    if (this.running >= this.size) await new Promise<void>((resolve) => this.waiting.push(resolve));
+    this.running++;
+    try {
+      return await task();
+    } finally {
+      this.running--;
+      this.waiting.shift()?.();
+    }
+  }
 }
 
 function stateOf(session: SMTPServerSession): SessionState {

@@ -87,7 +87,8 @@ export class SuppressionsRepo {
   async expired(nowMs: number, limit: number): Promise<SuppressionRecord[]> {
     const keys = (await this.store.families.suppressionIndex.values({ gt: 'x:', lt: `x:${timeKey(nowMs)}`, limit }).all()) as string[];
     const records = await Promise.all(keys.map((key) => this.store.get<SuppressionRecord>('suppressions', key)));
-    return records.filter((r): r is SuppressionRecord => r !== undefined);
+    // A record stored again under the same key since (renewed) is not expired: never purge it.
+    return records.filter((r): r is SuppressionRecord => r !== undefined && Date.parse(r.expiresAt) < nowMs);
   }
 }
 

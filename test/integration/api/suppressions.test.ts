@@ -144,7 +144,7 @@ describe('suppressions API', function () {
     expect(other.status).to.equal(422);
   });
 
-  it('refuses bad input with 400 and unknown domains with 404, writing nothing', async () => {
+  it('refuses bad input and unknown domains with 400 (404 for list and wipe filters), writing nothing', async () => {
     const cases: Array<[Record<string, unknown>, number, string]> = [
       [{ email: 'not-an-address', expires_at: future() }, 400, 'email'],
       [{ email: 'a@example.net' }, 400, 'expires_at'],
@@ -152,7 +152,7 @@ describe('suppressions API', function () {
       [{ email: 'a@example.net', expires_at: new Date(bed.clock.now() - 1000).toISOString() }, 400, 'future'],
       [{ email: 'a@example.net', expires_at: future(), reason: 'x'.repeat(256) }, 400, 'reason'],
       [{ email: 'a@example.net', expires_at: future(), colour: 'red' }, 400, 'unknown field colour'],
-      [{ email: 'a@example.net', expires_at: future(), domain: 'elsewhere.example' }, 404, 'not found'],
+      [{ email: 'a@example.net', expires_at: future(), domain: 'elsewhere.example' }, 400, 'not a domain of this account'],
     ];
     for (const [body, status, text] of cases) {
       const res = await create(body);
@@ -177,7 +177,7 @@ describe('suppressions API', function () {
     const theirs = `/v2/accounts/${accountId}/suppressions`;
     expect((await bed.api('GET', theirs, { key: otherKey })).body.data).to.have.length(0);
     expect((await bed.api('DELETE', `${theirs}?email=mine@example.net`, { key: otherKey })).status).to.equal(404);
-    expect((await bed.api('POST', theirs, { key: otherKey, body: { email: 'x@example.net', domain: 'one.example', expires_at: future() } })).status).to.equal(404);
+    expect((await bed.api('POST', theirs, { key: otherKey, body: { email: 'x@example.net', domain: 'one.example', expires_at: future() } })).status).to.equal(400);
     expect((await list('?email=mine@example.net')).body.data).to.have.length(1);
   });
 });

@@ -60,6 +60,22 @@ describe('suppressions and DSNs in delivery', function () {
     expect(await events('suppression.created')).to.have.length(1);
   });
 
+  it('renews an expired suppression on the next hard bounce, and the expiry purge keeps the renewed one', async () => {
+    sink.rcpt = (address) => (address === 'again@example.org' ? { code: 550, text: '5.1.1 no such user' } : null);
+    const [first] = await sendTo('again@example.org');
+    await bed.until(first!, 'Bounced');
+    bed.clock.advance(31 * DAY);
+    const [second] = await sendTo('again@example.org');
+    await bed.until(second!, 'Bounced');
+    const rows = await suppressed('again@example.org');
+    expect(rows).to.have.length(1);
+    expect(Date.parse(rows[0].created_at)).to.equal(bed.clock.now());
+    expect(await bed.server.daemon.core.suppressions.purgeExpired()).to.equal(0);
+    expect(await suppressed('again@example.org')).to.have.length(1);
+    const [third] = await sendTo('again@example.org');
+    await bed.until(third!, 'Suppressed');
+  });
+
   it('does not suppress after a bounce that blames the sender or the content', async () => {
     sink.rcpt = () => ({ code: 554, text: '5.7.1 Message rejected as spam' });
     const [id] = await sendTo('picky@example.org');
@@ -150,6 +166,22 @@ describe('suppressions and DSNs in delivery', function () {
     await bed.until(sandbox.body.data[0].id, 'Sandbox Bounced');
     await new Promise((r) => setTimeout(r, 200));
     expect(await listed()).to.have.length(1);
+  });
+
+  it('reports a message that expired before it could be tried, with status 4.4.7', async () => {
+    await bed.api('PUT', `/v2/accounts/${bed.server.accountId}/domains/example.com`, { body: { dsn_recipient: 'postmaster@example.org' } });
+    const at = (ms: number) => new Date(bed.clock.now() + ms).toISOString();
+    const res = await bed.send({ recipients: [{ email: 'late@example.org' }], schedule: { first_attempt: at(60_000), expires: at(120_000) } });
+    const id = res.body.data[0].id as string;
+    bed.clock.advance(200_000);
+    await bed.server.daemon.scheduler!.wake();
+    const failed = await bed.until(id, 'Failed');
+    expect(failed.bounce_classification).to.equal('MessageExpired');
+    const [report] = await sink.waitFor(1);
+    expect(report!.to).to.deep.equal(['postmaster@example.org']);
+    expect(report!.raw).to.contain('Final-Recipient: rfc822; late@example.org');
+    expect(report!.raw).to.contain('Status: 4.4.7');
+    expect(await suppressed('late@example.org')).to.have.length(0);
   });
 
   it('sends no report when the domain has no dsn_recipient', async () => {

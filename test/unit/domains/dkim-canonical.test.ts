@@ -84,6 +84,12 @@ describe('DKIM relaxed canonicalisation', () => {
       expect(relaxedHeader('B : Y\t\r\n\tZ  ')).to.equal('b:Y Z');
     });
 
+    it('trims only spaces and tabs: a value ending in byte 0xA0 (UTF-8 "à" read as latin1) keeps it', () => {
+      const subject = Buffer.from('Subject: Voilà \t', 'utf8').toString('latin1');
+      expect(relaxedHeader(subject)).to.equal(`subject:${Buffer.from('Voilà', 'utf8').toString('latin1')}`);
+      expect(relaxedHeader('X-A:\u00a0b\u00a0')).to.equal('x-a:\u00a0b\u00a0');
+    });
+
     it('parses fields with their continuation lines, whatever the line ends', () => {
       const fields = parseHeaderFields('From: a@example.com\r\nSubject: one\n two\r\tthree\r\nX-Empty:\r\nnot a field\r\n');
       expect(fields).to.deep.equal([

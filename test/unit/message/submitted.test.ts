@@ -64,17 +64,24 @@ describe('prepareSubmitted (SMTP special headers)', () => {
   });
 
   it('keeps 8-bit header bytes as they are and reads a raw UTF-8 subject', () => {
-    const out = prepare('Subject: Grüße\r\nDate: x\r\nMessage-ID: <m@x.example>\r\n\r\nbody');
+    const out = prepare('From: a@example.com\r\nSubject: Grüße\r\nDate: x\r\nMessage-ID: <m@x.example>\r\n\r\nbody');
     expect(out.subject).to.equal('Grüße');
     expect(out.message.toString('utf8')).to.contain('Subject: Grüße\r\n');
   });
 
   it('refuses bad special header values, naming the header', () => {
-    expect(appErrorOf(() => prepare('ahasend-track-opens: maybe\r\n\r\nx'))).to.contain('ahasend-track-opens must be true or false');
-    expect(appErrorOf(() => prepare('AhaSend-Sandbox-Result: explode\r\n\r\nx'))).to.contain('ahasend-sandbox-result must be one of');
-    expect(appErrorOf(() => prepare('ahasend-metadata-retention: 0\r\n\r\nx'))).to.contain('from 1 to 30');
-    expect(appErrorOf(() => prepare('ahasend-data-retention: 31\r\n\r\nx'))).to.contain('from 0 to 30');
-    expect(appErrorOf(() => prepare(`ahasend-tags: ${Array.from({ length: 11 }, (_, i) => `t${i}`).join(',')}\r\n\r\nx`))).to.contain('at most 10 tags');
+    expect(appErrorOf(() => prepare('From: a@example.com\r\nahasend-track-opens: maybe\r\n\r\nx'))).to.contain('ahasend-track-opens must be true or false');
+    expect(appErrorOf(() => prepare('From: a@example.com\r\nAhaSend-Sandbox-Result: explode\r\n\r\nx'))).to.contain('ahasend-sandbox-result must be one of');
+    expect(appErrorOf(() => prepare('From: a@example.com\r\nahasend-metadata-retention: 0\r\n\r\nx'))).to.contain('from 1 to 30');
+    expect(appErrorOf(() => prepare('From: a@example.com\r\nahasend-data-retention: 31\r\n\r\nx'))).to.contain('from 0 to 30');
+    expect(appErrorOf(() => prepare(`From: a@example.com\r\nahasend-tags: ${Array.from({ length: 11 }, (_, i) => `t${i}`).join(',')}\r\n\r\nx`))).to.contain('at most 10 tags');
+  });
+
+  it('refuses a message without exactly one From header, and drops a stray CR before a bare-LF blank line', () => {
+    expect(appErrorOf(() => prepare('Subject: x\r\n\r\nbody'))).to.contain('no From header');
+    expect(appErrorOf(() => prepare('From: a@example.com\r\nFrom: b@example.com\r\n\r\nbody'))).to.contain('more than one From');
+    const out = prepare('From: a@example.com\r\nDate: x\r\nMessage-ID: <m@x.example>\r\n\nbody');
+    expect(out.message.toString()).to.equal('From: a@example.com\r\nDate: x\r\nMessage-ID: <m@x.example>\r\n\r\nbody');
   });
 
   it('decodes Q and B encoded words, joining adjacent ones, and leaves unknown charsets alone', () => {
