@@ -75,7 +75,7 @@ export function buildApp(deps: ApiDeps): Koa<ApiState> {
     const op = operation(route.operationId);
     // The body is read only once the caller is known and within its rate: no anonymous uploads.
     const chain = [auth, rateLimit(deps.rateLimiter, op.rateClass ?? 'general'), requireScopes(op.security), body];
-    if (op.idempotent) chain.push(deps.idempotency.middleware(op.secretBearing ?? false));
+    if (op.idempotent) chain.push(deps.idempotency.middleware(op.secretBearing ?? false, op.sealed ?? false));
     chain.push(route.handler);
     // The router's context type is its own; our middleware only relies on ApiState and params.
     router.register(`/v2${op.path}`, [op.method], chain as never, { name: route.operationId });

@@ -14,6 +14,8 @@ export interface Operation {
   idempotent?: boolean;
   /** Replays of this create carry a secret: stored encrypted, 5-minute window, 4xx not stored. */
   secretBearing?: boolean;
+  /** The response holds a secret: its replay is stored encrypted, under the ordinary rules. */
+  sealed?: boolean;
   rateClass?: 'general' | 'statistics';
 }
 
@@ -92,8 +94,9 @@ export const OPERATIONS = {
     path: `${A}/smtp-credentials`,
     security: any('smtp-credentials:write'),
     idempotent: true,
-    // The 201 carries the password: its replay is stored encrypted, briefly (see idempotency-policy).
-    secretBearing: true,
+    // The 201 carries the password: its replay is stored encrypted. The contract keeps the short
+    // window and unstored 4xx for API-key creates only, so the ordinary rules apply otherwise.
+    sealed: true,
   },
   getSMTPCredential: { method: 'GET', path: `${A}/smtp-credentials/:smtp_credential_id`, security: any('smtp-credentials:read') },
   deleteSMTPCredential: { method: 'DELETE', path: `${A}/smtp-credentials/:smtp_credential_id`, security: any('smtp-credentials:delete') },

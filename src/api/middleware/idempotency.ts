@@ -32,7 +32,12 @@ export class Idempotency {
     this.times = times;
   }
 
-  middleware(secretBearing: boolean) {
+  /**
+   * `secretBearing` (API-key creates): stored encrypted, replayed for the short secret window, 4xx
+   * not stored. `sealed`: the response holds a secret, so it is stored encrypted; otherwise the
+   * ordinary rules.
+   */
+  middleware(secretBearing: boolean, sealed = false) {
     return async (ctx: ApiContext, next: Next): Promise<void> => {
       const values = ctx.req.headersDistinct['idempotency-key'];
       if (values === undefined) {
@@ -58,10 +63,10 @@ export class Idempotency {
         body = JSON.stringify(ctx.body ?? null);
       } catch (err) {
         status = err instanceof AppError ? err.status : 500;
-        await this.finish(claimed, settle(status, secretBearing), status, JSON.stringify({ message: (err as Error).message }), secretBearing);
+        await this.finish(claimed, settle(status, secretBearing), status, JSON.stringify({ message: (err as Error).message }), secretBearing, sealed);
         throw err;
       }
-      await this.finish(claimed, settle(status, secretBearing), status, body, secretBearing);
+      await this.finish(claimed, settle(status, secretBearing), status, body, secretBearing, sealed);
     };
   }
 
@@ -134,12 +139,13 @@ export class Idempotency {
     status: number,
     body: string,
     secretBearing: boolean,
+    sealed: boolean,
   ): Promise<void> {
     await this.mutex.run(`${claimed.accountId}:${claimed.key}`, async () => {
       // An execution that outlived its lease no longer owns the key: leave the newer claim alone.
       const current = await this.repo.get(claimed.accountId, claimed.key);
       if (!current || current.state !== 'in_progress' || current.expiresAt !== claimed.expiresAt) return;
-      await this.settle(claimed, settlement, status, body, secretBearing);
+      await this.settle(claimed, settlement, status, body, secretBearing, sealed);
     });
   }
 
@@ -149,6 +155,7 @@ export class Idempotency {
     status: number,
     body: string,
     secretBearing: boolean,
+    sealed: boolean,
   ): Promise<void> {
     switch (settlement) {
       case 'keep_lease':
@@ -159,11 +166,12 @@ export class Idempotency {
       case 'complete': {
         const times = this.times;
         const ttl = secretBearing ? times.secret_retention_seconds * 1000 : times.retention_hours * 3600 * 1000;
+        const encrypted = secretBearing || sealed;
         const completed: IdempotencyRecord = {
           ...claimed,
           state: 'completed',
           expiresAt: this.clock.now() + ttl,
-          response: { status, body: secretBearing ? this.box.seal(body) : body, encrypted: secretBearing },
+          response: { status, body: encrypted ? this.box.seal(body) : body, encrypted },
         };
         await this.repo.save(completed, claimed);
         return;
