@@ -361,7 +361,7 @@ export class Daemon {
       {
         credentials: core.smtpCredentials,
         accounts: core.accounts,
-        relay: new Relay(core.domains, core.acceptor, core.clock),
+        relay: new Relay(core.domains, core.acceptor, core.clock, config.server.hostname),
         throttle: new AuthThrottle(s.auth_failures.limit, s.auth_failures.window_seconds * 1000, core.clock),
         log,
       },

@@ -68,7 +68,9 @@ export function buildDsn(d: DsnInput): string {
   const parts = [
     part('text/plain; charset=us-ascii', human.map(fold).join('\r\n') + '\r\n'),
     part('message/delivery-status', [...perMessage, '', ...perRecipient].map(fold).join('\r\n') + '\r\n'),
-    ...(d.original.headers !== null ? [part('text/rfc822-headers', withCrlf(d.original.headers))] : []),
+    ...(d.original.headers !== null
+      ? [part('text/rfc822-headers', withCrlf(d.original.headers), /[^\x00-\x7f]/.test(d.original.headers) ? '8bit' : null)]
+      : []),
   ];
   return [
     headers.join('\r\n'),
@@ -95,8 +97,8 @@ export function headerBlock(message: string): string {
   return end < 0 ? message : message.slice(0, end);
 }
 
-function part(contentType: string, content: string): string {
-  return `Content-Type: ${contentType}\r\n\r\n${content}`;
+function part(contentType: string, content: string, encoding: '8bit' | null = null): string {
+  return `Content-Type: ${contentType}\r\n${encoding ? `Content-Transfer-Encoding: ${encoding}\r\n` : ''}\r\n${content}`;
 }
 
 function withCrlf(text: string): string {

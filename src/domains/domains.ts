@@ -6,7 +6,7 @@ import { everyItem, type Page, type PageRequest } from '../store/page.ts';
 import type { DkimKeyRecord, DomainRecord } from '../store/records.ts';
 import type { Store } from '../store/store.ts';
 import { isLabel, isValidDomain, normalizeDomain } from '../util/domain-name.ts';
-import { isEmailAddress } from '../util/email.ts';
+import { isMailboxAddress } from '../util/email.ts';
 import { badRequest, conflict, notFound } from '../util/errors.ts';
 import { newId } from '../util/ids.ts';
 import type { KeyedMutex } from '../util/keyed-mutex.ts';
@@ -261,7 +261,8 @@ function checkSettings(input: DomainSettings): void {
   if (interval !== undefined && interval !== null && (!Number.isInteger(interval) || interval < 1 || interval > 365)) {
     throw badRequest('dkim_rotation_interval_days must be a whole number of days from 1 to 365');
   }
-  if (input.dsnRecipient && !isEmailAddress(input.dsnRecipient)) throw badRequest('dsn_recipient must be an email address');
+  // DSNs go there as RCPT TO and To: a plain mailbox address, nothing a header could misread.
+  if (input.dsnRecipient && !isMailboxAddress(input.dsnRecipient)) throw badRequest('dsn_recipient must be an email address');
 }
 
 function snake(field: string): string {

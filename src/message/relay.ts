@@ -8,8 +8,16 @@ import type { Clock } from '../util/time.ts';
 import type { Acceptor, NewMessage } from './accept.ts';
 import { newMessageId } from './message-id.ts';
 import { prepareSubmitted } from './submitted.ts';
+import { rfc5322Date } from '../bounce/dsn.ts';
 
 /** Who relays: the credential's account, its domains (null: every domain), sandbox or not. */
+/** The submitting client, for the Received trace field. */
+export interface RelayClient {
+  helo: string;
+  address: string;
+  tls: boolean;
+}
+
 export interface Relayer {
   account: AccountRecord;
   /** Domain names the credential may send from; null for a global credential. */
@@ -27,6 +35,7 @@ export class Relay {
     private readonly domains: Domains,
     private readonly acceptor: Acceptor,
     private readonly clock: Clock,
+    private readonly hostname: string,
   ) {}
 
   /** The sender domain for MAIL FROM: the account's, allowed to the credential, DNS valid. */
@@ -41,10 +50,12 @@ export class Relay {
   }
 
   /** Accepts the DATA of one transaction; resolves once it is durably stored. */
-  async accept(relayer: Relayer, domain: DomainRecord, from: string, recipients: string[], raw: Buffer): Promise<MessageRecord[]> {
+  async accept(relayer: Relayer, domain: DomainRecord, from: string, recipients: string[], raw: Buffer, client: RelayClient): Promise<MessageRecord[]> {
     const now = this.clock.now();
     const first = newMessageId(domain.name, now);
-    const prepared = prepareSubmitted(raw, first.header, now);
+    const helo = client.helo.replace(/[^A-Za-z0-9.:[\]-]/g, '').slice(0, 255) || 'unknown';
+    const received = `Received: from ${helo} ([${client.address.replace(/^::ffff:/, '')}])\r\n\tby ${this.hostname} (Postilion) with ${client.tls ? 'ESMTPSA' : 'ESMTPA'} id ${first.id};\r\n\t${rfc5322Date(new Date(now))}`;
+    const prepared = prepareSubmitted(raw, first.header, now, received);
     const o = prepared.options;
     const bodyId = newId();
     const chunks: Buffer[] = [];

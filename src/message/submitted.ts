@@ -40,10 +40,10 @@ const MESSAGE_ID = /^<[^<>\s@]+@[^<>\s@]+>$/;
 
 /**
  * Reads the header block of a submitted message: applies and strips the special headers, drops
- * Bcc (the envelope carries those recipients), and adds Message-ID (`generatedId`) and Date when
- * missing. A bad special header value is an error naming the header (400 here, 550 over SMTP).
+ * Bcc (the envelope carries those recipients), adds Message-ID (`generatedId`) and Date when
+ * missing, and puts the `received` trace field on top. A bad special header value is an error naming the header (400 here, 550 over SMTP).
  */
-export function prepareSubmitted(raw: Buffer, generatedId: string, now: number): PreparedMessage {
+export function prepareSubmitted(raw: Buffer, generatedId: string, now: number, received?: string): PreparedMessage {
   const split = headerEnd(raw);
   const headerText = raw.subarray(0, split.headerEnd).toString('latin1');
   const fields = splitFields(headerText);
@@ -79,7 +79,8 @@ export function prepareSubmitted(raw: Buffer, generatedId: string, now: number):
     added.push(`Message-ID: ${generatedId}`);
   }
   if (!hasDate) added.push(`Date: ${rfc5322Date(new Date(now))}`);
-  const head = Buffer.from([...added, ...kept].map((f) => f + '\r\n').join(''), 'latin1');
+  // Our trace field goes on top (RFC 5321 §4.4), above what the client wrote.
+  const head = Buffer.from([...(received ? [received] : []), ...added, ...kept].map((f) => f + '\r\n').join(''), 'latin1');
   const body = raw.subarray(split.bodyStart);
   return { message: Buffer.concat([head, Buffer.from('\r\n'), toCrlf(body)]), options, messageId, subject };
 }

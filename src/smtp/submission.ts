@@ -189,7 +189,8 @@ function createServer(options: SubmissionOptions, deps: SubmissionDeps, secure: 
           const from = session.envelope.mailFrom ? session.envelope.mailFrom.address : '';
           const to = session.envelope.rcptTo.map((r) => r.address);
           try {
-            const accepted = await relay.accept(user.relayer, domain, from, to, raw);
+            const client = { helo: session.hostNameAppearsAs ?? '', address: session.remoteAddress, tls: session.secure };
+            const accepted = await relay.accept(user.relayer, domain, from, to, raw, client);
             log.info({ account_id: user.relayer.account.id, message_ids: accepted.map((m) => m.id), recipients: to.length, sandbox: accepted[0]?.sandbox ?? null }, 'SMTP message accepted');
             callback(null, `2.0.0 Ok: queued as ${accepted[0]!.id}${accepted.length > 1 ? ` (+${accepted.length - 1} more)` : ''}`);
           } catch (err) {

@@ -158,6 +158,7 @@ describe('domains API', () => {
       ['a dkim_private_key that is an EC key', { dkim_private_key: generateKeyPairSync('ec', { namedCurve: 'P-256' }).privateKey.export({ type: 'pkcs8', format: 'pem' }) }],
       ['a dkim_private_key of 512 bits', { dkim_private_key: generateKeyPairSync('rsa', { modulusLength: 512 }).privateKey.export({ type: 'pkcs8', format: 'pem' }) }],
       ['a dsn_recipient that is not an address', { dsn_recipient: 'nobody' }],
+      ['a dsn_recipient that would break a header', { dsn_recipient: 'a>b,c@example.com' }],
       ['an unknown field', { dkim_key_size: 4096 }],
     ];
     for (const [what, body] of badSettings) {

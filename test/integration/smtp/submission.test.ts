@@ -100,6 +100,8 @@ describe('SMTP submission', function () {
     expect([first!.to[0], second!.to[0]].sort()).to.deep.equal(['one@example.org', 'two@example.org']);
     expect((await verifyDkim(bed, first!.raw)).map((v) => v.result)).to.deep.equal(['pass']);
     expect(first!.raw).to.contain('Subject: Relayed');
+    // Our trace field is on top of what the client wrote: who sent it, over TLS with AUTH.
+    expect(first!.raw).to.match(/\r\nReceived: from [^\r]+ \(\[127\.0\.0\.2\]\)\r\n\tby mx\.postilion\.test \(Postilion\) with ESMTPSA id [0-9a-f-]{36};\r\n\t\w{3}, /);
     const listed = await bed.api('GET', `${bed.messages}?sender=app@example.com`);
     const mine = listed.body.data.filter((m: { subject: string }) => m.subject === 'Relayed');
     expect(mine).to.have.length(2);
