@@ -45,3 +45,44 @@ export function threadCpu(pid: number): { main: number; others: number } | null 
     return null;
   }
 }
+
+/** A process as /proc shows it: its parent, owner and CPU seconds so far. */
+export interface ProcessCpu {
+  pid: number;
+  ppid: number;
+  uid: number;
+  comm: string;
+  cpu: number;
+  /** Start time in clock ticks since boot: with the pid, tells a process from a later one that reuses its pid. */
+  start: number;
+}
+
+/** Every process of the machine with its CPU so far, from /proc (empty where there is none). */
+export function processes(): Map<number, ProcessCpu> {
+  const table = new Map<number, ProcessCpu>();
+  let pids: string[];
+  try {
+    pids = readdirSync('/proc').filter((name) => /^\d+$/.test(name));
+  } catch {
+    return table;
+  }
+  for (const name of pids) {
+    try {
+      const stat = readFileSync(`/proc/${name}/stat`, 'utf8');
+      const comm = stat.slice(stat.indexOf('(') + 1, stat.lastIndexOf(')'));
+      const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+      const uid = Number(/^Uid:\s+(\d+)/m.exec(readFileSync(`/proc/${name}/status`, 'utf8'))?.[1] ?? -1);
+      table.set(Number(name), {
+        pid: Number(name),
+        ppid: Number(fields[1]),
+        uid,
+        comm,
+        cpu: (Number(fields[11]) + Number(fields[12])) / 100,
+        start: Number(fields[19]),
+      });
+    } catch {
+      // The process ended while the table was read.
+    }
+  }
+  return table;
+}

@@ -6,6 +6,10 @@
  * `verify.test`, which goes to 127.0.0.1:$BENCH_CAPTURE_PORT (a sink that keeps what it gets,
  * so the benchmark can check the DKIM signature).
  *
+ * With BENCH_SUBMISSION=1 (test/bench/smtp-relay.ts) SMTP submission listens too, STARTTLS only,
+ * on a free port of 127.0.0.1 (AUTH in clear is allowed from loopback), and a global SMTP
+ * credential is made; its port, username and password are in the READY line.
+ *
  *   BENCH_SINK_PORT=… BENCH_CAPTURE_PORT=… BENCH_SESSIONS=20 node --import tsx test/bench/deliver-server.ts
  */
 import { startMessageBed } from '../helpers/messages.ts';
@@ -17,6 +21,7 @@ const port = (name: string): number => {
   return value;
 };
 const sessions = Number(process.env.BENCH_SESSIONS ?? 20);
+const submission = process.env.BENCH_SUBMISSION === '1';
 const RAISED_RATE = { per_second: 1_000_000, burst: 1_000_000 };
 
 const bed = await startMessageBed({
@@ -31,11 +36,19 @@ const bed = await startMessageBed({
     smarthost: { host: '127.0.0.1', port: port('BENCH_SINK_PORT'), tls: 'off' },
     transport: { 'verify.test': { host: '127.0.0.1', port: port('BENCH_CAPTURE_PORT'), tls: 'off' } },
   },
+  ...(submission ? { smtp: { submission: { enabled: true, starttls_port: 0, tls_port: null } } } : {}),
 });
 // As in postilion-server.ts: from here on the bed's clock follows real time.
 const startedAt = Date.now();
 const clockAtStart = bed.clock.ms;
 bed.clock.now = () => clockAtStart + (Date.now() - startedAt);
+
+/** The SMTP submission port and a global credential for it, when BENCH_SUBMISSION=1. */
+async function smtpCredential(): Promise<{ port: number; username: string; password: string }> {
+  const res = await bed.api('POST', `/v2/accounts/${bed.server.accountId}/smtp-credentials`, { body: { name: 'bench', scope: 'global' } });
+  if (res.status !== 201) throw new Error(`smtp credential: HTTP ${res.status} ${JSON.stringify(res.body)}`);
+  return { port: bed.server.daemon.submissionPorts[0]!.port, username: res.body.username, password: res.body.password };
+}
 
 const { store } = bed.server.daemon.core;
 const scheduler = bed.server.daemon.scheduler!;
@@ -47,6 +60,7 @@ serveUntilDone(
     domainPath: `${bed.base}/${bed.domain.domain}`,
     from: `app@${bed.domain.domain}`,
     pid: process.pid,
+    ...(submission ? { submission: await smtpCredential() } : {}),
   },
   () => {
     const queue = scheduler.snapshot();

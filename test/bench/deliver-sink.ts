@@ -109,7 +109,8 @@ export async function startNodeSink(): Promise<Sink> {
   };
 }
 
-async function freePort(): Promise<number> {
+/** A port of 127.0.0.1 that nothing listens on (at the time of asking). */
+export async function freePort(): Promise<number> {
   const server = createServer();
   await new Promise<void>((done) => server.listen(0, '127.0.0.1', done));
   const { port } = server.address() as AddressInfo;

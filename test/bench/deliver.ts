@@ -35,23 +35,16 @@
 import { generateKeyPairSync } from 'node:crypto';
 import { cpus, loadavg } from 'node:os';
 import { resolve } from 'node:path';
-import { dkimVerify } from 'mailauth/lib/dkim/verify.js';
 import { startSink as startCaptureSink } from '../helpers/smtp-sink.ts';
-import { PostilionChild } from './deliver-child.ts';
+import { envNumber, PostilionChild, withCleanup, type Defer } from './deliver-child.ts';
 import { cpuSeconds, machineBusy, threadCpu } from './deliver-cpu.ts';
 import { SIGN_IN_FLIGHT, SIGNED_HEADERS, signRate, syncSignRate, type SignRun } from './deliver-signing.ts';
 import { smtpSinkPath, startNodeSink, startPostfixSink, until, type Sink } from './deliver-sink.ts';
 
-const num = (name: string, fallback: number, min = 1): number => {
-  const raw = process.env[name];
-  const value = raw === undefined || raw === '' ? fallback : Number(raw);
-  if (!Number.isFinite(value) || value < min) throw new Error(`${name} must be a number ≥ ${min}, not ${raw}`);
-  return value;
-};
-const MESSAGES = Math.round(num('BENCH_MESSAGES', 10_000, 100));
-const RUNS = Math.round(num('BENCH_RUNS', 5));
-const SESSIONS = Math.round(num('BENCH_SESSIONS', 20));
-const SIGN_SECONDS = num('BENCH_SIGN_SECONDS', 3, 0.5);
+const MESSAGES = Math.round(envNumber('BENCH_MESSAGES', 10_000, 100));
+const RUNS = Math.round(envNumber('BENCH_RUNS', 5));
+const SESSIONS = Math.round(envNumber('BENCH_SESSIONS', 20));
+const SIGN_SECONDS = envNumber('BENCH_SIGN_SECONDS', 3, 0.5);
 const SINK_KIND = process.env.BENCH_SINK ?? 'auto';
 const CPU_PROF = process.env.BENCH_CPU_PROF ? resolve(process.env.BENCH_CPU_PROF) : null;
 const BATCH = 100;
@@ -119,18 +112,7 @@ async function verifyOne(child: PostilionChild, capture: Awaited<ReturnType<type
   const res = await child.api('POST', child.info.path, { ...(batchBody(child.info.from, 'verify', 0, 1) as object), recipients: [{ email: 'check@verify.test' }] });
   if (res.status !== 202) throw new Error(`verify: HTTP ${res.status} ${JSON.stringify(res.body)}`);
   const [got] = await capture.waitFor(1, 20_000);
-  const domain = await child.api('GET', child.info.domainPath);
-  const records = domain.body.dns_records as Array<{ type: string; host: string; content: string }>;
-  const resolver = async (name: string, type: string): Promise<string[][]> => {
-    const found = records.filter((r) => r.type === type && r.host === name).map((r) => [r.content]);
-    if (found.length === 0) throw Object.assign(new Error(`no ${type} for ${name}`), { code: 'ENOTFOUND' });
-    return found;
-  };
-  const { results } = await dkimVerify(got!.raw, { resolver });
-  const summary = results.map((r) => `${(r as { algo?: string }).algo ?? r.algorithm} s=${r.selector} ${r.status.result}`).join(', ');
-  const bits = results.map((r) => (r as { publicKeyBits?: number }).publicKeyBits ?? (r as { modulusLength?: number }).modulusLength);
-  if (results.length !== 1 || results[0]!.status.result !== 'pass') throw new Error(`DKIM did not verify: ${summary}`);
-  return `${summary}${bits[0] ? ` (${bits[0]}-bit key)` : ''}`;
+  return child.verifyDkim(got!.raw);
 }
 
 /**
@@ -138,18 +120,7 @@ async function verifyOne(child: PostilionChild, capture: Awaited<ReturnType<type
  * (the status list, once the last outcomes are on disk), and a sample of the run reads Delivered.
  */
 async function checkRun(child: PostilionChild, ids: string[]): Promise<string> {
-  await until('an empty delivery queue', async () => {
-    const s = await child.stats();
-    return s.running === 0 && s.ready === 0;
-  }, 30_000, 50);
-  const undelivered = `${child.info.path}?status=Received,Deferred,Failed,Bounced,Suppressed&limit=3`;
-  let left: Array<{ status: string }> = [];
-  await until('every message to be recorded as Delivered', async () => {
-    left = (await child.api('GET', undelivered)).body.data;
-    return left.length === 0;
-  }, 30_000, 50).catch(() => {
-    throw new Error(`messages not Delivered after the run: ${JSON.stringify(left).slice(0, 500)}`);
-  });
+  await child.drained();
   const sample = [0, ids.length - 1, ...Array.from({ length: 8 }, () => Math.floor(Math.random() * ids.length))];
   const statuses = new Set<string>();
   for (const i of sample) {
@@ -272,93 +243,76 @@ function runLine(label: string, r: DeliveryRun, before: SignRun, after: SignRun)
 
 // ---------------------------------------------------------------------------------------------
 
-async function main(): Promise<void> {
-  const cleanup: Array<() => Promise<void>> = [];
-  let interrupted = false;
-  const onSignal = (): void => {
-    if (interrupted) return;
-    interrupted = true;
-    process.stderr.write('\ninterrupted: stopping…\n');
-    void Promise.allSettled(cleanup.map((c) => c())).then(() => process.exit(130));
-  };
-  process.on('SIGINT', onSignal);
-  process.on('SIGTERM', onSignal);
+async function main(defer: Defer): Promise<void> {
+  const sinkPath = SINK_KIND === 'node' ? null : smtpSinkPath();
+  if (SINK_KIND === 'smtp-sink' && !sinkPath) throw new Error('BENCH_SINK=smtp-sink but smtp-sink is not installed (Debian package postfix)');
+  const sink = sinkPath ? await startPostfixSink(sinkPath) : await startNodeSink();
+  defer(() => sink.close());
+  const capture = await startCaptureSink();
+  defer(() => capture.close());
+  const child = new PostilionChild(
+    { BENCH_SINK_PORT: String(sink.port), BENCH_CAPTURE_PORT: String(capture.port), BENCH_SESSIONS: String(SESSIONS) },
+    CPU_PROF ? ['--cpu-prof', `--cpu-prof-dir=${CPU_PROF}`] : [],
+  );
+  defer(() => child.stop());
+  await child.ready();
 
-  try {
-    const sinkPath = SINK_KIND === 'node' ? null : smtpSinkPath();
-    if (SINK_KIND === 'smtp-sink' && !sinkPath) throw new Error('BENCH_SINK=smtp-sink but smtp-sink is not installed (Debian package postfix)');
-    const sink = sinkPath ? await startPostfixSink(sinkPath) : await startNodeSink();
-    cleanup.push(() => sink.close());
-    const capture = await startCaptureSink();
-    cleanup.push(() => capture.close());
-    const child = new PostilionChild(
-      { BENCH_SINK_PORT: String(sink.port), BENCH_CAPTURE_PORT: String(capture.port), BENCH_SESSIONS: String(SESSIONS) },
-      CPU_PROF ? ['--cpu-prof', `--cpu-prof-dir=${CPU_PROF}`] : [],
-    );
-    cleanup.unshift(() => child.stop());
-    await child.ready();
+  const cpu = cpus();
+  console.log('deliver benchmark');
+  console.log(`  machine: ${cpu.length} × ${cpu[0]?.model.trim() ?? '?'}; node ${process.version}; UV_THREADPOOL_SIZE ${process.env.UV_THREADPOOL_SIZE ?? '4 (default)'}`);
+  console.log(`  load average at start: ${loadavg().map((n) => n.toFixed(2)).join(' ')} (other work on this machine skews the figures)`);
+  console.log(`  sink: ${sink.name} on 127.0.0.1:${sink.port}`);
+  console.log(`  postilion: child pid ${child.info.pid}, delivery.concurrency = per_destination = ${SESSIONS} (all mail to one destination: ${SESSIONS} sessions),`
+    + ' smarthost 127.0.0.1 (tls off), default messages_per_connection (sessions reused), DKIM RSA-2048 only, log silent, rate limit raised');
+  console.log(`  load: ${MESSAGES} messages per run, 5 KB HTML (${HTML.length} bytes), one recipient each, accepted in requests of ${BATCH} recipients (${ACCEPT_IN_FLIGHT} in flight)`);
+  console.log(`  measured: from the first request sent until the sink has counted all ${MESSAGES} (acceptance and delivery overlap)`);
+  console.log(`  signing: async crypto.sign('sha256', ${SIGNED_HEADERS.length}-byte header block, RSA-2048 KeyObject), ${SIGN_IN_FLIGHT} in flight, ${SIGN_SECONDS} s, in the benchmark process with postilion idle`);
+  if (CPU_PROF) console.log(`  postilion child runs under --cpu-prof; profile goes to ${CPU_PROF}`);
+  console.log('');
 
-    const cpu = cpus();
-    console.log('deliver benchmark');
-    console.log(`  machine: ${cpu.length} × ${cpu[0]?.model.trim() ?? '?'}; node ${process.version}; UV_THREADPOOL_SIZE ${process.env.UV_THREADPOOL_SIZE ?? '4 (default)'}`);
-    console.log(`  load average at start: ${loadavg().map((n) => n.toFixed(2)).join(' ')} (other work on this machine skews the figures)`);
-    console.log(`  sink: ${sink.name} on 127.0.0.1:${sink.port}`);
-    console.log(`  postilion: child pid ${child.info.pid}, delivery.concurrency = per_destination = ${SESSIONS} (all mail to one destination: ${SESSIONS} sessions),`
-      + ' smarthost 127.0.0.1 (tls off), default messages_per_connection (sessions reused), DKIM RSA-2048 only, log silent, rate limit raised');
-    console.log(`  load: ${MESSAGES} messages per run, 5 KB HTML (${HTML.length} bytes), one recipient each, accepted in requests of ${BATCH} recipients (${ACCEPT_IN_FLIGHT} in flight)`);
-    console.log(`  measured: from the first request sent until the sink has counted all ${MESSAGES} (acceptance and delivery overlap)`);
-    console.log(`  signing: async crypto.sign('sha256', ${SIGNED_HEADERS.length}-byte header block, RSA-2048 KeyObject), ${SIGN_IN_FLIGHT} in flight, ${SIGN_SECONDS} s, in the benchmark process with postilion idle`);
-    if (CPU_PROF) console.log(`  postilion child runs under --cpu-prof; profile goes to ${CPU_PROF}`);
-    console.log('');
+  console.log(`DKIM check: ${await verifyOne(child, capture)}`);
+  const key = generateKeyPairSync('rsa', { modulusLength: 2048 }).privateKey;
+  console.log(`one core, synchronous crypto.sign: ${f0(syncSignRate(key, 1))} signs/s (context)`);
+  await signRate(key, 0.5);
+  console.log(`warm-up: ${WARMUP_MESSAGES} messages…`);
+  await deliveryRun(child, sink, 'warm', WARMUP_MESSAGES);
+  console.log('');
 
-    console.log(`DKIM check: ${await verifyOne(child, capture)}`);
-    const key = generateKeyPairSync('rsa', { modulusLength: 2048 }).privateKey;
-    console.log(`one core, synchronous crypto.sign: ${f0(syncSignRate(key, 1))} signs/s (context)`);
-    await signRate(key, 0.5);
-    console.log(`warm-up: ${WARMUP_MESSAGES} messages…`);
-    await deliveryRun(child, sink, 'warm', WARMUP_MESSAGES);
-    console.log('');
-
-    // Signing is measured before each delivery run and once after the last; a run is compared
-    // with the mean of the measurements on either side of it (this machine's speed drifts).
-    const deliveries: DeliveryRun[] = [];
-    const signs: SignRun[] = [await signRate(key, SIGN_SECONDS)];
-    const around: number[] = [];
-    console.log(`runs (signing, delivery, signing, …):`);
-    for (let i = 1; i <= RUNS; i++) {
-      const d = await deliveryRun(child, sink, `run${i}`, MESSAGES);
-      deliveries.push(d);
-      const s = await signRate(key, SIGN_SECONDS);
-      signs.push(s);
-      around.push((signs[i - 1]!.perSecond + s.perSecond) / 2);
-      console.log(runLine(`#${i}`, d, signs[i - 1]!, s));
-    }
-    console.log('');
-
-    const dMed = median(deliveries.map((r) => r.perSecond));
-    const sMed = median(signs.map((r) => r.perSecond));
-    const drains = deliveries.map((r) => r.drainPerSecond).filter((x): x is number => x !== null);
-    const ratio = dMed / sMed;
-    console.log('================================ deliver summary ================================');
-    console.log(`sink: ${sink.name}`);
-    console.log(`median of ${RUNS} runs, ${MESSAGES} messages each, ${SESSIONS} sessions, RSA-2048 DKIM:`);
-    console.log(`  postilion delivered (accept → sink has all)   ${f0(dMed).padStart(6)} msgs/s   per run: ${deliveries.map((r) => f0(r.perSecond)).join(' ')}`);
-    console.log(`  postilion accepted (API, 100 per request)     ${f0(median(deliveries.map((r) => r.acceptPerSecond))).padStart(6)} msgs/s`);
-    if (drains.length > 0) console.log(`  postilion delivery after the last 202         ${f0(median(drains)).padStart(6)} msgs/s   (${drains.length} runs with a backlog then)`);
-    console.log(`  async RSA-2048 signing, 2 cores                ${f0(sMed).padStart(6)} signs/s  measurements: ${signs.map((r) => f0(r.perSecond)).join(' ')}`);
-    if (deliveries[0]?.serverCores != null) {
-      console.log(`  postilion CPU: ${f2(median(deliveries.map((r) => r.serverCores!)))} cores, ${f0(median(deliveries.map((r) => r.serverCpuPerMessage!)))} µs per message (user+sys, all threads)`
-        + (deliveries[0]?.sinkCores != null ? `; sink ${f2(median(deliveries.map((r) => r.sinkCores!)))} cores` : ''));
-    }
-    console.log(`  ratio delivered / signing: ${ratio.toFixed(3)} (per run, against the signing around it: ${deliveries.map((r, i) => (r.perSecond / around[i]!).toFixed(3)).join(' ')})`
-      + `   target ≥ 0.7: ${ratio >= 0.7 ? 'MET' : 'NOT MET'}`);
-    console.log(`load average at end: ${loadavg().map((n) => n.toFixed(2)).join(' ')}`);
-    console.log('=================================================================================');
-  } finally {
-    for (const c of cleanup) await c().catch(() => undefined);
-    process.off('SIGINT', onSignal);
-    process.off('SIGTERM', onSignal);
+  // Signing is measured before each delivery run and once after the last; a run is compared
+  // with the mean of the measurements on either side of it (this machine's speed drifts).
+  const deliveries: DeliveryRun[] = [];
+  const signs: SignRun[] = [await signRate(key, SIGN_SECONDS)];
+  const around: number[] = [];
+  console.log(`runs (signing, delivery, signing, …):`);
+  for (let i = 1; i <= RUNS; i++) {
+    const d = await deliveryRun(child, sink, `run${i}`, MESSAGES);
+    deliveries.push(d);
+    const s = await signRate(key, SIGN_SECONDS);
+    signs.push(s);
+    around.push((signs[i - 1]!.perSecond + s.perSecond) / 2);
+    console.log(runLine(`#${i}`, d, signs[i - 1]!, s));
   }
+  console.log('');
+
+  const dMed = median(deliveries.map((r) => r.perSecond));
+  const sMed = median(signs.map((r) => r.perSecond));
+  const drains = deliveries.map((r) => r.drainPerSecond).filter((x): x is number => x !== null);
+  const ratio = dMed / sMed;
+  console.log('================================ deliver summary ================================');
+  console.log(`sink: ${sink.name}`);
+  console.log(`median of ${RUNS} runs, ${MESSAGES} messages each, ${SESSIONS} sessions, RSA-2048 DKIM:`);
+  console.log(`  postilion delivered (accept → sink has all)   ${f0(dMed).padStart(6)} msgs/s   per run: ${deliveries.map((r) => f0(r.perSecond)).join(' ')}`);
+  console.log(`  postilion accepted (API, 100 per request)     ${f0(median(deliveries.map((r) => r.acceptPerSecond))).padStart(6)} msgs/s`);
+  if (drains.length > 0) console.log(`  postilion delivery after the last 202         ${f0(median(drains)).padStart(6)} msgs/s   (${drains.length} runs with a backlog then)`);
+  console.log(`  async RSA-2048 signing, 2 cores                ${f0(sMed).padStart(6)} signs/s  measurements: ${signs.map((r) => f0(r.perSecond)).join(' ')}`);
+  if (deliveries[0]?.serverCores != null) {
+    console.log(`  postilion CPU: ${f2(median(deliveries.map((r) => r.serverCores!)))} cores, ${f0(median(deliveries.map((r) => r.serverCpuPerMessage!)))} µs per message (user+sys, all threads)`
+      + (deliveries[0]?.sinkCores != null ? `; sink ${f2(median(deliveries.map((r) => r.sinkCores!)))} cores` : ''));
+  }
+  console.log(`  ratio delivered / signing: ${ratio.toFixed(3)} (per run, against the signing around it: ${deliveries.map((r, i) => (r.perSecond / around[i]!).toFixed(3)).join(' ')})`
+    + `   target ≥ 0.7: ${ratio >= 0.7 ? 'MET' : 'NOT MET'}`);
+  console.log(`load average at end: ${loadavg().map((n) => n.toFixed(2)).join(' ')}`);
+  console.log('=================================================================================');
 }
 
-await main();
+await withCleanup(main);
