@@ -116,7 +116,8 @@ export async function peerRun(o: PeerOptions): Promise<PeerRun> {
     stderr += `\n(killed after ${limitMs} ms)`;
     proc.kill('SIGTERM');
   }, limitMs);
-  const code = await new Promise<number | null>((done) => proc.once('exit', (c) => done(c)));
+  // 'close': the script has ended and its output has been read to the end.
+  const code = await new Promise<number | null>((done) => proc.once('close', (c) => done(c)));
   clearTimeout(timer);
   // The master of Postfix leaves the process tree: its pid file marks it as ours until the stop.
   const after = snapshot();

@@ -6,7 +6,7 @@
  *
  * - client: smtp-relay-client.ts for both (S sessions, lock-step commands like Postfix's
  *   smtp-source, one connection per session; AUTH PLAIN in clear from loopback for Postilion,
- *   no AUTH for Postfix, which offers none). With BENCH_SMTP_SOURCE=1 (the default) Postfix is
+ *   no AUTH for Postfix, which offers none; the sessions connect one after another, see there). With BENCH_SMTP_SOURCE=1 (the default) Postfix is
  *   also driven by smtp-source itself, to show what this client costs it;
  * - sink: Postfix's smtp-sink on 127.0.0.1 (backlog 4096). Postilion's counts with -c for the
  *   whole benchmark (deliver-sink.ts); the peer script starts one per run that exits after -M N;
@@ -31,7 +31,8 @@
  * Knobs (environment): BENCH_RUNS (3), BENCH_MESSAGES (10000, Postilion, per run),
  * BENCH_POSTFIX_MESSAGES (5000, per run), BENCH_SESSIONS (20), BENCH_MSGLEN (5120 body bytes),
  * BENCH_POSTFIX (auto | off), BENCH_SMTP_SOURCE (1 | 0), BENCH_QUIET_CORES (0.15),
- * BENCH_QUIET_WAIT (600 s), BENCH_RETRY_CORES (0.1), BENCH_RETRIES (2), BENCH_CPU_PROF=<dir> (Postilion under --cpu-prof; cpuprofile-top.ts).
+ * BENCH_QUIET_WAIT (600 s), BENCH_RETRY_CORES (0.1), BENCH_RETRIES (2), BENCH_CPU_PROF=<dir>
+ * (Postilion under --cpu-prof; see cpuprofile-top.ts). UV_THREADPOOL_SIZE reaches Postilion.
  */
 import { spawn } from 'node:child_process';
 import { chmodSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
@@ -93,7 +94,6 @@ function installClient(dir: string): { shim: string; command: string } {
 }
 
 interface ClientProcess {
-  pid: number;
   /** Resolves at the client's exit, with when that was; rejects if it failed. */
   done: Promise<{ at: number; stats: ClientStats }>;
 }
@@ -108,7 +108,8 @@ function startClient(command: string, port: number, messages: number, from: stri
   let stderr = '';
   proc.stderr!.on('data', (d: Buffer) => (stderr += d.toString()));
   const done = new Promise<{ at: number; stats: ClientStats }>((resolveDone, reject) => {
-    proc.once('exit', (code) => {
+    // 'close', not 'exit': by then its stderr, with the stats line, has been read to the end.
+    proc.once('close', (code) => {
       const at = performance.now();
       const stats = clientStats(stderr);
       if (code !== 0 || !stats) reject(new Error(`client exited with ${code}: ${stderr.trim().slice(-1000)}`));
@@ -116,7 +117,7 @@ function startClient(command: string, port: number, messages: number, from: stri
     });
   });
   done.catch(() => undefined);
-  return { pid: proc.pid!, done };
+  return { done };
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -235,9 +236,11 @@ async function main(defer: Defer): Promise<void> {
 
   const cpu = cpus();
   console.log('smtp-relay benchmark');
-  console.log(`  machine: ${cpu.length} × ${cpu[0]?.model.trim() ?? '?'}; node ${process.version}; load average at start ${loadavg().map(f2).join(' ')}`);
+  console.log(`  machine: ${cpu.length} × ${cpu[0]?.model.trim() ?? '?'}; node ${process.version}; UV_THREADPOOL_SIZE ${process.env.UV_THREADPOOL_SIZE ?? '4 (default)'} (postilion's too);`
+    + ` load average at start ${loadavg().map(f2).join(' ')}`);
   console.log(`  client: smtp-relay-client.ts (node, transpiled; started as \`timeout 600 smtp-source …\` on both sides), ${SESSIONS} sessions, one connection each,`
-    + ` lock-step commands (no pipelining), messages of From/To/Date/Message-Id + ${MSGLEN} body bytes; AUTH PLAIN in clear for Postilion (loopback), none for Postfix`);
+    + ` lock-step commands (no pipelining), messages of From/To/Date/Message-Id + ${MSGLEN} body bytes; AUTH PLAIN in clear for Postilion (loopback), none for Postfix;`
+    + ' sessions connect and authenticate one after another');
   console.log(`  sink: ${sink.name} for Postilion; the peer script's smtp-sink (-M N, backlog 4096) for Postfix`);
   console.log(`  postilion: child pid ${info.pid}, SMTP submission 127.0.0.1:${submission.port} (STARTTLS listener, no TLS used), DKIM RSA-2048,`
     + ` delivery to the sink as smarthost, ${SESSIONS} sessions, log silent; ${MESSAGES} messages per run`);
