@@ -13,7 +13,7 @@ export function startCommand(program: Command, io: CliIo, setExit: (code: number
     const path = program.opts<{ config?: string }>().config;
     const loaded = loadConfig({ path });
     const log = createLogger(loaded.config.log.level);
-    log.info({ config: loaded.source ?? 'built-in defaults' }, 'starting');
+    log.info({ config: loaded.source ?? 'built-in defaults', thread_pool: process.env.UV_THREADPOOL_SIZE ?? 'default' }, 'starting');
     const daemon = await Daemon.start({ config: loaded.config, log, announce: io.out });
 
     await new Promise<void>((resolve) => {

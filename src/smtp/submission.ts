@@ -127,12 +127,13 @@ function createServer(options: SubmissionOptions, deps: SubmissionDeps, secure: 
       if (!session.secure && !mayAuthInClear(address, options.plainAuthFrom)) return callback(reply(538, '5.7.11 Encryption required: issue STARTTLS first'));
       if (throttle.blocked(address)) return callback(reply(454, '4.7.0 Too many failed authentication attempts; try again later'));
       // A flood of guesses must not tie up the thread pool that the store and DKIM signing share.
+      // Password checks wait their turn two at a time, so a burst of guesses is slowed to the pace
+      // of scrypt and meets the limit after a few failures; parallel logins of one application pass.
       if (gate.full) return callback(reply(454, '4.7.0 Too many authentications in progress; try again shortly'));
-      // Counted as a failure from the start (a success clears it): parallel guesses cannot pass the limit.
-      throttle.fail(address);
       void (async () => {
         const credential = await gate.run(() => credentials.authenticate(auth.username ?? '', auth.password ?? ''));
         if (!credential) {
+          throttle.fail(address);
           log.warn({ client: address, username: printable(auth.username ?? '') }, 'SMTP AUTH failed');
           return callback(reply(535, '5.7.8 Authentication credentials invalid'));
         }

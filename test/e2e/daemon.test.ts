@@ -1,6 +1,6 @@
 import { expect } from 'chai';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { availableParallelism, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Child, run } from '../helpers/child.ts';
 
@@ -52,6 +52,8 @@ describe('postilion daemon (child process)', function () {
     // SMTP submission runs on the defaults too, with a certificate made on this first start.
     expect(daemon.stdout).to.contain('"msg":"self-signed SMTP certificate created"');
     expect(daemon.stdout).to.contain('"msg":"SMTP submission listening"');
+    // libuv's pool is sized to the cores (at least 2) unless the environment says otherwise.
+    expect(daemon.stdout).to.contain(`"thread_pool":"${Math.max(2, availableParallelism())}"`);
     daemon.signal('SIGTERM');
     expect(await daemon.exited).to.equal(0);
     expect(daemon.stdout).to.contain('"msg":"stopped"');

@@ -157,6 +157,14 @@ describe('SMTP submission', function () {
     other.close();
   });
 
+  it('lets many sessions of one client log in at once with the right password', async () => {
+    const from = '127.0.0.4';
+    const transports = Array.from({ length: 12 }, () => transport({ from }));
+    await Promise.all(transports.map((t, i) => t.sendMail(mail({ subject: `Parallel ${i}` }))));
+    for (const t of transports) t.close();
+    await sink.waitFor(12);
+  });
+
   it('refuses with 550 a sender domain the credential may not use', async () => {
     await bed.create('other.example');
     const scoped = await createCredential({ name: 'scoped', scope: 'scoped', domains: ['other.example'] });
