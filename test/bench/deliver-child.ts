@@ -5,6 +5,7 @@
  * what a benchmark's main needs around it (knobs from the environment, stopping what it started).
  */
 import { spawn, type ChildProcess } from 'node:child_process';
+import { availableParallelism } from 'node:os';
 import { dirname, resolve } from 'node:path';
 import { createInterface } from 'node:readline';
 import { fileURLToPath } from 'node:url';
@@ -43,7 +44,8 @@ export class PostilionChild {
     this.proc = spawn(process.execPath, [...nodeArgs, '--import', 'tsx', resolve(HERE, 'deliver-server.ts')], {
       cwd: ROOT,
       stdio: ['pipe', 'pipe', 'pipe'],
-      env: { ...process.env, TEST_LOG: 'silent', ...env },
+      // The thread pool sized as the postilion launcher sizes it (src/cli/postilion.js).
+      env: { UV_THREADPOOL_SIZE: String(Math.max(2, availableParallelism())), ...process.env, TEST_LOG: 'silent', ...env },
     });
     this.exited = new Promise((done) => this.proc.once('exit', () => done()));
     this.proc.stderr!.on('data', (d: Buffer) => (this.stderr += d.toString()));
