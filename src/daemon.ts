@@ -305,7 +305,8 @@ export class Daemon {
     }, core.clock, log);
     queue.attach(scheduler);
     core.messages.deliveringWith((id) => scheduler.holds(id));
-    core.acceptor.onAccepted((records) => {
+    core.acceptor.onAccepted((records, bodies) => {
+      deliverer.remember(bodies);
       for (const record of records) scheduler.notify(Date.parse(record.dueAt));
     });
     scheduler.start();

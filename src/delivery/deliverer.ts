@@ -40,6 +40,11 @@ export class Deliverer {
     private readonly rules: readonly BounceRule[],
   ) {}
 
+  /** Bodies just accepted: their first delivery need not read them back from the store. */
+  remember(bodies: ReadonlyArray<{ id: string; chunks: Buffer[] }>): void {
+    for (const body of bodies) this.bodies.put(body.id, body.chunks);
+  }
+
   async attempt(message: MessageRecord): Promise<Attempt> {
     const domain = await this.domains.get(message.domainId);
     if (!domain) return internal('bounced', 'InvalidSender', `sender domain ${message.domain} no longer exists`);

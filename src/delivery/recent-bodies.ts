@@ -53,6 +53,15 @@ export class RecentBodies {
     return entry.body;
   }
 
+  /** Keeps a body just stored (accepted mail is usually sent soon), unless it is too large. */
+  put(bodyId: string, chunks: Buffer[]): void {
+    const body = chunks.length === 1 ? chunks[0]! : Buffer.concat(chunks);
+    if (this.kept.has(bodyId) || body.length > this.limits.bodyBytes) return;
+    this.kept.set(bodyId, { body: Promise.resolve(body), bytes: body.length });
+    this.bytes += body.length;
+    this.evict();
+  }
+
   private async readAll(bodyId: string): Promise<Buffer> {
     const chunks: Buffer[] = [];
     for await (const chunk of this.read(bodyId)) chunks.push(chunk);

@@ -47,7 +47,7 @@ export interface Submission {
  * (group-committed with concurrent accepts); the promise resolves only once it is on disk.
  */
 export class Acceptor {
-  private readonly listeners: Array<(records: MessageRecord[]) => void> = [];
+  private readonly listeners: Array<(records: MessageRecord[], bodies: readonly StoredBody[]) => void> = [];
 
   constructor(
     private readonly store: Store,
@@ -59,7 +59,7 @@ export class Acceptor {
   async accept(submission: Submission): Promise<MessageRecord[]> {
     const { records, ops } = this.prepare(submission);
     await this.store.commit(ops);
-    this.announce(records);
+    this.announce(records, submission.bodies);
     return records;
   }
 
@@ -82,13 +82,13 @@ export class Acceptor {
     return { records, ops };
   }
 
-  /** Tells the listeners of durably committed records. */
-  announce(records: MessageRecord[]): void {
-    for (const listener of this.listeners) listener(records);
+  /** Tells the listeners of durably committed records (and the bodies stored with them). */
+  announce(records: MessageRecord[], bodies: readonly StoredBody[] = []): void {
+    for (const listener of this.listeners) listener(records, bodies);
   }
 
   /** Called with every durably accepted batch (the scheduler learns of new due work this way). */
-  onAccepted(listener: (records: MessageRecord[]) => void): void {
+  onAccepted(listener: (records: MessageRecord[], bodies: readonly StoredBody[]) => void): void {
     this.listeners.push(listener);
   }
 

@@ -36,7 +36,16 @@ export const FAMILIES = [
  * Families read on (nearly) every request — authentication and the sender domain — and written
  * rarely: kept in memory after the first read. This process is the only one with the store open.
  */
-const CACHED: ReadonlySet<Family> = new Set<Family>(['accounts', 'apiKeys', 'apiKeysByHash', 'domains', 'domainsByName']);
+const CACHED: ReadonlySet<Family> = new Set<Family>([
+  'accounts',
+  'apiKeys',
+  'apiKeysByHash',
+  'domains',
+  'domainsByName',
+  // Read on every SMTP AUTH and MAIL FROM.
+  'smtpCredentials',
+  'smtpCredentialsByUsername',
+]);
 const CACHE_LIMIT = 50_000;
 /** Families whose values are raw bytes (message bodies); the others hold JSON. */
 const BINARY: ReadonlySet<Family> = new Set<Family>(['bodies']);

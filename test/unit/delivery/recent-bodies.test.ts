@@ -24,6 +24,20 @@ describe('recent bodies', () => {
     };
   }
 
+  it('serves a body put in at acceptance without reading it, within the limits', async () => {
+    const s = source({ a: 'stored body', big: 'x'.repeat(20) });
+    const cache = new RecentBodies(s.read, { totalBytes: 15, bodyBytes: 12 });
+    cache.put('a', [Buffer.from('stored '), Buffer.from('body')]);
+    expect((await cache.get('a')).toString()).to.equal('stored body');
+    cache.put('big', [Buffer.from('x'.repeat(20))]);
+    expect((await cache.get('big')).toString()).to.equal('x'.repeat(20));
+    expect(s.reads).to.deep.equal(['big']);
+    // A second body over the total pushes the first out.
+    cache.put('b', [Buffer.from('another one')]);
+    await cache.get('a');
+    expect(s.reads).to.deep.equal(['big', 'a']);
+  });
+
   it('reads a body once for consecutive and concurrent deliveries, whole', async () => {
     const s = source({ a: 'hello body' });
     const cache = new RecentBodies(s.read);
