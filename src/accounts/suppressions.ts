@@ -45,7 +45,7 @@ export class Suppressions {
   /** The suppression in force for this recipient and sender domain, if any. */
   async active(accountId: string, email: string, domain: string): Promise<SuppressionRecord | undefined> {
     const record = await this.repo.get(accountId, email, domain);
-    return record && Date.parse(record.expiresAt) > this.clock.now() ? record : undefined;
+    return this.inForce(record, this.clock.now()) ? record : undefined;
   }
 
   /** One page of the suppressions in force; a `domain` filter must name one of the account's. */
@@ -71,7 +71,7 @@ export class Suppressions {
       const created: SuppressionRecord[] = [];
       for (const domain of domains) {
         const previous = await this.repo.get(accountId, email, domain);
-        if (previous && Date.parse(previous.expiresAt) > now) continue;
+        if (this.inForce(previous, now)) continue;
         const record = newRecord(accountId, email, domain, input.reason ?? 'Added through the API', 'api', now, input.expiresAt);
         ops.push(...this.repo.put(record, previous), ...this.announce(record));
         created.push(record);

@@ -236,13 +236,15 @@ class Gate {
   }
 
   async run<T>(task: () => Promise<T>): Promise<T> {
+    // A finishing task hands its slot to the first waiter, so `running` never passes `size`.
     if (this.running >= this.size) await new Promise<void>((resolve) => this.waiting.push(resolve));
-    this.running++;
+    else this.running++;
     try {
       return await task();
     } finally {
-      this.running--;
-      this.waiting.shift()?.();
+      const next = this.waiting.shift();
+      if (next) next();
+      else this.running--;
     }
   }
 }

@@ -18,13 +18,13 @@
  * BENCH_CPU_PROF=<dir> (run the Postilion child under --cpu-prof, profile written to <dir>).
  * BENCH_RUNS=0 or BENCH_BULK_RUNS=0 skips that part (e.g. to profile the other alone).
  */
-import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
+import { execFileSync } from 'node:child_process';
 import { readFileSync } from 'node:fs';
 import { cpus, loadavg, tmpdir } from 'node:os';
 import { dirname, resolve } from 'node:path';
-import { createInterface } from 'node:readline';
 import { fileURLToPath } from 'node:url';
 import autocannon, { type Result } from 'autocannon';
+import { ServerProcess } from './server-process.ts';
 import { composeBody } from '../../src/message/compose.ts';
 
 const HERE = dirname(fileURLToPath(import.meta.url));
@@ -62,64 +62,7 @@ interface ServerInfo {
   pid: number;
 }
 
-class ServerChild {
-  info!: ServerInfo;
-  private readonly proc: ChildProcess;
-  private readonly waiters: Array<{ prefix: string; resolve: (json: string) => void }> = [];
-  private stderr = '';
-  private readonly exited: Promise<void>;
-
-  constructor(readonly name: string, script: string, nodeArgs: string[] = []) {
-    this.proc = spawn(process.execPath, [...nodeArgs, '--import', 'tsx', resolve(HERE, script)], {
-      cwd: ROOT,
-      stdio: ['pipe', 'pipe', 'pipe'],
-      env: { ...process.env, TEST_LOG: 'silent' },
-    });
-    this.exited = new Promise((done) => this.proc.once('exit', () => done()));
-    this.proc.stderr!.on('data', (d: Buffer) => (this.stderr += d.toString()));
-    createInterface({ input: this.proc.stdout! }).on('line', (line) => {
-      const at = this.waiters.findIndex((w) => line.startsWith(`${w.prefix} `));
-      if (at >= 0) this.waiters.splice(at, 1)[0]!.resolve(line.slice(line.indexOf(' ') + 1));
-    });
-  }
-
-  private next(prefix: string, ms: number): Promise<string> {
-    return new Promise((resolvePromise, reject) => {
-      const timer = setTimeout(() => reject(new Error(`${this.name}: no ${prefix} line within ${ms} ms\n${this.stderr}`)), ms);
-      const onExit = () => reject(new Error(`${this.name} exited (code ${this.proc.exitCode}) before ${prefix}\n${this.stderr}`));
-      this.proc.once('exit', onExit);
-      this.waiters.push({
-        prefix,
-        resolve: (json) => {
-          clearTimeout(timer);
-          this.proc.off('exit', onExit);
-          resolvePromise(json);
-        },
-      });
-    });
-  }
-
-  async ready(): Promise<ServerInfo> {
-    this.info = JSON.parse(await this.next('READY', 60_000)) as ServerInfo;
-    return this.info;
-  }
-
-  async stats(): Promise<CommitStats> {
-    const line = this.next('STATS', 10_000);
-    this.proc.stdin!.write('stats\n');
-    return JSON.parse(await line) as CommitStats;
-  }
-
-  /** SIGTERM (a clean stop: temp dirs removed, --cpu-prof written), SIGKILL if that hangs. */
-  async stop(): Promise<void> {
-    if (this.proc.exitCode !== null || this.proc.signalCode !== null) return;
-    this.proc.kill('SIGTERM');
-    const timer = setTimeout(() => this.proc.kill('SIGKILL'), 20_000);
-    await this.exited;
-    clearTimeout(timer);
-    this.proc.stdin!.destroy();
-  }
-}
+type ServerChild = ServerProcess<ServerInfo, CommitStats>;
 
 // ---------------------------------------------------------------------------------------------
 // Request bodies
@@ -279,9 +222,9 @@ async function main(): Promise<void> {
   process.on('SIGTERM', onSignal);
 
   try {
-    const floor = new ServerChild('floor', 'floor-server.ts');
+    const floor: ServerChild = new ServerProcess('floor', 'floor-server.ts');
     children.push(floor);
-    const postilion = new ServerChild('postilion', 'postilion-server.ts', CPU_PROF ? ['--cpu-prof', `--cpu-prof-dir=${CPU_PROF}`] : []);
+    const postilion: ServerChild = new ServerProcess('postilion', 'postilion-server.ts', { nodeArgs: CPU_PROF ? ['--cpu-prof', `--cpu-prof-dir=${CPU_PROF}`] : [] });
     children.push(postilion);
     await Promise.all([floor.ready(), postilion.ready()]);
 

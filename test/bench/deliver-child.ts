@@ -4,16 +4,10 @@
  * the checks every run ends with (DKIM of a delivered message, nothing left undelivered); and
  * what a benchmark's main needs around it (knobs from the environment, stopping what it started).
  */
-import { spawn, type ChildProcess } from 'node:child_process';
 import { availableParallelism } from 'node:os';
-import { dirname, resolve } from 'node:path';
-import { createInterface } from 'node:readline';
-import { fileURLToPath } from 'node:url';
 import { dkimVerify } from 'mailauth/lib/dkim/verify.js';
 import { until } from './deliver-sink.ts';
-
-const HERE = dirname(fileURLToPath(import.meta.url));
-const ROOT = resolve(HERE, '../..');
+import { ServerProcess } from './server-process.ts';
 
 export interface ServerInfo {
   url: string;
@@ -33,53 +27,10 @@ export interface ServerStats {
   ready: number;
 }
 
-export class PostilionChild {
-  info!: ServerInfo;
-  private readonly proc: ChildProcess;
-  private readonly waiters: Array<{ prefix: string; resolve: (json: string) => void }> = [];
-  private stderr = '';
-  private readonly exited: Promise<void>;
-
+export class PostilionChild extends ServerProcess<ServerInfo, ServerStats> {
   constructor(env: Record<string, string>, nodeArgs: string[]) {
-    this.proc = spawn(process.execPath, [...nodeArgs, '--import', 'tsx', resolve(HERE, 'deliver-server.ts')], {
-      cwd: ROOT,
-      stdio: ['pipe', 'pipe', 'pipe'],
-      // The thread pool sized as the postilion launcher sizes it (src/cli/postilion.js).
-      env: { UV_THREADPOOL_SIZE: String(Math.max(2, availableParallelism())), ...process.env, TEST_LOG: 'silent', ...env },
-    });
-    this.exited = new Promise((done) => this.proc.once('exit', () => done()));
-    this.proc.stderr!.on('data', (d: Buffer) => (this.stderr += d.toString()));
-    createInterface({ input: this.proc.stdout! }).on('line', (line) => {
-      const at = this.waiters.findIndex((w) => line.startsWith(`${w.prefix} `));
-      if (at >= 0) this.waiters.splice(at, 1)[0]!.resolve(line.slice(line.indexOf(' ') + 1));
-    });
-  }
-
-  private next(prefix: string, ms: number): Promise<string> {
-    return new Promise((resolvePromise, reject) => {
-      const timer = setTimeout(() => reject(new Error(`postilion: no ${prefix} line within ${ms} ms\n${this.stderr}`)), ms);
-      const onExit = () => reject(new Error(`postilion exited (code ${this.proc.exitCode}) before ${prefix}\n${this.stderr}`));
-      this.proc.once('exit', onExit);
-      this.waiters.push({
-        prefix,
-        resolve: (json) => {
-          clearTimeout(timer);
-          this.proc.off('exit', onExit);
-          resolvePromise(json);
-        },
-      });
-    });
-  }
-
-  async ready(): Promise<ServerInfo> {
-    this.info = JSON.parse(await this.next('READY', 60_000)) as ServerInfo;
-    return this.info;
-  }
-
-  async stats(): Promise<ServerStats> {
-    const line = this.next('STATS', 10_000);
-    this.proc.stdin!.write('stats\n');
-    return JSON.parse(await line) as ServerStats;
+    // The thread pool sized as the postilion launcher sizes it (src/cli/postilion.js).
+    super('postilion', 'deliver-server.ts', { nodeArgs, env: { UV_THREADPOOL_SIZE: process.env.UV_THREADPOOL_SIZE ?? String(Math.max(2, availableParallelism())), ...env }, killAfterMs: 30_000 });
   }
 
   /** One API call with the admin key; `body` is the parsed JSON (`any`: the callers read several response shapes loosely). */
@@ -126,16 +77,6 @@ export class PostilionChild {
     }, 30_000, 50).catch(() => {
       throw new Error(`messages not Delivered after the run: ${JSON.stringify(left).slice(0, 500)}`);
     });
-  }
-
-  /** SIGTERM (a clean stop: temp dirs removed, --cpu-prof written), SIGKILL if that hangs. */
-  async stop(): Promise<void> {
-    if (this.proc.exitCode !== null || this.proc.signalCode !== null) return;
-    this.proc.kill('SIGTERM');
-    const timer = setTimeout(() => this.proc.kill('SIGKILL'), 30_000);
-    await this.exited;
-    clearTimeout(timer);
-    this.proc.stdin!.destroy();
   }
 }
 

@@ -18,6 +18,14 @@ export interface IdempotencyTimes {
  * The Idempotency-Key state machine around one operation: claim the key (a durable in-progress
  * record with a lease), execute, then store the outcome, release the key, or keep the lease.
  */
+/** How an operation's outcome is kept for replays. */
+interface ReplayPolicy {
+  /** API-key creates: the short secret window, 4xx not stored. */
+  secretBearing: boolean;
+  /** The stored response is sealed with the secret box. */
+  encrypted: boolean;
+}
+
 export class Idempotency {
   private readonly mutex = new KeyedMutex();
 
@@ -38,6 +46,7 @@ export class Idempotency {
    * ordinary rules.
    */
   middleware(secretBearing: boolean, sealed = false) {
+    const policy: ReplayPolicy = { secretBearing, encrypted: secretBearing || sealed };
     return async (ctx: ApiContext, next: Next): Promise<void> => {
       const values = ctx.req.headersDistinct['idempotency-key'];
       if (values === undefined) {
@@ -63,10 +72,10 @@ export class Idempotency {
         body = JSON.stringify(ctx.body ?? null);
       } catch (err) {
         status = err instanceof AppError ? err.status : 500;
-        await this.finish(claimed, settle(status, secretBearing), status, JSON.stringify({ message: (err as Error).message }), secretBearing, sealed);
+        await this.finish(claimed, policy, status, JSON.stringify({ message: (err as Error).message }));
         throw err;
       }
-      await this.finish(claimed, settle(status, secretBearing), status, body, secretBearing, sealed);
+      await this.finish(claimed, policy, status, body);
     };
   }
 
@@ -133,31 +142,17 @@ export class Idempotency {
     }
   }
 
-  private async finish(
-    claimed: IdempotencyRecord,
-    settlement: ReturnType<typeof settle>,
-    status: number,
-    body: string,
-    secretBearing: boolean,
-    sealed: boolean,
-  ): Promise<void> {
+  private async finish(claimed: IdempotencyRecord, policy: ReplayPolicy, status: number, body: string): Promise<void> {
     await this.mutex.run(`${claimed.accountId}:${claimed.key}`, async () => {
       // An execution that outlived its lease no longer owns the key: leave the newer claim alone.
       const current = await this.repo.get(claimed.accountId, claimed.key);
       if (!current || current.state !== 'in_progress' || current.expiresAt !== claimed.expiresAt) return;
-      await this.settle(claimed, settlement, status, body, secretBearing, sealed);
+      await this.settle(claimed, policy, status, body);
     });
   }
 
-  private async settle(
-    claimed: IdempotencyRecord,
-    settlement: ReturnType<typeof settle>,
-    status: number,
-    body: string,
-    secretBearing: boolean,
-    sealed: boolean,
-  ): Promise<void> {
-    switch (settlement) {
+  private async settle(claimed: IdempotencyRecord, policy: ReplayPolicy, status: number, body: string): Promise<void> {
+    switch (settle(status, policy.secretBearing)) {
       case 'keep_lease':
         return;
       case 'release':
@@ -165,13 +160,12 @@ export class Idempotency {
         return;
       case 'complete': {
         const times = this.times;
-        const ttl = secretBearing ? times.secret_retention_seconds * 1000 : times.retention_hours * 3600 * 1000;
-        const encrypted = secretBearing || sealed;
+        const ttl = policy.secretBearing ? times.secret_retention_seconds * 1000 : times.retention_hours * 3600 * 1000;
         const completed: IdempotencyRecord = {
           ...claimed,
           state: 'completed',
           expiresAt: this.clock.now() + ttl,
-          response: { status, body: encrypted ? this.box.seal(body) : body, encrypted },
+          response: { status, body: policy.encrypted ? this.box.seal(body) : body, encrypted: policy.encrypted },
         };
         await this.repo.save(completed, claimed);
         return;
