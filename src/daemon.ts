@@ -306,8 +306,15 @@ export class Daemon {
     queue.attach(scheduler);
     core.messages.deliveringWith((id) => scheduler.holds(id));
     core.acceptor.onAccepted((records, bodies) => {
-      deliverer.remember(bodies);
-      for (const record of records) scheduler.notify(Date.parse(record.dueAt));
+      // Sandbox mail is never sent and scheduled mail waits: only sends due now ask for a body soon.
+      const now = core.clock.now();
+      const sends = new Map<string, number>();
+      for (const record of records) {
+        const due = Date.parse(record.dueAt);
+        if (due <= now && !record.sandbox) sends.set(record.bodyId, (sends.get(record.bodyId) ?? 0) + 1);
+        scheduler.notify(due);
+      }
+      deliverer.remember(bodies, sends);
     });
     scheduler.start();
     log.info({ rules: rules.length, concurrency: d.concurrency }, 'delivery started');

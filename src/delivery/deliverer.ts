@@ -40,9 +40,15 @@ export class Deliverer {
     private readonly rules: readonly BounceRule[],
   ) {}
 
-  /** Bodies just accepted: their first delivery need not read them back from the store. */
-  remember(bodies: ReadonlyArray<{ id: string; chunks: Buffer[] }>): void {
-    for (const body of bodies) this.bodies.put(body.id, body.chunks);
+  /**
+   * Bodies just accepted, with the sends due now that will ask for them: their first delivery
+   * need not read them back from the store.
+   */
+  remember(bodies: ReadonlyArray<{ id: string; chunks: Buffer[] }>, sends: ReadonlyMap<string, number>): void {
+    for (const body of bodies) {
+      const count = sends.get(body.id) ?? 0;
+      if (count > 0) this.bodies.put(body.id, body.chunks, count);
+    }
   }
 
   async attempt(message: MessageRecord): Promise<Attempt> {

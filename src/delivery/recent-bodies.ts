@@ -4,35 +4,53 @@ export interface RecentBodiesLimits {
   totalBytes: number;
   /** A larger body is read each time and not kept. */
   bodyBytes: number;
+  /** How long a body put in for sends still to come is held against newer ones. */
+  holdMs: number;
 }
 
-const DEFAULT_LIMITS: RecentBodiesLimits = { totalBytes: 8 * 1024 * 1024, bodyBytes: 1024 * 1024 };
+const DEFAULT_LIMITS: RecentBodiesLimits = { totalBytes: 32 * 1024 * 1024, bodyBytes: 1024 * 1024, holdMs: 10 * 60_000 };
+
+interface Kept {
+  body: Promise<Buffer>;
+  bytes: number;
+  /** Sends announced at acceptance that have not asked for the body yet. */
+  awaited: number;
+  /** Until when those sends hold the body in (a message cancelled or purged never asks). */
+  heldUntil: number;
+}
 
 /**
- * The bodies of the last messages sent, by body id. The recipients of one request share one
- * stored body (DESIGN.md §2), and the scheduler takes them one after another, so consecutive
- * deliveries read the same bytes: this reads them from the store once. A body never changes
- * under its id (a new body gets a new id), so nothing kept goes stale; the least recently used
- * bodies go first when the byte limit is reached. Concurrent reads of one body share one read.
+ * The bodies of messages about to be sent, by body id, so that delivery does not read back what
+ * was just accepted. A body never changes under its id (a new body gets a new id), so nothing
+ * kept goes stale.
+ *
+ * A body put in at acceptance is held until its announced sends have asked for it (or `holdMs`
+ * passed): the queue sends in acceptance order, so pushing the oldest out for a newer one would
+ * miss every time once the queue is longer than the cache. When everything kept is held, a new
+ * body is not kept; its sends read it from the store. Bodies read on a miss, and bodies whose
+ * sends are done (a deferred retry may still come), go least recently used first. Concurrent
+ * reads of one body share one read.
  */
 export class RecentBodies {
   /** In use order: the first entry is the least recently used. */
-  private readonly kept = new Map<string, { body: Promise<Buffer>; bytes: number }>();
+  private readonly kept = new Map<string, Kept>();
   private bytes = 0;
 
   constructor(
     private readonly read: (bodyId: string) => AsyncIterable<Buffer>,
     private readonly limits: RecentBodiesLimits = DEFAULT_LIMITS,
+    private readonly now: () => number = Date.now,
   ) {}
 
   get(bodyId: string): Promise<Buffer> {
     const hit = this.kept.get(bodyId);
     if (hit) {
+      if (hit.awaited > 0) hit.awaited -= 1;
       this.kept.delete(bodyId);
       this.kept.set(bodyId, hit);
       return hit.body;
     }
-    const entry = { body: this.readAll(bodyId), bytes: 0 };
+    const entry: Kept = { body: this.readAll(bodyId), bytes: 0, awaited: 0, heldUntil: 0 };
     this.kept.set(bodyId, entry);
     entry.body.then(
       (body) => {
@@ -43,7 +61,7 @@ export class RecentBodies {
         }
         entry.bytes = body.length;
         this.bytes += body.length;
-        this.evict();
+        this.evict(0);
       },
       // A failed read is not kept: the next caller tries again.
       () => {
@@ -53,26 +71,39 @@ export class RecentBodies {
     return entry.body;
   }
 
-  /** Keeps a body just stored (accepted mail is usually sent soon), unless it is too large. */
-  put(bodyId: string, chunks: Buffer[]): void {
-    const body = chunks.length === 1 ? chunks[0]! : Buffer.concat(chunks);
-    if (this.kept.has(bodyId) || body.length > this.limits.bodyBytes) return;
-    this.kept.set(bodyId, { body: Promise.resolve(body), bytes: body.length });
-    this.bytes += body.length;
-    this.evict();
+  /**
+   * Keeps a body just stored for `sends` deliveries about to ask for it, unless it is too large
+   * or the cache is full of bodies still awaited.
+   */
+  put(bodyId: string, chunks: Buffer[], sends = 1): void {
+    const present = this.kept.get(bodyId);
+    if (present) {
+      present.awaited += sends;
+      return;
+    }
+    const bytes = chunks.reduce((sum, chunk) => sum + chunk.length, 0);
+    if (bytes > this.limits.bodyBytes || !this.evict(bytes)) return;
+    const body = chunks.length === 1 ? chunks[0]! : Buffer.concat(chunks, bytes);
+    this.kept.set(bodyId, { body: Promise.resolve(body), bytes, awaited: sends, heldUntil: this.now() + this.limits.holdMs });
+    this.bytes += bytes;
+  }
+
+  /** Makes room for `incoming` more bytes, dropping what is not held; false if it cannot. */
+  private evict(incoming: number): boolean {
+    if (this.bytes + incoming <= this.limits.totalBytes) return true;
+    const now = this.now();
+    for (const [id, entry] of this.kept) {
+      if (entry.awaited > 0 && entry.heldUntil > now) continue;
+      this.kept.delete(id);
+      this.bytes -= entry.bytes;
+      if (this.bytes + incoming <= this.limits.totalBytes) return true;
+    }
+    return false;
   }
 
   private async readAll(bodyId: string): Promise<Buffer> {
     const chunks: Buffer[] = [];
     for await (const chunk of this.read(bodyId)) chunks.push(chunk);
     return chunks.length === 1 ? chunks[0]! : Buffer.concat(chunks);
-  }
-
-  private evict(): void {
-    for (const [id, entry] of this.kept) {
-      if (this.bytes <= this.limits.totalBytes) return;
-      this.kept.delete(id);
-      this.bytes -= entry.bytes;
-    }
   }
 }

@@ -2,6 +2,7 @@ import type { WriteOp } from './group-commit.ts';
 import { collectNewestFirst, type Page, type PageRequest } from './page.ts';
 import type { SuppressionRecord } from './records.ts';
 import type { Store } from './store.ts';
+import { BloomFilter } from '../util/bloom.ts';
 import { idFloor } from '../util/ids.ts';
 import { timeKey } from '../util/time.ts';
 
@@ -22,10 +23,30 @@ export interface SuppressionFilter {
  * expiry, all written in the same batch as the record.
  */
 export class SuppressionsRepo {
-  constructor(private readonly store: Store) {}
+  /** Every key stored (and some deleted since): most recipients are on no list, and need no read. */
+  private filter: BloomFilter | null = null;
+  private loading: Promise<void> | null = null;
+  /** Keys whose put landed while a build scans the store: it adds them when the scan is done. */
+  private landedDuringBuild: string[] | null = null;
 
-  get(accountId: string, email: string, domain: string): Promise<SuppressionRecord | undefined> {
-    return this.store.get<SuppressionRecord>('suppressions', primaryKey(accountId, email, domain));
+  constructor(
+    private readonly store: Store,
+    /** The smallest filter built, in keys. */
+    private readonly filterMin = FILTER_MIN,
+  ) {
+    store.onPut('suppressions', (key) => this.landed(key));
+  }
+
+  /** Resolves once no filter build is under way. */
+  async settled(): Promise<void> {
+    while (this.loading) await this.loading.catch(() => undefined);
+  }
+
+  async get(accountId: string, email: string, domain: string): Promise<SuppressionRecord | undefined> {
+    const key = primaryKey(accountId, email, domain);
+    if (this.filter === null) await this.load();
+    if (this.filter?.mayContain(key) === false) return undefined;
+    return this.store.get<SuppressionRecord>('suppressions', key);
   }
 
   /** The records of one address, for every domain. */
@@ -41,6 +62,39 @@ export class SuppressionsRepo {
     ops.push({ type: 'put', family: 'suppressions', key, value: record });
     for (const entry of indexKeys(record)) ops.push({ type: 'put', family: 'suppressionIndex', key: entry, value: key });
     return ops;
+  }
+
+  /**
+   * The filter learns a key once its put has landed (a read racing the commit may miss it, as it
+   * would a moment earlier). Past its capacity the filter is rebuilt from the store, which also
+   * forgets deleted keys; the old one serves meanwhile.
+   */
+  private landed(key: string): void {
+    this.landedDuringBuild?.push(key);
+    if (!this.filter) return;
+    this.filter.add(key);
+    if (this.filter.size > this.filter.capacity && !this.loading) void this.load().catch(() => undefined);
+  }
+
+  /** Builds the filter from the keys stored, sized for twice as many (at least `filterMin`). */
+  private load(): Promise<void> {
+    this.loading ??= (async () => {
+      // From here on, landed keys are collected: the scan's snapshot may be taken after some.
+      const landed: string[] = [];
+      this.landedDuringBuild = landed;
+      try {
+        const keys: string[] = [];
+        for await (const key of this.store.families.suppressions.keys()) keys.push(key);
+        const filter = new BloomFilter(Math.max(this.filterMin, 2 * (keys.length + landed.length)));
+        for (const key of keys) filter.add(key);
+        for (const key of landed) filter.add(key);
+        this.filter = filter;
+      } finally {
+        this.landedDuringBuild = null;
+        this.loading = null;
+      }
+    })();
+    return this.loading;
   }
 
   delete(record: SuppressionRecord): WriteOp[] {
@@ -93,6 +147,8 @@ export class SuppressionsRepo {
 }
 
 const enc = (email: string) => encodeURIComponent(email.toLowerCase());
+/** The smallest filter: 64 Ki keys in 80 KiB. */
+const FILTER_MIN = 65_536;
 
 function primaryKey(accountId: string, email: string, domain: string): string {
   return `${accountId}:${enc(email)}:${domain}`;

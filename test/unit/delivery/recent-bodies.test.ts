@@ -26,7 +26,7 @@ describe('recent bodies', () => {
 
   it('serves a body put in at acceptance without reading it, within the limits', async () => {
     const s = source({ a: 'stored body', big: 'x'.repeat(20) });
-    const cache = new RecentBodies(s.read, { totalBytes: 15, bodyBytes: 12 });
+    const cache = new RecentBodies(s.read, { totalBytes: 15, bodyBytes: 12, holdMs: 60_000 });
     cache.put('a', [Buffer.from('stored '), Buffer.from('body')]);
     expect((await cache.get('a')).toString()).to.equal('stored body');
     cache.put('big', [Buffer.from('x'.repeat(20))]);
@@ -49,7 +49,7 @@ describe('recent bodies', () => {
 
   it('drops the least recently used body when the byte limit is reached', async () => {
     const s = source({ a: 'aaaa', b: 'bbbb', c: 'cccc' });
-    const cache = new RecentBodies(s.read, { totalBytes: 8, bodyBytes: 8 });
+    const cache = new RecentBodies(s.read, { totalBytes: 8, bodyBytes: 8, holdMs: 60_000 });
     await cache.get('a');
     await cache.get('b');
     await cache.get('a'); // a is now the most recently used
@@ -59,9 +59,43 @@ describe('recent bodies', () => {
     expect(s.reads).to.deep.equal(['a', 'b', 'c', 'b']);
   });
 
+  it('holds bodies put in until their sends asked, rather than keep newer ones', async () => {
+    const s = source({ a: 'aaaa', b: 'bbbb', c: 'cccc', d: 'dddd' });
+    let now = 0;
+    const cache = new RecentBodies(s.read, { totalBytes: 8, bodyBytes: 8, holdMs: 1000 }, () => now);
+    cache.put('a', [Buffer.from('aaaa')], 2);
+    cache.put('b', [Buffer.from('bbbb')]);
+    // Full of bodies still awaited: c is not kept, and a and b stay.
+    cache.put('c', [Buffer.from('cccc')]);
+    await cache.get('c');
+    await cache.get('a');
+    await cache.get('b');
+    expect(s.reads).to.deep.equal(['c']);
+    // b's one send has asked: d may take its place; a is awaited once more.
+    cache.put('d', [Buffer.from('dddd')]);
+    await cache.get('a');
+    await cache.get('d');
+    await cache.get('b');
+    expect(s.reads).to.deep.equal(['c', 'b']);
+  });
+
+  it('lets a held body go once its hold is over (a send that never asks)', async () => {
+    const s = source({ a: 'aaaa', b: 'bbbb' });
+    let now = 0;
+    const cache = new RecentBodies(s.read, { totalBytes: 4, bodyBytes: 8, holdMs: 1000 }, () => now);
+    cache.put('a', [Buffer.from('aaaa')], 3);
+    cache.put('b', [Buffer.from('bbbb')]);
+    await cache.get('b');
+    now = 1001;
+    cache.put('b', [Buffer.from('bbbb')]);
+    await cache.get('b');
+    await cache.get('a');
+    expect(s.reads).to.deep.equal(['b', 'a']);
+  });
+
   it('does not keep a body larger than bodyBytes', async () => {
     const s = source({ big: 'x'.repeat(100) });
-    const cache = new RecentBodies(s.read, { totalBytes: 1000, bodyBytes: 10 });
+    const cache = new RecentBodies(s.read, { totalBytes: 1000, bodyBytes: 10, holdMs: 60_000 });
     expect((await cache.get('big')).length).to.equal(100);
     await cache.get('big');
     expect(s.reads).to.deep.equal(['big', 'big']);
