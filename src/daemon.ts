@@ -288,7 +288,7 @@ export class Daemon {
       commandTimeoutMs: d.command_timeout_ms,
       tlsRejectUnauthorized: d.tls_reject_unauthorized,
     });
-    const deliverer = new Deliverer(core.messagesRepo, core.domainsRepo, core.signer, router, pool, rules);
+    const deliverer = new Deliverer(core.messagesRepo, core.domainsRepo, core.signer, router, pool, rules, core.clock);
     const retry = {
       firstDelayMs: d.retry.first_delay_seconds * 1000,
       maxDelayMs: d.retry.max_delay_seconds * 1000,
@@ -307,14 +307,14 @@ export class Daemon {
     core.messages.deliveringWith((id) => scheduler.holds(id));
     core.acceptor.onAccepted((records, bodies) => {
       // Sandbox mail is never sent and scheduled mail waits: only sends due now ask for a body soon.
+      // Each send, once dealt with, lets its hold go (DeliveryQueue.process).
       const now = core.clock.now();
       const sends = new Map<string, number>();
       for (const record of records) {
-        const due = Date.parse(record.dueAt);
-        if (due <= now && !record.sandbox) sends.set(record.bodyId, (sends.get(record.bodyId) ?? 0) + 1);
-        scheduler.notify(due);
+        if (Date.parse(record.dueAt) <= now && !record.sandbox) sends.set(record.bodyId, (sends.get(record.bodyId) ?? 0) + 1);
       }
       deliverer.remember(bodies, sends);
+      for (const record of records) scheduler.notify(Date.parse(record.dueAt));
     });
     scheduler.start();
     log.info({ rules: rules.length, concurrency: d.concurrency }, 'delivery started');

@@ -3,6 +3,7 @@ import type { DkimSigner } from '../domains/signer.ts';
 import type { DomainsRepo } from '../store/domains-repo.ts';
 import type { MessagesRepo } from '../store/messages-repo.ts';
 import type { DomainRecord, MessageRecord } from '../store/records.ts';
+import type { Clock } from '../util/time.ts';
 import { domainOf } from '../util/email.ts';
 import { retryHintMs } from '../queue/retry-policy.ts';
 import { RecentBodies } from './recent-bodies.ts';
@@ -29,7 +30,7 @@ export interface Attempt {
  * with the VERP return path over a pooled session, and says what the reply means.
  */
 export class Deliverer {
-  private readonly bodies = new RecentBodies((bodyId) => this.messages.body(bodyId));
+  private readonly bodies: RecentBodies;
 
   constructor(
     private readonly messages: MessagesRepo,
@@ -38,7 +39,10 @@ export class Deliverer {
     private readonly router: Router,
     private readonly pool: SmtpPool,
     private readonly rules: readonly BounceRule[],
-  ) {}
+    clock: Clock,
+  ) {
+    this.bodies = new RecentBodies((bodyId) => this.messages.body(bodyId), undefined, () => clock.now());
+  }
 
   /**
    * Bodies just accepted, with the sends due now that will ask for them: their first delivery
@@ -49,6 +53,11 @@ export class Deliverer {
       const count = sends.get(body.id) ?? 0;
       if (count > 0) this.bodies.put(body.id, body.chunks, count);
     }
+  }
+
+  /** A message of the body has been dealt with (sent or not): one announced send is done. */
+  done(bodyId: string): void {
+    this.bodies.release(bodyId);
   }
 
   async attempt(message: MessageRecord): Promise<Attempt> {

@@ -13,7 +13,7 @@ const DEFAULT_LIMITS: RecentBodiesLimits = { totalBytes: 32 * 1024 * 1024, bodyB
 interface Kept {
   body: Promise<Buffer>;
   bytes: number;
-  /** Sends announced at acceptance that have not asked for the body yet. */
+  /** Sends announced at acceptance that have not been done yet (released). */
   awaited: number;
   /** Until when those sends hold the body in (a message cancelled or purged never asks). */
   heldUntil: number;
@@ -24,12 +24,13 @@ interface Kept {
  * was just accepted. A body never changes under its id (a new body gets a new id), so nothing
  * kept goes stale.
  *
- * A body put in at acceptance is held until its announced sends have asked for it (or `holdMs`
- * passed): the queue sends in acceptance order, so pushing the oldest out for a newer one would
- * miss every time once the queue is longer than the cache. When everything kept is held, a new
- * body is not kept; its sends read it from the store. Bodies read on a miss, and bodies whose
- * sends are done (a deferred retry may still come), go least recently used first. Concurrent
- * reads of one body share one read.
+ * A body put in at acceptance is held until its announced sends are done (each releases it,
+ * whether it came to read the body or not: a suppressed recipient never does), or `holdMs`
+ * passed: the queue sends in acceptance order, so pushing the oldest out for a newer one would
+ * miss every time once the queue is longer than the cache. When what is not held cannot make
+ * room, a new body is not kept (and nothing is dropped for it); its sends read it from the store.
+ * Bodies read on a miss, and bodies whose sends are done (a deferred retry may still come), go
+ * least recently used first. Concurrent reads of one body share one read.
  */
 export class RecentBodies {
   /** In use order: the first entry is the least recently used. */
@@ -45,7 +46,6 @@ export class RecentBodies {
   get(bodyId: string): Promise<Buffer> {
     const hit = this.kept.get(bodyId);
     if (hit) {
-      if (hit.awaited > 0) hit.awaited -= 1;
       this.kept.delete(bodyId);
       this.kept.set(bodyId, hit);
       return hit.body;
@@ -79,6 +79,7 @@ export class RecentBodies {
     const present = this.kept.get(bodyId);
     if (present) {
       present.awaited += sends;
+      present.heldUntil = this.now() + this.limits.holdMs;
       return;
     }
     const bytes = chunks.reduce((sum, chunk) => sum + chunk.length, 0);
@@ -88,17 +89,32 @@ export class RecentBodies {
     this.bytes += bytes;
   }
 
-  /** Makes room for `incoming` more bytes, dropping what is not held; false if it cannot. */
+  /** One announced send of the body is done (sent, or not to be sent): it holds the body no more. */
+  release(bodyId: string): void {
+    const entry = this.kept.get(bodyId);
+    if (entry && entry.awaited > 0) entry.awaited -= 1;
+  }
+
+  /**
+   * Makes room for `incoming` more bytes by dropping what is not held, least recently used
+   * first; drops nothing and answers false when that cannot make room. (A read in progress
+   * counts no bytes yet: dropping it would free nothing and lose the shared read.)
+   */
   private evict(incoming: number): boolean {
-    if (this.bytes + incoming <= this.limits.totalBytes) return true;
+    const over = this.bytes + incoming - this.limits.totalBytes;
+    if (over <= 0) return true;
     const now = this.now();
+    const droppable = (entry: Kept) => entry.bytes > 0 && !(entry.awaited > 0 && entry.heldUntil > now);
+    let free = 0;
+    for (const entry of this.kept.values()) if (droppable(entry)) free += entry.bytes;
+    if (free < over) return false;
     for (const [id, entry] of this.kept) {
-      if (entry.awaited > 0 && entry.heldUntil > now) continue;
+      if (!droppable(entry)) continue;
       this.kept.delete(id);
       this.bytes -= entry.bytes;
-      if (this.bytes + incoming <= this.limits.totalBytes) return true;
+      if (this.bytes + incoming <= this.limits.totalBytes) break;
     }
-    return false;
+    return true;
   }
 
   private async readAll(bodyId: string): Promise<Buffer> {

@@ -29,6 +29,15 @@ export class DeliveryQueue {
 
   /** `transactionDone` is called once no connection is used any more (the scheduler's slot). */
   async process(message: MessageRecord, transactionDone: () => void = () => undefined): Promise<void> {
+    try {
+      await this.handle(message, transactionDone);
+    } finally {
+      // Sandbox mail was never announced as a send of its body (see Daemon.startDelivery).
+      if (!message.sandbox) this.deliverer.done(message.bodyId);
+    }
+  }
+
+  private async handle(message: MessageRecord, transactionDone: () => void): Promise<void> {
     const now = this.clock.now();
     const log = this.log.child({ message_id: message.id, account_id: message.accountId, destination: domainOf(message.recipient) });
     if (message.schedule?.expires && Date.parse(message.schedule.expires) <= now) {

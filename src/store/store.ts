@@ -117,14 +117,24 @@ export class Store {
     const cached = ops.filter((op) => CACHED.has(op.family)).map((op) => cacheKey(op.family, op.key));
     const written = cached.length === 0 ? this.committer.submit(ops) : this.writing(cached, () => this.committer.submit(ops));
     if (this.putListeners.size === 0) return written;
-    const watched = ops.filter((op) => op.type === 'put' && this.putListeners.has(op.family));
-    if (watched.length === 0) return written;
-    return written.then(() => {
-      for (const op of watched) for (const listener of this.putListeners.get(op.family)!) listener(op.key);
-    });
+    return written.then(() => this.landed(ops));
   }
 
-  /** Calls `listener` with the key of every put into `family`, once its commit has landed. */
+  /** Tells the put listeners of a landed batch; what they do cannot fail the commit. */
+  private landed(ops: WriteOp[]): void {
+    for (const op of ops) {
+      if (op.type !== 'put') continue;
+      for (const listener of this.putListeners.get(op.family) ?? []) {
+        try {
+          listener(op.key);
+        } catch (err) {
+          process.emitWarning(`a listener of ${op.family} writes failed: ${(err as Error).message}`);
+        }
+      }
+    }
+  }
+
+  /** Calls `listener` (which must not throw) with the key of every put into `family`, once its commit has landed. */
   onPut(family: Family, listener: (key: string) => void): void {
     const listeners = this.putListeners.get(family) ?? [];
     listeners.push(listener);

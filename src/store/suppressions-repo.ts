@@ -2,7 +2,7 @@ import type { WriteOp } from './group-commit.ts';
 import { collectNewestFirst, type Page, type PageRequest } from './page.ts';
 import type { SuppressionRecord } from './records.ts';
 import type { Store } from './store.ts';
-import { BloomFilter } from '../util/bloom.ts';
+import { KeyFilter } from './key-filter.ts';
 import { idFloor } from '../util/ids.ts';
 import { timeKey } from '../util/time.ts';
 
@@ -23,29 +23,25 @@ export interface SuppressionFilter {
  * expiry, all written in the same batch as the record.
  */
 export class SuppressionsRepo {
-  /** Every key stored (and some deleted since): most recipients are on no list, and need no read. */
-  private filter: BloomFilter | null = null;
-  private loading: Promise<void> | null = null;
-  /** Keys whose put landed while a build scans the store: it adds them when the scan is done. */
-  private landedDuringBuild: string[] | null = null;
+  /** Most recipients are on no list: their lookup needs no read. */
+  private readonly stored: KeyFilter;
 
   constructor(
     private readonly store: Store,
-    /** The smallest filter built, in keys. */
-    private readonly filterMin = FILTER_MIN,
+    /** The smallest filter of stored keys, in keys. */
+    filterMinKeys?: number,
   ) {
-    store.onPut('suppressions', (key) => this.landed(key));
+    this.stored = new KeyFilter(store, 'suppressions', filterMinKeys);
   }
 
-  /** Resolves once no filter build is under way. */
-  async settled(): Promise<void> {
-    while (this.loading) await this.loading.catch(() => undefined);
+  /** Resolves once no build of the filter of stored keys is under way. */
+  settled(): Promise<void> {
+    return this.stored.settled();
   }
 
   async get(accountId: string, email: string, domain: string): Promise<SuppressionRecord | undefined> {
     const key = primaryKey(accountId, email, domain);
-    if (this.filter === null) await this.load();
-    if (this.filter?.mayContain(key) === false) return undefined;
+    if (!this.stored.mayContain(key)) return undefined;
     return this.store.get<SuppressionRecord>('suppressions', key);
   }
 
@@ -62,39 +58,6 @@ export class SuppressionsRepo {
     ops.push({ type: 'put', family: 'suppressions', key, value: record });
     for (const entry of indexKeys(record)) ops.push({ type: 'put', family: 'suppressionIndex', key: entry, value: key });
     return ops;
-  }
-
-  /**
-   * The filter learns a key once its put has landed (a read racing the commit may miss it, as it
-   * would a moment earlier). Past its capacity the filter is rebuilt from the store, which also
-   * forgets deleted keys; the old one serves meanwhile.
-   */
-  private landed(key: string): void {
-    this.landedDuringBuild?.push(key);
-    if (!this.filter) return;
-    this.filter.add(key);
-    if (this.filter.size > this.filter.capacity && !this.loading) void this.load().catch(() => undefined);
-  }
-
-  /** Builds the filter from the keys stored, sized for twice as many (at least `filterMin`). */
-  private load(): Promise<void> {
-    this.loading ??= (async () => {
-      // From here on, landed keys are collected: the scan's snapshot may be taken after some.
-      const landed: string[] = [];
-      this.landedDuringBuild = landed;
-      try {
-        const keys: string[] = [];
-        for await (const key of this.store.families.suppressions.keys()) keys.push(key);
-        const filter = new BloomFilter(Math.max(this.filterMin, 2 * (keys.length + landed.length)));
-        for (const key of keys) filter.add(key);
-        for (const key of landed) filter.add(key);
-        this.filter = filter;
-      } finally {
-        this.landedDuringBuild = null;
-        this.loading = null;
-      }
-    })();
-    return this.loading;
   }
 
   delete(record: SuppressionRecord): WriteOp[] {
@@ -147,8 +110,6 @@ export class SuppressionsRepo {
 }
 
 const enc = (email: string) => encodeURIComponent(email.toLowerCase());
-/** The smallest filter: 64 Ki keys in 80 KiB. */
-const FILTER_MIN = 65_536;
 
 function primaryKey(accountId: string, email: string, domain: string): string {
   return `${accountId}:${enc(email)}:${domain}`;

@@ -14,21 +14,40 @@ const taken = {
   dueAt: '2026-11-21T10:00:00.000Z',
   sandbox: null,
   schedule: null,
+  bodyId: 'b1',
 } as unknown as MessageRecord;
 
 describe('DeliveryQueue.process', () => {
-  function queueWith(stored: MessageRecord | undefined) {
+  function queueWith(stored: MessageRecord | undefined, suppressed = false) {
     const calls: string[] = [];
-    const deliverer = { attempt: async () => (calls.push('attempt'), { outcome: 'delivered', smtpCode: 250, enhanced: '', response: '250 ok', command: 'DATA', host: 'mx' }) } as unknown as Deliverer;
-    const outcomes = { apply: async () => (calls.push('apply'), null) } as unknown as Outcomes;
-    const queue = new DeliveryQueue(deliverer, outcomes, { active: async () => undefined }, { get: async () => stored }, { now: () => Date.parse(taken.dueAt) }, pino({ level: 'silent' }));
+    const deliverer = {
+      attempt: async () => (calls.push('attempt'), { outcome: 'delivered', smtpCode: 250, enhanced: '', response: '250 ok', command: 'DATA', host: 'mx' }),
+      done: (bodyId: string) => calls.push(`done ${bodyId}`),
+    } as unknown as Deliverer;
+    const outcomes = {
+      apply: async () => (calls.push('apply'), null),
+      suppress: async () => (calls.push('suppress'), null),
+      simulate: async () => (calls.push('simulate'), null),
+    } as unknown as Outcomes;
+    const suppressions = { active: async () => (suppressed ? ({ id: 's' } as never) : undefined) };
+    const queue = new DeliveryQueue(deliverer, outcomes, suppressions, { get: async () => stored }, { now: () => Date.parse(taken.dueAt) }, pino({ level: 'silent' }));
     return { queue, calls };
   }
 
-  it('sends the message when the stored record is still the one taken', async () => {
+  it('sends the message when the stored record is still the one taken, then lets its body go', async () => {
     const { queue, calls } = queueWith(taken);
     await queue.process(taken);
-    expect(calls).to.deep.equal(['attempt', 'apply']);
+    expect(calls).to.deep.equal(['attempt', 'apply', 'done b1']);
+  });
+
+  it('lets the body go for a message not sent (suppressed), but never for sandbox mail, never announced', async () => {
+    const suppressed = queueWith(taken, true);
+    await suppressed.queue.process(taken);
+    expect(suppressed.calls).to.deep.equal(['suppress', 'done b1']);
+    const sandbox = { ...taken, sandbox: 'deliver' } as MessageRecord;
+    const simulated = queueWith(sandbox);
+    await simulated.queue.process(sandbox);
+    expect(simulated.calls).to.deep.equal(['simulate']);
   });
 
   it('does not send a message cancelled, purged or gone since it was taken, and frees its slot', async () => {
@@ -36,7 +55,7 @@ describe('DeliveryQueue.process', () => {
       const { queue, calls } = queueWith(stored);
       let freed = false;
       await queue.process(taken, () => (freed = true));
-      expect(calls).to.deep.equal([]);
+      expect(calls).to.deep.equal(['done b1']);
       expect(freed).to.equal(true);
     }
   });

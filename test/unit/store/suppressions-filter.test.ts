@@ -53,11 +53,15 @@ describe('Suppression lookups behind the filter', () => {
   it('finds what was stored before it started, and reads nothing for an address on no list', async () => {
     await store.commit(new SuppressionsRepo(store).put(record('old@x.test')));
     const repo = new SuppressionsRepo(store);
+    // Read while the filter is being built.
     expect((await repo.get('acct', 'OLD@x.test', 'example.com'))?.email).to.equal('old@x.test');
+    await repo.settled();
     expect(reads).to.equal(1);
+    expect((await repo.get('acct', 'OLD@x.test', 'example.com'))?.email).to.equal('old@x.test');
+    expect(reads).to.equal(2);
     expect(await repo.get('acct', 'old@x.test', 'other.com')).to.equal(undefined);
     expect(await repo.get('acct', 'new@x.test', 'example.com')).to.equal(undefined);
-    expect(reads).to.equal(1);
+    expect(reads).to.equal(2);
     await store.commit(repo.put(record('new@x.test')));
     expect((await repo.get('acct', 'new@x.test', 'example.com'))?.email).to.equal('new@x.test');
   });
@@ -83,8 +87,33 @@ describe('Suppression lookups behind the filter', () => {
       },
     });
     expect(await repo.get('acct', 'nobody@x.test', 'example.com')).to.equal(undefined);
+    await repo.settled();
     expect((await repo.get('acct', 'first@x.test', 'example.com'))?.email).to.equal('first@x.test');
     expect((await repo.get('acct', 'during@x.test', 'example.com'))?.email).to.equal('during@x.test');
+  });
+
+  it('reads the store while no filter could be built, and builds one when it can', async () => {
+    const repo = new SuppressionsRepo(store);
+    await store.commit(repo.put(record('kept@x.test')));
+    const family = store.families.suppressions;
+    const keys = family.keys.bind(family);
+    Object.assign(family, {
+      keys: () => {
+        throw new Error('the store is closing');
+      },
+    });
+    expect((await repo.get('acct', 'kept@x.test', 'example.com'))?.email).to.equal('kept@x.test');
+    await repo.settled();
+    expect((await repo.get('acct', 'kept@x.test', 'example.com'))?.email).to.equal('kept@x.test');
+    expect(await repo.get('acct', 'other@x.test', 'example.com')).to.equal(undefined);
+    expect(reads).to.equal(3);
+    Object.assign(family, { keys });
+    await repo.settled();
+    expect(await repo.get('acct', 'another@x.test', 'example.com')).to.equal(undefined);
+    await repo.settled();
+    expect(await repo.get('acct', 'another@x.test', 'example.com')).to.equal(undefined);
+    expect((await repo.get('acct', 'kept@x.test', 'example.com'))?.email).to.equal('kept@x.test');
+    expect(reads).to.equal(5);
   });
 
   it('keeps every key through rebuilds, puts that land while one scans the store included', async () => {
