@@ -2,6 +2,7 @@ import { mkdirSync } from 'node:fs';
 import { Level } from 'level';
 import type { AbstractSublevel } from 'abstract-level';
 import { GroupCommitter, type WriteOp } from './group-commit.ts';
+import { ReadCache, type CacheLimits } from './read-cache.ts';
 
 /** The families of records, one sublevel each. Only store/ knows their keys. */
 export const FAMILIES = [
@@ -33,20 +34,23 @@ export const FAMILIES = [
   'smtpCredentialsByDomain',
 ] as const;
 /**
- * Families read on (nearly) every request — authentication and the sender domain — and written
- * rarely: kept in memory after the first read. This process is the only one with the store open.
+ * Families kept in memory after the first read (see ReadCache), with how many records of each at
+ * most. This process is the only one with the store open.
  */
-const CACHED: ReadonlySet<Family> = new Set<Family>([
-  'accounts',
-  'apiKeys',
-  'apiKeysByHash',
-  'domains',
-  'domainsByName',
+const CACHED: CacheLimits = new Map<Family, number>([
+  // Read on (nearly) every request — authentication and the sender domain — and written rarely.
+  ['accounts', 50_000],
+  ['apiKeys', 50_000],
+  ['apiKeysByHash', 50_000],
+  ['domains', 50_000],
+  ['domainsByName', 50_000],
   // Read on every SMTP AUTH and MAIL FROM.
-  'smtpCredentials',
-  'smtpCredentialsByUsername',
+  ['smtpCredentials', 50_000],
+  ['smtpCredentialsByUsername', 50_000],
+  // Read three times per delivery (taken, checked under its lock, its outcome) and then written,
+  // which drops it: what stays are mostly the records in the queue's memory.
+  ['messages', 5_000],
 ]);
-const CACHE_LIMIT = 50_000;
 const WRITE_BUFFER_BYTES = 32 * 1024 * 1024;
 /** Families whose values are raw bytes (message bodies); the others hold JSON. */
 const BINARY: ReadonlySet<Family> = new Set<Family>(['bodies']);
@@ -60,11 +64,7 @@ export class StoreLockedError extends Error {
 }
 
 export class Store {
-  private readonly cache = new Map<string, unknown>();
-  /** Per cached key: bumped when a write of it lands, so a read that raced it is not cached. */
-  private readonly epochs = new Map<string, number>();
-  /** Per cached key: writes submitted and not yet landed. */
-  private readonly inFlight = new Map<string, number>();
+  private readonly cache = new ReadCache(CACHED);
   private readonly putListeners = new Map<Family, Array<(key: string) => void>>();
 
   private constructor(
@@ -114,8 +114,7 @@ export class Store {
 
   /** Durably applies all ops atomically; resolves only once they are synced to disk. */
   commit(ops: WriteOp[]): Promise<void> {
-    const cached = ops.filter((op) => CACHED.has(op.family)).map((op) => cacheKey(op.family, op.key));
-    const written = cached.length === 0 ? this.committer.submit(ops) : this.writing(cached, () => this.committer.submit(ops));
+    const written = this.cache.writing(ops, () => this.committer.submit(ops));
     if (this.putListeners.size === 0) return written;
     return written.then(() => this.landed(ops));
   }
@@ -143,42 +142,12 @@ export class Store {
 
   /** A write whose loss in a crash is harmless (e.g. last-used timestamps): no fsync wait. */
   async putRelaxed(family: Family, key: string, value: unknown): Promise<void> {
-    const write = () => this.families[family].put(key, value);
-    await (CACHED.has(family) ? this.writing([cacheKey(family, key)], write) : write());
+    await this.cache.writing([{ family, key }], () => this.families[family].put(key, value));
   }
 
   async get<T>(family: Family, key: string): Promise<T | undefined> {
-    if (!CACHED.has(family)) return (await this.families[family].get(key)) as T | undefined;
-    const id = cacheKey(family, key);
-    if (this.cache.has(id)) return this.cache.get(id) as T;
-    const epoch = this.epochs.get(id) ?? 0;
-    const value = (await this.families[family].get(key)) as T | undefined;
-    // Absent keys are not cached (unknown API keys must not grow memory); nor is a value a
-    // write of the same key may have overtaken.
-    if (value !== undefined && !this.inFlight.has(id) && (this.epochs.get(id) ?? 0) === epoch) {
-      if (this.cache.size >= CACHE_LIMIT) this.cache.clear();
-      this.cache.set(id, deepFreeze(value));
-    }
-    return value;
-  }
-
-  /** Runs a write of cached keys: they are dropped from the cache before and after it. */
-  private async writing<T>(keys: string[], write: () => Promise<T>): Promise<T> {
-    for (const id of keys) {
-      this.cache.delete(id);
-      this.inFlight.set(id, (this.inFlight.get(id) ?? 0) + 1);
-    }
-    try {
-      return await write();
-    } finally {
-      for (const id of keys) {
-        this.cache.delete(id);
-        this.epochs.set(id, (this.epochs.get(id) ?? 0) + 1);
-        const left = this.inFlight.get(id)! - 1;
-        if (left === 0) this.inFlight.delete(id);
-        else this.inFlight.set(id, left);
-      }
-    }
+    const read = async () => (await this.families[family].get(key)) as T | undefined;
+    return this.cache.caches(family) ? this.cache.get(family, key, read) : read();
   }
 
   get commitStats(): { batches: number; writes: number } {
@@ -202,17 +171,6 @@ function encodeValue(op: WriteOp & { type: 'put' }): string | Buffer {
   const value = BINARY.has(op.family) ? op.value : JSON.stringify(op.value);
   if (typeof value !== 'string' && !Buffer.isBuffer(value)) {
     throw new TypeError(`cannot store ${typeof op.value} under ${op.family}/${op.key}`);
-  }
-  return value;
-}
-
-const cacheKey = (family: Family, key: string) => `${family}\u0000${key}`;
-
-/** Cached records are shared between callers: freezing makes an accidental mutation throw. */
-function deepFreeze<T>(value: T): T {
-  if (value !== null && typeof value === 'object' && !Object.isFrozen(value)) {
-    Object.freeze(value);
-    for (const child of Object.values(value)) deepFreeze(child);
   }
   return value;
 }

@@ -1,0 +1,87 @@
+/** A cached family and how many of its records are kept at most (then it starts again, empty). */
+export type CacheLimits = ReadonlyMap<string, number>;
+
+/**
+ * Records of some families kept in memory after their first read. A write of a key drops it
+ * before and after the write, and a read that a write of its key overlapped is not kept: what is
+ * kept is always what the store holds. Absent keys are not kept (unknown API keys must not grow
+ * memory). Kept records are frozen: they are shared between callers, and an accidental mutation
+ * throws. Nothing is held per key beyond the records and the reads and writes in progress.
+ */
+export class ReadCache {
+  private readonly kept = new Map<string, Map<string, unknown>>();
+  /** Per key: writes submitted and not yet landed. */
+  private readonly inFlight = new Map<string, number>();
+  /** Per key: the reads in progress, each told when a write of the key landed meanwhile. */
+  private readonly reads = new Map<string, Set<{ overtaken: boolean }>>();
+
+  constructor(private readonly limits: CacheLimits) {}
+
+  caches(family: string): boolean {
+    return this.limits.has(family);
+  }
+
+  async get<T>(family: string, key: string, read: () => Promise<T | undefined>): Promise<T | undefined> {
+    const kept = this.family(family);
+    if (kept.has(key)) return kept.get(key) as T;
+    const id = cacheKey(family, key);
+    const token = { overtaken: false };
+    const reads = this.reads.get(id) ?? new Set();
+    reads.add(token);
+    this.reads.set(id, reads);
+    let value: T | undefined;
+    try {
+      value = await read();
+    } finally {
+      reads.delete(token);
+      if (reads.size === 0) this.reads.delete(id);
+    }
+    if (value !== undefined && !token.overtaken && !this.inFlight.has(id)) {
+      if (kept.size >= this.limits.get(family)!) kept.clear();
+      kept.set(key, deepFreeze(value));
+    }
+    return value;
+  }
+
+  /** Runs a write of these keys (those of uncached families are ignored). */
+  async writing<T>(keys: ReadonlyArray<{ family: string; key: string }>, write: () => Promise<T>): Promise<T> {
+    const ids = keys.filter(({ family }) => this.limits.has(family));
+    if (ids.length === 0) return write();
+    for (const { family, key } of ids) {
+      this.family(family).delete(key);
+      const id = cacheKey(family, key);
+      this.inFlight.set(id, (this.inFlight.get(id) ?? 0) + 1);
+    }
+    try {
+      return await write();
+    } finally {
+      for (const { family, key } of ids) {
+        this.family(family).delete(key);
+        const id = cacheKey(family, key);
+        for (const read of this.reads.get(id) ?? []) read.overtaken = true;
+        const left = this.inFlight.get(id)! - 1;
+        if (left === 0) this.inFlight.delete(id);
+        else this.inFlight.set(id, left);
+      }
+    }
+  }
+
+  private family(family: string): Map<string, unknown> {
+    let kept = this.kept.get(family);
+    if (!kept) {
+      kept = new Map();
+      this.kept.set(family, kept);
+    }
+    return kept;
+  }
+}
+
+const cacheKey = (family: string, key: string) => `${family}\u0000${key}`;
+
+function deepFreeze<T>(value: T): T {
+  if (value !== null && typeof value === 'object' && !Object.isFrozen(value)) {
+    Object.freeze(value);
+    for (const child of Object.values(value)) deepFreeze(child);
+  }
+  return value;
+}
