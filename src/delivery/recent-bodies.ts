@@ -12,6 +12,7 @@ const DEFAULT_LIMITS: RecentBodiesLimits = { totalBytes: 32 * 1024 * 1024, bodyB
 
 interface Kept {
   body: Promise<Buffer>;
+  /** 0 while its read is in progress. */
   bytes: number;
   /** Sends announced at acceptance that have not been done yet (released). */
   awaited: number;
@@ -31,11 +32,17 @@ interface Kept {
  * room, a new body is not kept (and nothing is dropped for it); its sends read it from the store.
  * Bodies read on a miss, and bodies whose sends are done (a deferred retry may still come), go
  * least recently used first. Concurrent reads of one body share one read.
+ *
+ * Held and loose bodies are kept apart, with the bytes of each, so that no step walks the
+ * whole cache however full it is: a hold that ends, or a body dropped, is met once.
  */
 export class RecentBodies {
-  /** In use order: the first entry is the least recently used. */
-  private readonly kept = new Map<string, Kept>();
-  private bytes = 0;
+  /** Bodies held for sends to come, in the order their holds end (holdMs is fixed). */
+  private readonly held = new Map<string, Kept>();
+  /** The others, in use order: the first is the least recently used. */
+  private readonly loose = new Map<string, Kept>();
+  private heldBytes = 0;
+  private looseBytes = 0;
 
   constructor(
     private readonly read: (bodyId: string) => AsyncIterable<Buffer>,
@@ -44,28 +51,31 @@ export class RecentBodies {
   ) {}
 
   get(bodyId: string): Promise<Buffer> {
-    const hit = this.kept.get(bodyId);
-    if (hit) {
-      this.kept.delete(bodyId);
-      this.kept.set(bodyId, hit);
-      return hit.body;
+    const held = this.held.get(bodyId);
+    if (held) return held.body;
+    const loose = this.loose.get(bodyId);
+    if (loose) {
+      this.loose.delete(bodyId);
+      this.loose.set(bodyId, loose);
+      return loose.body;
     }
     const entry: Kept = { body: this.readAll(bodyId), bytes: 0, awaited: 0, heldUntil: 0 };
-    this.kept.set(bodyId, entry);
+    this.loose.set(bodyId, entry);
     entry.body.then(
       (body) => {
-        if (this.kept.get(bodyId) !== entry) return;
+        if (this.loose.get(bodyId) !== entry) return;
         if (body.length > this.limits.bodyBytes) {
-          this.kept.delete(bodyId);
+          this.loose.delete(bodyId);
           return;
         }
         entry.bytes = body.length;
-        this.bytes += body.length;
-        this.evict(0);
+        this.looseBytes += body.length;
+        // Always possible: this body alone is droppable and at most as large as the excess.
+        this.makeRoom(0);
       },
       // A failed read is not kept: the next caller tries again.
       () => {
-        if (this.kept.get(bodyId) === entry) this.kept.delete(bodyId);
+        if (this.loose.get(bodyId) === entry) this.loose.delete(bodyId);
       },
     );
     return entry.body;
@@ -76,43 +86,76 @@ export class RecentBodies {
    * or the cache is full of bodies still awaited.
    */
   put(bodyId: string, chunks: Buffer[], sends = 1): void {
-    const present = this.kept.get(bodyId);
+    const heldUntil = this.now() + this.limits.holdMs;
+    const present = this.held.get(bodyId) ?? this.loose.get(bodyId);
     if (present) {
-      present.awaited += sends;
-      present.heldUntil = this.now() + this.limits.holdMs;
+      // Kept already: the new sends hold it too, for a new term (not one whose read is in progress).
+      if (present.bytes === 0) return;
+      this.unkeep(bodyId, present);
+      this.keep(bodyId, { ...present, awaited: present.awaited + sends, heldUntil });
       return;
     }
     const bytes = chunks.reduce((sum, chunk) => sum + chunk.length, 0);
-    if (bytes > this.limits.bodyBytes || !this.evict(bytes)) return;
+    if (bytes > this.limits.bodyBytes || !this.makeRoom(bytes)) return;
     const body = chunks.length === 1 ? chunks[0]! : Buffer.concat(chunks, bytes);
-    this.kept.set(bodyId, { body: Promise.resolve(body), bytes, awaited: sends, heldUntil: this.now() + this.limits.holdMs });
-    this.bytes += bytes;
+    this.keep(bodyId, { body: Promise.resolve(body), bytes, awaited: sends, heldUntil });
   }
 
   /** One announced send of the body is done (sent, or not to be sent): it holds the body no more. */
   release(bodyId: string): void {
-    const entry = this.kept.get(bodyId);
-    if (entry && entry.awaited > 0) entry.awaited -= 1;
+    const entry = this.held.get(bodyId);
+    if (!entry) return;
+    entry.awaited -= 1;
+    if (entry.awaited === 0) this.loosen(bodyId, entry);
+  }
+
+  /** Puts an entry in at the end of its map: held while sends are awaited, loose otherwise. */
+  private keep(bodyId: string, entry: Kept): void {
+    if (entry.awaited > 0) {
+      this.held.set(bodyId, entry);
+      this.heldBytes += entry.bytes;
+    } else {
+      this.loose.set(bodyId, entry);
+      this.looseBytes += entry.bytes;
+    }
+  }
+
+  private unkeep(bodyId: string, entry: Kept): void {
+    if (this.held.delete(bodyId)) this.heldBytes -= entry.bytes;
+    else if (this.loose.delete(bodyId)) this.looseBytes -= entry.bytes;
+  }
+
+  private loosen(bodyId: string, entry: Kept): void {
+    this.unkeep(bodyId, entry);
+    this.keep(bodyId, { ...entry, awaited: 0 });
+  }
+
+  /** Holds whose time is over end, oldest first: their bodies become droppable. */
+  private endHolds(): void {
+    const now = this.now();
+    for (const [bodyId, entry] of this.held) {
+      if (entry.heldUntil > now) return;
+      this.loosen(bodyId, entry);
+    }
   }
 
   /**
-   * Makes room for `incoming` more bytes by dropping what is not held, least recently used
-   * first; drops nothing and answers false when that cannot make room. (A read in progress
-   * counts no bytes yet: dropping it would free nothing and lose the shared read.)
+   * Makes room for `incoming` more bytes by dropping bodies not held, least recently used first;
+   * drops nothing and answers false when that cannot make room.
    */
-  private evict(incoming: number): boolean {
-    const over = this.bytes + incoming - this.limits.totalBytes;
+  private makeRoom(incoming: number): boolean {
+    this.endHolds();
+    const over = this.heldBytes + this.looseBytes + incoming - this.limits.totalBytes;
     if (over <= 0) return true;
-    const now = this.now();
-    const droppable = (entry: Kept) => entry.bytes > 0 && !(entry.awaited > 0 && entry.heldUntil > now);
-    let free = 0;
-    for (const entry of this.kept.values()) if (droppable(entry)) free += entry.bytes;
-    if (free < over) return false;
-    for (const [id, entry] of this.kept) {
-      if (!droppable(entry)) continue;
-      this.kept.delete(id);
-      this.bytes -= entry.bytes;
-      if (this.bytes + incoming <= this.limits.totalBytes) break;
+    if (this.looseBytes < over) return false;
+    let freed = 0;
+    for (const [id, entry] of this.loose) {
+      if (freed >= over) break;
+      // A read in progress counts no bytes yet: dropping it would free nothing and lose the shared read.
+      if (entry.bytes === 0) continue;
+      this.loose.delete(id);
+      this.looseBytes -= entry.bytes;
+      freed += entry.bytes;
     }
     return true;
   }

@@ -108,6 +108,28 @@ describe('recent bodies', () => {
     expect(s.reads).to.deep.equal(['a']);
   });
 
+  it('gives a body put in again a new hold for its new sends', async () => {
+    const s = source({ a: 'aaaa', b: 'bbbb' });
+    let now = 0;
+    const cache = new RecentBodies(s.read, { totalBytes: 4, bodyBytes: 8, holdMs: 1000 }, () => now);
+    cache.put('a', [Buffer.from('aaaa')]);
+    now = 600;
+    cache.put('a', [Buffer.from('aaaa')]);
+    now = 1001;
+    // Still held (until 1600): b is not kept.
+    cache.put('b', [Buffer.from('bbbb')]);
+    await cache.get('a');
+    await cache.get('b');
+    expect(s.reads).to.deep.equal(['b']);
+    // Both sends done: a may go for b.
+    cache.release('a');
+    cache.release('a');
+    cache.put('b', [Buffer.from('bbbb')]);
+    await cache.get('b');
+    await cache.get('a');
+    expect(s.reads).to.deep.equal(['b', 'a']);
+  });
+
   it('does not keep a body larger than bodyBytes', async () => {
     const s = source({ big: 'x'.repeat(100) });
     const cache = new RecentBodies(s.read, { totalBytes: 1000, bodyBytes: 10, holdMs: 60_000 });
