@@ -34,7 +34,7 @@ import { SecretBox } from './util/secret-box.ts';
 import { systemClock, type Clock } from './util/time.ts';
 import { BounceRulesError, parseBounceRules, type BounceRule } from './bounce/rules.ts';
 import { ConfigError } from './config/load.ts';
-import { Deliverer } from './delivery/deliverer.ts';
+import { announcedSend, Deliverer } from './delivery/deliverer.ts';
 import { Router } from './delivery/router.ts';
 import { SmtpPool } from './delivery/smtp-pool.ts';
 import { DeliveryQueue } from './queue/delivery-queue.ts';
@@ -307,12 +307,9 @@ export class Daemon {
     core.messages.deliveringWith((id) => scheduler.holds(id));
     core.acceptor.onAccepted((records, bodies) => {
       // Sandbox mail is never sent and scheduled mail waits: only sends due now ask for a body soon.
-      // Each send, once dealt with, lets its hold go (DeliveryQueue.process).
-      const now = core.clock.now();
+      // Each, once dealt with, lets its hold go (DeliveryQueue.process).
       const sends = new Map<string, number>();
-      for (const record of records) {
-        if (Date.parse(record.dueAt) <= now && !record.sandbox) sends.set(record.bodyId, (sends.get(record.bodyId) ?? 0) + 1);
-      }
+      for (const record of records) if (announcedSend(record)) sends.set(record.bodyId, (sends.get(record.bodyId) ?? 0) + 1);
       deliverer.remember(bodies, sends);
       for (const record of records) scheduler.notify(Date.parse(record.dueAt));
     });

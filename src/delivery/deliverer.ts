@@ -113,6 +113,15 @@ export class Deliverer {
   }
 }
 
+/**
+ * Whether the message is one of its body's sends announced at acceptance (Deliverer.remember):
+ * due at once, not sandbox, never attempted. Only those let the body's hold go when dealt with;
+ * a retry, or mail scheduled for later, was never counted.
+ */
+export function announcedSend(message: MessageRecord): boolean {
+  return !message.sandbox && message.attempts.length === 0 && Date.parse(message.dueAt) <= Date.parse(message.createdAt);
+}
+
 /** VERP return path: bounces+<message token>@<return-path subdomain>.<domain>. */
 export function returnPath(message: MessageRecord, domain: DomainRecord): string {
   return `bounces+${message.id.replace(/-/g, '')}@${domain.returnPathSubdomain}.${domain.name}`;

@@ -12,7 +12,8 @@ const DEFAULT_LIMITS: RecentBodiesLimits = { totalBytes: 32 * 1024 * 1024, bodyB
 
 interface Kept {
   body: Promise<Buffer>;
-  /** 0 while its read is in progress. */
+  /** Its read from the store is in progress: it counts no bytes yet, and is never dropped. */
+  reading: boolean;
   bytes: number;
   /** Sends announced at acceptance that have not been done yet (released). */
   awaited: number;
@@ -37,7 +38,10 @@ interface Kept {
  * whole cache however full it is: a hold that ends, or a body dropped, is met once.
  */
 export class RecentBodies {
-  /** Bodies held for sends to come, in the order their holds end (holdMs is fixed). */
+  /**
+   * Bodies held for sends to come, in the order their holds end (holdMs is fixed; if the clock
+   * steps back, holds begun since end late by as much).
+   */
   private readonly held = new Map<string, Kept>();
   /** The others, in use order: the first is the least recently used. */
   private readonly loose = new Map<string, Kept>();
@@ -59,7 +63,7 @@ export class RecentBodies {
       this.loose.set(bodyId, loose);
       return loose.body;
     }
-    const entry: Kept = { body: this.readAll(bodyId), bytes: 0, awaited: 0, heldUntil: 0 };
+    const entry: Kept = { body: this.readAll(bodyId), reading: true, bytes: 0, awaited: 0, heldUntil: 0 };
     this.loose.set(bodyId, entry);
     entry.body.then(
       (body) => {
@@ -68,6 +72,7 @@ export class RecentBodies {
           this.loose.delete(bodyId);
           return;
         }
+        entry.reading = false;
         entry.bytes = body.length;
         this.looseBytes += body.length;
         // Always possible: this body alone is droppable and at most as large as the excess.
@@ -90,7 +95,7 @@ export class RecentBodies {
     const present = this.held.get(bodyId) ?? this.loose.get(bodyId);
     if (present) {
       // Kept already: the new sends hold it too, for a new term (not one whose read is in progress).
-      if (present.bytes === 0) return;
+      if (present.reading) return;
       this.unkeep(bodyId, present);
       this.keep(bodyId, { ...present, awaited: present.awaited + sends, heldUntil });
       return;
@@ -98,7 +103,7 @@ export class RecentBodies {
     const bytes = chunks.reduce((sum, chunk) => sum + chunk.length, 0);
     if (bytes > this.limits.bodyBytes || !this.makeRoom(bytes)) return;
     const body = chunks.length === 1 ? chunks[0]! : Buffer.concat(chunks, bytes);
-    this.keep(bodyId, { body: Promise.resolve(body), bytes, awaited: sends, heldUntil });
+    this.keep(bodyId, { body: Promise.resolve(body), reading: false, bytes, awaited: sends, heldUntil });
   }
 
   /** One announced send of the body is done (sent, or not to be sent): it holds the body no more. */
@@ -151,8 +156,8 @@ export class RecentBodies {
     let freed = 0;
     for (const [id, entry] of this.loose) {
       if (freed >= over) break;
-      // A read in progress counts no bytes yet: dropping it would free nothing and lose the shared read.
-      if (entry.bytes === 0) continue;
+      // Dropping a read in progress would free nothing and lose the shared read.
+      if (entry.reading) continue;
       this.loose.delete(id);
       this.looseBytes -= entry.bytes;
       freed += entry.bytes;

@@ -1,5 +1,5 @@
 import type { Logger } from 'pino';
-import type { Attempt, Deliverer } from '../delivery/deliverer.ts';
+import { announcedSend, type Attempt, type Deliverer } from '../delivery/deliverer.ts';
 import type { MessagesRepo } from '../store/messages-repo.ts';
 import type { MessageRecord } from '../store/records.ts';
 import { domainOf } from '../util/email.ts';
@@ -32,8 +32,7 @@ export class DeliveryQueue {
     try {
       await this.handle(message, transactionDone);
     } finally {
-      // Sandbox mail was never announced as a send of its body (see Daemon.startDelivery).
-      if (!message.sandbox) this.deliverer.done(message.bodyId);
+      if (announcedSend(message)) this.deliverer.done(message.bodyId);
     }
   }
 

@@ -45,8 +45,16 @@ export class MessagesRepo {
   async findByMessageId(accountId: string, header: string): Promise<MessageRecord[]> {
     const prefix = indexPrefix('m', accountId, enc(header));
     const ids = (await this.store.families.messageIndex.values({ gt: prefix, lt: `${prefix}\xff`, limit: 100 }).all()) as string[];
-    const records = await Promise.all(ids.map((id) => this.get(id)));
+    const records = await Promise.all(ids.map((id) => this.stored(id)));
     return records.filter((m): m is MessageRecord => m !== undefined);
+  }
+
+  /**
+   * A record read around the store's cache: lists and searches walk many records once, and
+   * would push out those of the queue, which are read three times each.
+   */
+  private async stored(id: string): Promise<MessageRecord | undefined> {
+    return (await this.store.families.messages.get(id)) as MessageRecord | undefined;
   }
 
   /** Writes the record, moving its index and expiry entries from `previous` when given. */
@@ -174,7 +182,7 @@ export class MessagesRepo {
 
     return collectNewestFirst(
       mergeRanges(this.store.families.messageIndex, prefixes, bounds),
-      (id) => this.get(id),
+      (id) => this.stored(id),
       (record) => matches(record, filter),
       (record) => record.id,
       req,

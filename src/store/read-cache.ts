@@ -12,7 +12,7 @@ export class ReadCache {
   private readonly kept = new Map<string, Map<string, unknown>>();
   /** Per key: writes submitted and not yet landed. */
   private readonly inFlight = new Map<string, number>();
-  /** Per key: the reads in progress, each told when a write of the key landed meanwhile. */
+  /** Per key: the reads in progress, each told when a write of the key ended meanwhile (landed or failed). */
   private readonly reads = new Map<string, Set<{ overtaken: boolean }>>();
 
   constructor(private readonly limits: CacheLimits) {}

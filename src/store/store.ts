@@ -48,7 +48,8 @@ const CACHED: CacheLimits = new Map<Family, number>([
   ['smtpCredentials', 50_000],
   ['smtpCredentialsByUsername', 50_000],
   // Read three times per delivery (taken, checked under its lock, its outcome) and then written,
-  // which drops it: what stays are mostly the records in the queue's memory.
+  // which drops it: what stays are mostly the records in the queue's memory (delivery.ready_limit,
+  // 2,000 by default; a larger limit gets fewer hits). Lists read around it (MessagesRepo).
   ['messages', 5_000],
 ]);
 const WRITE_BUFFER_BYTES = 32 * 1024 * 1024;

@@ -12,6 +12,8 @@ const taken = {
   recipient: 'r@example.org',
   status: 'Received',
   dueAt: '2026-11-21T10:00:00.000Z',
+  createdAt: '2026-11-21T10:00:00.000Z',
+  attempts: [],
   sandbox: null,
   schedule: null,
   bodyId: 'b1',
@@ -40,7 +42,7 @@ describe('DeliveryQueue.process', () => {
     expect(calls).to.deep.equal(['attempt', 'apply', 'done b1']);
   });
 
-  it('lets the body go for a message not sent (suppressed), but never for sandbox mail, never announced', async () => {
+  it('lets the body go for a message not sent (suppressed), but not for sends never announced', async () => {
     const suppressed = queueWith(taken, true);
     await suppressed.queue.process(taken);
     expect(suppressed.calls).to.deep.equal(['suppress', 'done b1']);
@@ -48,6 +50,14 @@ describe('DeliveryQueue.process', () => {
     const simulated = queueWith(sandbox);
     await simulated.queue.process(sandbox);
     expect(simulated.calls).to.deep.equal(['simulate']);
+    // A retry, and mail scheduled past its acceptance, were not counted when their body was kept.
+    const retry = { ...taken, attempts: [{ time: taken.dueAt, log: '451 later', status: 'Deferred' }] } as MessageRecord;
+    const later = { ...taken, dueAt: '2026-11-21T11:00:00.000Z' } as MessageRecord;
+    for (const message of [retry, later]) {
+      const { queue, calls } = queueWith(message);
+      await queue.process(message);
+      expect(calls).to.deep.equal(['attempt', 'apply']);
+    }
   });
 
   it('does not send a message cancelled, purged or gone since it was taken, and frees its slot', async () => {

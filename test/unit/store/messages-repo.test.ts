@@ -7,12 +7,19 @@ import type { MessageRecord } from '../../../src/store/records.ts';
 import { Store } from '../../../src/store/store.ts';
 import { newIdAt } from '../../../src/util/ids.ts';
 
-/** Counts the records the query reads: an index-driven query reads only what its index names. */
+/** Counts the records the query reads from the store: an index-driven query reads only what its index names. */
 class CountingRepo extends MessagesRepo {
   reads = 0;
-  override get(id: string) {
-    this.reads++;
-    return super.get(id);
+  constructor(store: Store) {
+    super(store);
+    const family = store.families.messages;
+    const get = family.get.bind(family) as (key: string) => Promise<unknown>;
+    Object.assign(family, {
+      get: (key: string) => {
+        this.reads++;
+        return get(key);
+      },
+    });
   }
 }
 
