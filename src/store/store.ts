@@ -145,6 +145,8 @@ export class Store {
   /** A write whose loss in a crash is harmless (e.g. last-used timestamps): no fsync wait. */
   async putRelaxed(family: Family, key: string, value: unknown): Promise<void> {
     await this.cache.writing([{ family, key }], () => this.families[family].put(key, value));
+    // Put listeners hear of every put, however it was written.
+    if (this.putListeners.size > 0) this.landed([{ type: 'put', family, key, value }]);
   }
 
   async get<T>(family: Family, key: string): Promise<T | undefined> {

@@ -92,6 +92,14 @@ describe('Suppression lookups behind the filter', () => {
     expect((await repo.get('acct', 'during@x.test', 'example.com'))?.email).to.equal('during@x.test');
   });
 
+  it('learns a key written by a relaxed put too', async () => {
+    const repo = new SuppressionsRepo(store);
+    expect(await repo.get('acct', 'nobody@x.test', 'example.com')).to.equal(undefined);
+    await repo.settled();
+    await store.putRelaxed('suppressions', 'acct:relaxed%40x.test:example.com', record('relaxed@x.test'));
+    expect((await repo.get('acct', 'relaxed@x.test', 'example.com'))?.email).to.equal('relaxed@x.test');
+  });
+
   it('reads the store while no filter could be built, and builds one when it can', async () => {
     const repo = new SuppressionsRepo(store);
     await store.commit(repo.put(record('kept@x.test')));
