@@ -7,12 +7,12 @@ import type { ValidateFunction } from 'ajv';
 import { parse } from 'yaml';
 
 /**
- * Checks legacy v1 responses against ../shared/reference/openapi-v1.yaml (operation sendEmail,
+ * Checks legacy v1 responses against test/contract/openapi-v1.yaml (operation sendEmail,
  * the only one): the body of a status the document declares must match its schema; an
  * undeclared status is refused.
  */
 const here = dirname(fileURLToPath(import.meta.url));
-const SPEC_PATH = process.env.POSTILION_OPENAPI_V1 ?? resolve(here, '../../../shared/reference/openapi-v1.yaml');
+const SPEC_PATH = process.env.POSTILION_OPENAPI_V1 ?? resolve(here, '../contract/openapi-v1.yaml');
 
 const doc = parse(readFileSync(SPEC_PATH, 'utf8')) as object;
 const addFormats = addFormatsModule as unknown as (ajv: Ajv2020) => void;

@@ -7,12 +7,12 @@ import type { ValidateFunction } from 'ajv';
 import { parse } from 'yaml';
 
 /**
- * The one place that checks responses against the contract: ../shared/reference/openapi.yaml,
+ * The one place that checks responses against the contract: test/contract/openapi.yaml (a copy of the contract),
  * looked up by operationId and status. Statuses an operation does not declare are checked
  * against ErrorResponse when they are errors, and refused otherwise.
  */
 const here = dirname(fileURLToPath(import.meta.url));
-const SPEC_PATH = process.env.POSTILION_OPENAPI ?? resolve(here, '../../../shared/reference/openapi.yaml');
+const SPEC_PATH = process.env.POSTILION_OPENAPI ?? resolve(here, '../contract/openapi.yaml');
 
 interface ResponseDoc {
   $ref?: string;
