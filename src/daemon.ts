@@ -53,6 +53,8 @@ import { SubmissionListeners } from './smtp/submission.ts';
 import { controlSocketPath } from './control/protocol.ts';
 import { QueueAdmin } from './control/queue-admin.ts';
 import { ControlServer } from './control/server.ts';
+import { Metrics } from './metrics/metrics.ts';
+import { MetricsListener } from './metrics/listener.ts';
 
 /** The store and the domain services: what the daemon serves and what admin commands use. */
 export interface Core {
@@ -153,6 +155,9 @@ export class Daemon {
   private delivery: { scheduler: Scheduler; pool: SmtpPool } | null = null;
   private control: ControlServer | null = null;
   private submission: SubmissionListeners | null = null;
+  private metricsListener: MetricsListener | null = null;
+  /** The daemon's Prometheus instruments (served by the metrics listener when it is on). */
+  readonly metrics: Metrics;
   private settings: ApiSettings;
   private stopping: Promise<void> | null = null;
 
@@ -163,6 +168,7 @@ export class Daemon {
     private readonly rateLimiter: RateLimiter,
   ) {
     this.settings = apiSettings(config);
+    this.metrics = instrument(config, core_, log);
   }
 
   static async start(options: DaemonOptions): Promise<Daemon> {
@@ -207,6 +213,7 @@ export class Daemon {
       smtpCredentials: core.smtpCredentials,
       idempotency: core.idempotency,
       rateLimiter: this.rateLimiter,
+      metrics: this.metrics,
       settings: () => this.settings,
     });
 
@@ -258,6 +265,11 @@ export class Daemon {
       );
     }
     log.info({ urls: this.urls }, 'API listening');
+
+    if (config.metrics.enabled) {
+      this.metricsListener = await MetricsListener.start(config.metrics.host, config.metrics.port, this.metrics, () => this.readiness(), log);
+      log.info({ url: this.metricsListener.url }, 'metrics listening');
+    }
 
     if (!(await core.accounts.hasAny())) {
       const result = await bootstrap(core.store, core.accounts, core.apiKeys, bootstrapDefaults(config.server.hostname));
@@ -373,6 +385,23 @@ export class Daemon {
     );
   }
 
+  /** What /readyz reports: the store open and every configured listener bound. */
+  private readiness(): Array<{ name: string; ok: boolean }> {
+    const { config } = this;
+    return [
+      { name: 'store', ok: this.core_.store.isOpen && this.stopping === null },
+      { name: 'api', ok: this.listeners.length === (config.api.tls.enabled ? 2 : 1) },
+      { name: 'control', ok: this.control !== null },
+      ...(config.smtp.submission.enabled ? [{ name: 'smtp-submission', ok: this.submission !== null }] : []),
+    ];
+  }
+
+  /** The metrics listener's base URL. */
+  get metricsUrl(): string {
+    if (!this.metricsListener) throw new Error('the metrics listener is off (metrics.enabled: false)');
+    return this.metricsListener.url;
+  }
+
   /** The SMTP submission listeners' bound ports (empty when submission is off). */
   get submissionPorts(): Array<{ port: number; secure: boolean }> {
     return this.submission?.ports ?? [];
@@ -413,7 +442,12 @@ export class Daemon {
     this.stopping ??= (async () => {
       const graceMs = this.config.shutdown.grace_seconds * 1000;
       this.log.info({ grace_seconds: this.config.shutdown.grace_seconds }, 'stopping');
-      await Promise.all([...this.listeners.map((l) => l.close(graceMs)), this.control?.close(graceMs), this.submission?.close()]);
+      await Promise.all([
+        ...this.listeners.map((l) => l.close(graceMs)),
+        this.control?.close(graceMs),
+        this.submission?.close(),
+        this.metricsListener?.close(),
+      ]);
       if (this.delivery) {
         // Transactions in flight finish (within the grace period); queued work stays in the store.
         await this.delivery.scheduler.stop(graceMs);
@@ -425,6 +459,29 @@ export class Daemon {
     })();
     return this.stopping;
   }
+}
+
+/**
+ * The daemon's metrics and what feeds them from the core: store commits, landed delivery events,
+ * DKIM signatures and the queue (read through the operator's queue view). The API and the SMTP
+ * listeners feed theirs where they are built.
+ */
+function instrument(config: Config, core: Core, log: Logger): Metrics {
+  const queue = new QueueAdmin({ messages: core.messages, repo: core.messagesRepo, events: core.events, clock: core.clock, daemon: null });
+  const metrics = new Metrics({
+    read: async () => (await queue.status()).destinations,
+    refreshMs: config.metrics.queue_refresh_seconds * 1000,
+    now: () => core.clock.now(),
+  });
+  core.store.observeCommits((seconds, operations, writers) => {
+    metrics.storeCommitDuration.observe(seconds);
+    metrics.storeBatchOps.observe(operations);
+    metrics.storeBatchWriters.observe(writers);
+  });
+  core.store.onPut('events', (_key, value) => metrics.countEvent(value as Parameters<Metrics['countEvent']>[0]));
+  core.signer.onSigned = (algorithm) => metrics.dkimSignatures.inc({ algorithm });
+  log.debug('metrics instruments attached');
+  return metrics;
 }
 
 function apiSettings(config: Config): ApiSettings {

@@ -28,6 +28,8 @@ import { v1Authenticate, v1Send } from './routes/v1/index.ts';
 import type { Messages } from '../message/messages.ts';
 import type { Sender } from '../message/send.ts';
 import type { Route } from './routes/route.ts';
+import type { Metrics } from '../metrics/metrics.ts';
+import { requestMetrics } from './middleware/metrics.ts';
 
 export interface ApiSettings {
   trustedProxies: Cidr[];
@@ -46,6 +48,8 @@ export interface ApiDeps {
   smtpCredentials: SmtpCredentials;
   idempotency: Idempotency;
   rateLimiter: RateLimiter;
+  /** Requests are counted and timed here when given. */
+  metrics?: Metrics;
   /** Read per request, so a reload takes effect at once. */
   settings: () => ApiSettings;
 }
@@ -88,6 +92,7 @@ export function buildApp(deps: ApiDeps): Koa<ApiState> {
     v1Send(deps.sender),
   ] as never, { name: 'sendEmailV1' });
 
+  if (deps.metrics) app.use(requestMetrics(deps.metrics) as unknown as Koa.Middleware<ApiState>);
   app.use(requestContext(deps.log) as Koa.Middleware<ApiState>);
   app.use(errorResponses as unknown as Koa.Middleware<ApiState>);
   app.use(transport(() => ({ trustedProxies: deps.settings().trustedProxies })) as unknown as Koa.Middleware<ApiState>);

@@ -172,6 +172,13 @@ export const configSchema = z.strictObject({
     grace_seconds: z.number().min(0).max(600).default(30)
       .describe('on SIGTERM, how long in-flight work may take before connections are cut'),
   }).prefault({}),
+  metrics: z.strictObject({
+    enabled: z.boolean().default(true).describe('serve /metrics (Prometheus), /healthz and /readyz on their own listener'),
+    host: z.string().min(1).default('127.0.0.1').describe('address of the metrics listener (no authentication: keep it on loopback or a management network)'),
+    port: port.default(9464).describe('port of the metrics listener (0 picks a free port)'),
+    queue_refresh_seconds: z.number().int().min(1).max(3600).default(15)
+      .describe('the queue figures are read from the store at most this often (a scan of the due-time index)'),
+  }).prefault({}),
 });
 
 export type Config = z.infer<typeof configSchema>;

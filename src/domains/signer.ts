@@ -41,6 +41,8 @@ const OVERSIGNED: ReadonlySet<string> = new Set(['from', 'reply-to', 'subject', 
  */
 export class DkimSigner {
   private readonly slots: CryptoSlots;
+  /** Told of each signature made, with its `a=` algorithm (metrics). */
+  onSigned: ((algorithm: string) => void) | null = null;
 
   constructor(
     private readonly keys: DkimKeyStore,
@@ -66,7 +68,9 @@ export class DkimSigner {
         const privateKey = await this.keys.privateKey(identity.domainId, key.selector);
         const unsigned = signatureField({ algorithm: key.algorithm, d: identity.name, s: key.selector, t, bh: bodyHash, h });
         const data = Buffer.from(signed + relaxedHeader(unsigned), 'latin1');
-        return unsigned + fold(await this.slots.run(() => signWith(key.algorithm, privateKey, data)));
+        const signature = await this.slots.run(() => signWith(key.algorithm, privateKey, data));
+        this.onSigned?.(`${key.algorithm}-sha256`);
+        return unsigned + fold(signature);
       }),
     );
     return lines.map((line) => `${line}\r\n`).join('');

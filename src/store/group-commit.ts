@@ -19,6 +19,8 @@ export class GroupCommitter {
   private queue: Pending[] = [];
   private running: Promise<void> | null = null;
   readonly stats = { batches: 0, writes: 0 };
+  /** Told of every synced batch: how long it took, its operations and its writers (metrics). */
+  observer: ((seconds: number, operations: number, writers: number) => void) | null = null;
 
   constructor(private readonly writeBatch: (ops: WriteOp[]) => Promise<void>) {}
 
@@ -69,8 +71,10 @@ export class GroupCommitter {
   }
 
   private async write(ops: WriteOp[], writers: number): Promise<void> {
+    const started = this.observer ? process.hrtime.bigint() : 0n;
     await this.writeBatch(ops);
     this.stats.batches += 1;
     this.stats.writes += writers;
+    this.observer?.(Number(process.hrtime.bigint() - started) / 1e9, ops.length, writers);
   }
 }

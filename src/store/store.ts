@@ -66,7 +66,7 @@ export class StoreLockedError extends Error {
 
 export class Store {
   private readonly cache = new ReadCache(CACHED);
-  private readonly putListeners = new Map<Family, Array<(key: string) => void>>();
+  private readonly putListeners = new Map<Family, Array<(key: string, value: unknown) => void>>();
 
   private constructor(
     private readonly db: Db,
@@ -127,7 +127,7 @@ export class Store {
       if (op.type !== 'put') continue;
       for (const listener of this.putListeners.get(op.family) ?? []) {
         try {
-          listener(op.key);
+          listener(op.key, op.value);
         } catch (err) {
           process.emitWarning(`a listener of ${op.family} writes failed: ${(err as Error).message}`);
         }
@@ -135,8 +135,8 @@ export class Store {
     }
   }
 
-  /** Calls `listener` (which must not throw) with the key of every put into `family`, once its commit has landed. */
-  onPut(family: Family, listener: (key: string) => void): void {
+  /** Calls `listener` (which must not throw) with the key and value of every put into `family`, once its commit has landed. */
+  onPut(family: Family, listener: (key: string, value: unknown) => void): void {
     const listeners = this.putListeners.get(family) ?? [];
     listeners.push(listener);
     this.putListeners.set(family, listeners);
@@ -154,8 +154,18 @@ export class Store {
     return this.cache.caches(family) ? this.cache.get(family, key, read) : read();
   }
 
+  /** Whether the database is open (the daemon's readiness). */
+  get isOpen(): boolean {
+    return (this.db as { status?: string }).status === 'open';
+  }
+
   get commitStats(): { batches: number; writes: number } {
     return this.committer.stats;
+  }
+
+  /** Told of every synced batch (duration in seconds, operations, writers); one observer. */
+  observeCommits(observer: (seconds: number, operations: number, writers: number) => void): void {
+    this.committer.observer = observer;
   }
 
   async close(): Promise<void> {

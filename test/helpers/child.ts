@@ -14,7 +14,8 @@ export class Child {
   constructor(args: string[], cwd: string, env: NodeJS.ProcessEnv = {}) {
     this.proc = spawn(process.execPath, [CLI, ...args], {
       cwd,
-      env: { PATH: process.env.PATH, HOME: process.env.HOME, ...env },
+      // The metrics listener on a free port unless a test says otherwise: daemons run side by side.
+      env: { PATH: process.env.PATH, HOME: process.env.HOME, POSTILION_METRICS__PORT: '0', ...env },
       stdio: ['ignore', 'pipe', 'pipe'],
     });
     this.proc.stdout!.on('data', (d: Buffer) => (this.stdout += d.toString()));

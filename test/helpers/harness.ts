@@ -55,6 +55,8 @@ export async function startServer(options: TestServerOptions = {}): Promise<Test
     delivery: { enabled: false, ...options.config?.delivery },
     // Off unless a test asks (then on port 0): no fixed ports, no certificate to make.
     smtp: { submission: { enabled: false, starttls_port: 0, tls_port: 0, ...options.config?.smtp?.submission } },
+    // A free port: tests run daemons side by side, and 9464 may be taken.
+    metrics: { port: 0, ...options.config?.metrics },
   };
   const config = validateConfig(input, 'test');
   let announced = '';
