@@ -27,6 +27,7 @@ import { EventRecorder } from './events/recorder.ts';
 import { Acceptor } from './message/accept.ts';
 import { Messages } from './message/messages.ts';
 import { Sender } from './message/send.ts';
+import { TemplateEngine } from './message/template-engine.ts';
 import { MessagesRepo } from './store/messages-repo.ts';
 import { KeyedMutex } from './util/keyed-mutex.ts';
 import { parseCidr } from './util/cidr.ts';
@@ -125,7 +126,7 @@ export async function openCore(config: Config, clock: Clock = systemClock): Prom
     signer: new DkimSigner(dkimKeys, (name) => domains.signingKeys(name), clock),
     resolver,
     acceptor,
-    sender: new Sender(domains, acceptor, clock),
+    sender: new Sender(domains, acceptor, clock, new TemplateEngine()),
     messages: new Messages(store, messagesRepo, new KeyedMutex(), clock),
     messagesRepo,
     domainsRepo,

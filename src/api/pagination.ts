@@ -1,7 +1,10 @@
+import { isWellFormedText } from '../util/json-limits.ts';
 import type { Page, PageRequest } from '../store/page.ts';
 import { badRequest } from '../util/errors.ts';
 
 export const MAX_LIMIT = 100;
+/** Our cursors name store keys of a few hundred characters at most; anything longer is not ours. */
+const MAX_CURSOR_KEY = 2048;
 
 export interface PaginationInfo {
   has_more: boolean;
@@ -22,7 +25,8 @@ export function encodeCursor(key: string): string {
 export function decodeCursor(cursor: string): string {
   try {
     const body = JSON.parse(Buffer.from(cursor, 'base64url').toString('utf8')) as Partial<CursorBody>;
-    if (body.v === 1 && typeof body.k === 'string' && body.k.length > 0) return body.k;
+    const k = body.v === 1 ? body.k : undefined;
+    if (typeof k === 'string' && k.length > 0 && k.length <= MAX_CURSOR_KEY && isWellFormedText(k)) return k;
   } catch {
     // fall through
   }

@@ -1,6 +1,7 @@
-import type { z } from 'zod';
+import { z } from 'zod';
 import { badRequest } from '../util/errors.ts';
 import { isUuid } from '../util/ids.ts';
+import { describeJsonProblem, findJsonProblem, MAX_BODY_DEPTH } from '../util/json-limits.ts';
 import type { ApiContext } from './context.ts';
 
 /** Parses the raw body as JSON and validates it: 400 naming the first bad field. */
@@ -11,6 +12,8 @@ export function parseBody<S extends z.ZodType>(ctx: ApiContext, schema: S): z.ou
   } catch {
     throw badRequest('invalid request body');
   }
+  const problem = findJsonProblem(json, MAX_BODY_DEPTH);
+  if (problem) throw badRequest(describeJsonProblem(problem, MAX_BODY_DEPTH));
   return check(schema, json);
 }
 
@@ -37,4 +40,12 @@ function check<S extends z.ZodType>(schema: S, input: unknown): z.output<S> {
 /** An optional field that clients may also send as null: both read as absent. */
 export function absent<S extends z.ZodType>(schema: S) {
   return schema.nullish().transform((v) => (v ?? undefined) as z.output<S> | undefined);
+}
+
+/**
+ * An optional string field where "" means "not given": client libraries whose structs have no
+ * omit-empty send every optional string, empty (the contract types these as plain strings).
+ */
+export function emptyAsAbsent<S extends z.ZodType>(schema: S) {
+  return absent(z.preprocess((v) => (v === '' ? undefined : v), schema.optional()));
 }

@@ -10,7 +10,8 @@ import { attachmentsFor, composeBody, messageHead, type AttachmentInput, type Bo
 import { customHeaders, type Address } from './headers.ts';
 import { newMessageId } from './message-id.ts';
 import { DAY_MS } from './retention.ts';
-import { checkSubstitutions, TemplateError, TemplateSet, type Rendered } from './templating.ts';
+import { checkSubstitutions, TemplateError, TemplateRefused, TemplateSet, type Rendered } from './templating.ts';
+import { TemplateEngine } from './template-engine.ts';
 
 export interface RecipientInput extends Address {
   substitutions?: Record<string, unknown> | undefined;
@@ -67,6 +68,8 @@ export class Sender {
     private readonly domains: Domains,
     private readonly acceptor: Acceptor,
     private readonly clock: Clock,
+    /** The MiniJinja instance templated sends render with; replaced after an internal failure. */
+    private readonly templates: TemplateEngine = new TemplateEngine(),
   ) {}
 
   async send(account: AccountRecord, mail: OutgoingMail, mayUse: (domain: string) => boolean): Promise<RecipientOutcome[]> {
@@ -116,7 +119,7 @@ export class Sender {
     const domain = await this.domains.find(account.id, name);
     if (!domain) throw badRequest(`sender domain ${name} is not a domain of this account`);
     if (!mayUse(domain.name)) throw forbidden(`this API key may not send from ${domain.name}`);
-    if (!domain.dns.valid) throw badRequest(`the DNS records of sender domain ${domain.name} are not valid yet; publish them and run check-dns`);
+    if (!domain.dns.valid) throw badRequest(`the DNS records of sender domain ${domain.name} are not valid yet; publish them, then check them (POST …/domains/${domain.name}/check-dns, or postilion domains check ${domain.name})`);
     return domain;
   }
 
@@ -142,9 +145,10 @@ export class Sender {
     }
     let templates: TemplateSet;
     try {
-      templates = new TemplateSet(contentOf(mail));
+      templates = new TemplateSet(this.templates, contentOf(mail));
     } catch (err) {
-      throw badRequest((err as Error).message);
+      if (err instanceof TemplateError || err instanceof TemplateRefused) throw badRequest(err.message);
+      throw err;
     }
     try {
       // Identical renderings (recipients without substitutions of their own) share one body.
@@ -155,6 +159,7 @@ export class Sender {
           checkSubstitutions(r.substitutions ?? {});
           rendered = templates.render({ ...audience.substitutions, ...r.substitutions });
         } catch (err) {
+          if (err instanceof TemplateRefused) throw badRequest(err.message);
           if (!(err instanceof TemplateError)) throw err;
           batch.fail(r, err.message);
           continue;

@@ -1,3 +1,4 @@
+import { wellFormed } from '../util/json-limits.ts';
 import { createHash } from 'node:crypto';
 import type { WriteOp } from './group-commit.ts';
 import { collectNewestFirst, type Page, type PageRequest } from './page.ts';
@@ -196,7 +197,8 @@ function indexPrefix(kind: IndexKind, accountId: string, value?: string): string
   return value === undefined ? `${kind}:${accountId}:` : `${kind}:${accountId}:${value}:`;
 }
 
-const enc = (text: string) => encodeURIComponent(text);
+/** Never throws: text that is not well-formed (SMTP headers can decode to it) is encoded as UTF-8 would store it. */
+const enc = (text: string) => encodeURIComponent(wellFormed(text));
 const address = (email: string) => enc(email.toLowerCase());
 const subjectKey = (subject: string) => createHash('sha256').update(subject).digest('base64url').slice(0, 22);
 

@@ -1,3 +1,4 @@
+import { wellFormed } from '../util/json-limits.ts';
 import type { WriteOp } from './group-commit.ts';
 import { collectNewestFirst, type Page, type PageRequest } from './page.ts';
 import type { SuppressionRecord } from './records.ts';
@@ -109,7 +110,8 @@ export class SuppressionsRepo {
   }
 }
 
-const enc = (email: string) => encodeURIComponent(email.toLowerCase());
+/** Never throws: text that is not well-formed (it cannot come through the API) is encoded as UTF-8 would store it. */
+const enc = (email: string) => encodeURIComponent(wellFormed(email.toLowerCase()));
 
 function primaryKey(accountId: string, email: string, domain: string): string {
   return `${accountId}:${enc(email)}:${domain}`;

@@ -1,9 +1,12 @@
 import { z } from 'zod';
 import { MESSAGE_STATUSES, SANDBOX_RESULTS } from '../../../store/records.ts';
-import { absent } from '../../validate.ts';
+import { absent, emptyAsAbsent } from '../../validate.ts';
+import { substitutionsProblem } from '../../../message/templating.ts';
 
 const rfc3339 = (field: string) => z.iso.datetime({ offset: true, error: `invalid ${field}, provide a valid RFC3339 time string` });
 const text = absent(z.string());
+/** Optional strings where an empty value can only mean "none" (an empty AMP part, disposition or time is no such thing). */
+const optional = emptyAsAbsent(z.string());
 
 export const address = z.strictObject({
   email: z.string().max(254, 'email addresses are at most 254 characters'),
@@ -14,7 +17,7 @@ export const attachment = z.strictObject({
   base64: absent(z.boolean()),
   data: z.string(),
   content_type: z.string().min(1).max(255),
-  content_disposition: text,
+  content_disposition: optional,
   content_id: absent(z.string().max(255)),
   file_name: z.string().min(1).max(255),
 });
@@ -30,26 +33,30 @@ const common = {
   from: address,
   reply_to: absent(address),
   subject: z.string().max(998, 'subject is at most 998 characters'),
-  text_content: text,
-  html_content: text,
-  amp_content: text,
+  text_content: optional,
+  html_content: optional,
+  amp_content: optional,
   attachments: absent(z.array(attachment).max(100, 'at most 100 attachments')),
   headers: absent(z.record(z.string(), z.string())),
   tags: absent(z.array(z.string())),
   sandbox: absent(z.boolean()),
-  sandbox_result: absent(z.enum(SANDBOX_RESULTS, { error: `sandbox_result must be one of ${SANDBOX_RESULTS.join(', ')}` })),
+  sandbox_result: emptyAsAbsent(z.enum(SANDBOX_RESULTS, { error: `sandbox_result must be one of ${SANDBOX_RESULTS.join(', ')}` })),
   tracking: absent(z.strictObject({ open: z.boolean().nullish(), click: z.boolean().nullish() })),
   retention: absent(z.strictObject({
     metadata: days('retention.metadata', 1),
     data: days('retention.data', 0),
   })),
   schedule: absent(z.strictObject({
-    first_attempt: absent(rfc3339('schedule.first_attempt')),
-    expires: absent(rfc3339('schedule.expires')),
+    first_attempt: emptyAsAbsent(rfc3339('schedule.first_attempt')),
+    expires: emptyAsAbsent(rfc3339('schedule.expires')),
   })),
 };
 
-const substitutions = z.record(z.string(), z.unknown());
+/** Bounded before anything walks it recursively (checkSubstitutions, the template context). */
+const substitutions = z.record(z.string(), z.unknown()).superRefine((values, ctx) => {
+  const problem = substitutionsProblem(values);
+  if (problem) ctx.addIssue({ code: 'custom', message: problem });
+});
 
 export const createMessageBody = z.strictObject({
   ...common,

@@ -6,7 +6,7 @@ import { badRequest, forbidden } from '../../../util/errors.ts';
 import type { ApiContext } from '../../context.ts';
 import { identify } from '../../middleware/auth.ts';
 import type { Handler } from '../route.ts';
-import { absent, parseBody } from '../../validate.ts';
+import { absent, emptyAsAbsent, parseBody } from '../../validate.ts';
 
 const contact = z.object({ email: z.string().max(254), name: absent(z.string()) });
 
@@ -16,8 +16,8 @@ export const v1SendBody = z.object({
   recipients: z.array(contact).min(1, 'at least one recipient is required').max(100, 'at most 100 recipients per request'),
   content: z.object({
     subject: z.string().max(998),
-    text_body: absent(z.string()),
-    html_body: absent(z.string()),
+    text_body: emptyAsAbsent(z.string()),
+    html_body: emptyAsAbsent(z.string()),
     attachments: absent(z.array(z.object({
       data: z.string(),
       base64: absent(z.boolean()),
