@@ -119,6 +119,7 @@ export class ApiKeys {
   async update(accountId: string, keyId: string, patch: ApiKeyPatch, caller: Caller | null): Promise<ApiKeyRecord> {
     return this.mutex.run(keyId, async () => {
       const key = await this.get(accountId, keyId);
+      if (caller) mayManage(caller.grants, key);
       const now = iso(this.clock.now());
       const next: ApiKeyRecord = { ...key };
       let changed = false;
@@ -150,9 +151,11 @@ export class ApiKeys {
     });
   }
 
-  async delete(accountId: string, keyId: string): Promise<ApiKeyRecord> {
+  /** `grants`: of the key asking (absent for the operator): it must hold every scope of the key it deletes. */
+  async delete(accountId: string, keyId: string, grants?: Grants): Promise<ApiKeyRecord> {
     return this.mutex.run(keyId, async () => {
       const key = await this.get(accountId, keyId);
+      if (grants) mayManage(grants, key);
       await this.store.commit(this.repo.delete(key));
       return key;
     });
@@ -185,6 +188,15 @@ export class ApiKeys {
     const byScope = new Map(current.map((s) => [s.scope, s]));
     return validated.map(({ scope, domainId }) => byScope.get(scope) ?? { id: newId(), scope, domainId, createdAt: now, updatedAt: now });
   }
+}
+
+/**
+ * A key may change or delete only a key it could have made: one whose every scope it holds. A
+ * narrower key must not loosen a stronger key's allow list, rename it, or take it away.
+ */
+function mayManage(grants: Grants, key: ApiKeyRecord): void {
+  const missing = key.scopes.find((s) => !grants.covers(parseScope(s.scope)!));
+  if (missing) throw forbidden(`API key ${key.id} holds scopes the calling key does not hold ("${missing.scope}")`);
 }
 
 function allowList(entries: string[]): string[] {

@@ -29,7 +29,30 @@ export function normalizeAllowList(entries: string[]): string[] {
   if (out.length > MAX_ALLOW_LIST_ENTRIES) {
     throw new AllowListError(`ip_allow_list: at most ${MAX_ALLOW_LIST_ENTRIES} entries are allowed, got ${out.length}`);
   }
+  for (const family of ['ipv4', 'ipv6'] as const) {
+    if (coversFamily(out.map(parseCidr).filter(([addr]) => addr.kind() === family), family)) {
+      throw new AllowListError(`ip_allow_list: its entries together allow every ${family === 'ipv4' ? 'IPv4' : 'IPv6'} address`);
+    }
+  }
   return out;
+}
+
+/** Whether the blocks (all of `family`) together cover the whole address space, as a /0 would. */
+function coversFamily(blocks: Cidr[], family: 'ipv4' | 'ipv6'): boolean {
+  const width = family === 'ipv4' ? 32n : 128n;
+  const ranges = blocks
+    .map(([addr, bits]) => {
+      const start = addr.toByteArray().reduce((n, byte) => (n << 8n) | BigInt(byte), 0n);
+      return { start, end: start + (1n << (width - BigInt(bits))) - 1n };
+    })
+    .sort((a, b) => (a.start < b.start ? -1 : a.start > b.start ? 1 : 0));
+  // Walk the sorted blocks: a gap before one of them, or an end short of the top, leaves addresses out.
+  let next = 0n;
+  for (const { start, end } of ranges) {
+    if (start > next) return false;
+    if (end + 1n > next) next = end + 1n;
+  }
+  return next === 1n << width;
 }
 
 /** An empty list allows everyone; otherwise the client must fall in one of the blocks. */

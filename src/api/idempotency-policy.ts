@@ -8,7 +8,20 @@ export type Decision =
   | { kind: 'execute' }
   | { kind: 'in_progress'; retryAfterSeconds: number }
   | { kind: 'mismatch' }
-  | { kind: 'replay'; response: StoredResponse };
+  | { kind: 'replay'; response: StoredResponse }
+  /** The key was used by another API key (or by this one before its scopes changed). */
+  | { kind: 'other_caller'; why: 'key' | 'scopes' };
+
+/** Who presents an Idempotency-Key: the API key and a digest of its scopes (`scopesDigest`). */
+export interface Caller {
+  keyId: string;
+  scopes: string;
+}
+
+/** A digest of a key's scopes that changes whenever one is added or taken away. */
+export function scopesDigest(scopes: readonly string[]): string {
+  return createHash('sha256').update([...scopes].sort().join('\n')).digest('base64url');
+}
 
 /** What to keep once the execution has ended with `status`. */
 export type Settlement = 'complete' | 'release' | 'keep_lease';
@@ -19,9 +32,17 @@ export function fingerprint(method: string, path: string, rawBody: Buffer): stri
   return createHash('sha256').update(`${method.toUpperCase()}\n${path}\n${bodyHash}`).digest('hex');
 }
 
-/** An expired record (lease run out, or replay window over) is as good as none. */
-export function decide(record: IdempotencyRecord | undefined, print: string, now: number): Decision {
+/**
+ * An expired record (lease run out, or replay window over) is as good as none. With a `caller`,
+ * a live record is answered only to the key that made it, holding the scopes it held then.
+ */
+export function decide(record: IdempotencyRecord | undefined, print: string, now: number, caller?: Caller): Decision {
   if (!record || record.expiresAt <= now) return { kind: 'execute' };
+  // Before anything else: another key learns nothing of the stored request, not even whether its
+  // payload matches. A replay may carry a secret (a new key, a password) or show what a caller
+  // with other scopes could not have done itself.
+  if (caller !== undefined && record.owner?.keyId !== caller.keyId) return { kind: 'other_caller', why: 'key' };
+  if (caller !== undefined && record.owner?.scopes !== caller.scopes) return { kind: 'other_caller', why: 'scopes' };
   if (record.fingerprint !== print) return { kind: 'mismatch' };
   if (record.state === 'in_progress') {
     return { kind: 'in_progress', retryAfterSeconds: Math.max(1, Math.ceil((record.expiresAt - now) / 1000)) };

@@ -84,6 +84,12 @@ export interface IdempotencyRecord {
   /** in_progress: end of the lease; completed: end of the replay window. */
   expiresAt: number;
   response: StoredResponse | null;
+  /**
+   * The API key that made the request, and a digest of the scopes it held then: the outcome is
+   * replayed to that key only, and only while it holds the same scopes. Absent on records of
+   * earlier releases, which are then replayed to no one.
+   */
+  owner?: { keyId: string; scopes: string };
 }
 
 export interface DkimKeyRecord {

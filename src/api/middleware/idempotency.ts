@@ -6,7 +6,7 @@ import { KeyedMutex } from '../../util/keyed-mutex.ts';
 import type { SecretBox } from '../../util/secret-box.ts';
 import type { Clock } from '../../util/time.ts';
 import type { ApiContext } from '../context.ts';
-import { decide, fingerprint, MAX_KEY_LENGTH, settle, validKey } from '../idempotency-policy.ts';
+import { decide, fingerprint, MAX_KEY_LENGTH, scopesDigest, settle, validKey, type Caller } from '../idempotency-policy.ts';
 
 export interface IdempotencyTimes {
   lease_seconds: number;
@@ -57,11 +57,13 @@ export class Idempotency {
       // Header bytes arrive as latin1; the limit counts the characters the client sent (UTF-8).
       const key = Buffer.from(values[0]!, 'latin1').toString('utf8');
       if (!validKey(key)) throw badRequest(`Idempotency-Key must be 1 to ${MAX_KEY_LENGTH} characters`);
-      const accountId = ctx.state.auth!.account.id;
+      const { account, key: apiKey } = ctx.state.auth!;
+      const accountId = account.id;
+      const caller: Caller = { keyId: apiKey.id, scopes: scopesDigest(apiKey.scopes.map((s) => s.scope)) };
       // Routing ignores case and a trailing slash, so the resolved path does too.
       const print = fingerprint(ctx.method, ctx.path.toLowerCase().replace(/\/+$/, ''), ctx.state.rawBody);
 
-      const claimed = await this.claim(accountId, key, print, ctx);
+      const claimed = await this.claim(accountId, key, print, caller, ctx);
       if (!claimed) return;
 
       let status: number;
@@ -80,12 +82,19 @@ export class Idempotency {
   }
 
   /** Returns the in-progress record now held, or null when the response was already decided. */
-  private async claim(accountId: string, key: string, print: string, ctx: ApiContext): Promise<IdempotencyRecord | null> {
+  private async claim(accountId: string, key: string, print: string, caller: Caller, ctx: ApiContext): Promise<IdempotencyRecord | null> {
     return this.mutex.run(`${accountId}:${key}`, async () => {
       const now = this.clock.now();
       const existing = await this.repo.get(accountId, key);
-      const decision = decide(existing, print, now);
+      const decision = decide(existing, print, now, caller);
       switch (decision.kind) {
+        case 'other_caller':
+          throw new AppError(
+            422,
+            decision.why === 'key'
+              ? 'idempotency key was already used by another API key'
+              : "idempotency key was already used by this API key with other scopes",
+          );
         case 'mismatch':
           throw new AppError(422, 'idempotency key was already used with a different request payload');
         case 'in_progress':
@@ -110,6 +119,7 @@ export class Idempotency {
             state: 'in_progress',
             expiresAt: now + this.times.lease_seconds * 1000,
             response: null,
+            owner: caller,
           };
           await this.repo.save(record, existing);
           return record;

@@ -71,7 +71,9 @@ describe('scope enforcement per operation', () => {
   it('makes deleting a key need api-keys:delete', async () => {
     const victim = await call(server, 'POST', `${base}/api-keys`, { body: { label: 'victim', scopes: ['accounts:read'] } });
     expect((await call(server, 'DELETE', `${base}/api-keys/${victim.body.id}`, { key: await keyWith(['api-keys:write']) })).status).to.equal(403);
-    expect((await call(server, 'DELETE', `${base}/api-keys/${victim.body.id}`, { key: await keyWith(['api-keys:delete']) })).status).to.equal(200);
+    // The deleting key must also hold every scope of the key it deletes (accounts:read here).
+    expect((await call(server, 'DELETE', `${base}/api-keys/${victim.body.id}`, { key: await keyWith(['api-keys:delete']) })).status).to.equal(403);
+    expect((await call(server, 'DELETE', `${base}/api-keys/${victim.body.id}`, { key: await keyWith(['api-keys:delete', 'accounts:read']) })).status).to.equal(200);
   });
 
   it('refuses with 403 to grant a scope the calling key does not hold', async () => {
@@ -99,6 +101,6 @@ describe('scope enforcement per operation', () => {
     expect((await call(server, 'GET', `${base}/api-keys/${target}`, { key: await keyWith(['api-keys:write']) })).status).to.equal(403);
     expect((await call(server, 'GET', `${base}/api-keys/${target}`, { key: await keyWith(['api-keys:read']) })).status).to.equal(200);
     expect((await call(server, 'PUT', `${base}/api-keys/${target}`, { key: await keyWith(['api-keys:read']), body: { label: 'u' } })).status).to.equal(403);
-    expect((await call(server, 'PUT', `${base}/api-keys/${target}`, { key: await keyWith(['api-keys:write']), body: { label: 'u' } })).status).to.equal(200);
+    expect((await call(server, 'PUT', `${base}/api-keys/${target}`, { key: await keyWith(['api-keys:write', 'accounts:read']), body: { label: 'u' } })).status).to.equal(200);
   });
 });

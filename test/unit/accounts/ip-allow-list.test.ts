@@ -149,3 +149,28 @@ describe('allowListCovers', () => {
     expect(allowListCovers(['::/1', '8000::/1'], ip('192.0.2.1'))).to.equal(false);
   });
 });
+
+describe('allow lists that together allow everything', () => {
+  for (const entries of [
+    ['0.0.0.0/1', '128.0.0.0/1'],
+    ['0.0.0.0/2', '64.0.0.0/2', '128.0.0.0/2', '192.0.0.0/2'],
+    ['128.0.0.0/1', '0.0.0.0/2', '64.0.0.0/3', '96.0.0.0/3'],
+    ['::/1', '8000::/1'],
+    ['8000::/1', '::/2', '4000::/2'],
+    ['10.0.0.0/8', '0.0.0.0/1', '128.0.0.0/1', '2001:db8::/32'],
+  ]) {
+    it(`refuses ${entries.join(' + ')}`, () => {
+      expect(refusal(entries).message).to.match(/its entries together allow every IPv[46] address$/);
+    });
+  }
+
+  for (const entries of [
+    ['0.0.0.0/1', '128.0.0.0/2', '192.0.0.0/3', '224.0.0.0/4', '240.0.0.0/5', '248.0.0.0/6', '252.0.0.0/7', '254.0.0.0/8', '255.0.0.0/9'],
+    ['0.0.0.0/1', '::/1', '8000::/2'],
+    ['0.0.0.0/1', '128.0.0.1/32'],
+  ]) {
+    it(`accepts ${entries.slice(0, 3).join(' + ')}${entries.length > 3 ? ' …' : ''}, which leaves addresses out`, () => {
+      expect(normalizeAllowList(entries)).to.have.length(entries.length);
+    });
+  }
+});

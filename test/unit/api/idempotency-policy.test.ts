@@ -1,5 +1,5 @@
 import { expect } from 'chai';
-import { decide, fingerprint, MAX_KEY_LENGTH, settle, validKey } from '../../../src/api/idempotency-policy.ts';
+import { decide, fingerprint, MAX_KEY_LENGTH, scopesDigest, settle, validKey } from '../../../src/api/idempotency-policy.ts';
 import type { IdempotencyRecord, StoredResponse } from '../../../src/store/records.ts';
 
 const NOW = 1_700_000_000_000;
@@ -142,5 +142,43 @@ describe('validKey', () => {
 
   it('refuses a key of 256 characters', () => {
     expect(validKey('k'.repeat(256))).to.equal(false);
+  });
+});
+
+describe('decide, with the caller', () => {
+  const NOW = 1_000_000;
+  const owner = { keyId: 'k1', scopes: scopesDigest(['a', 'b']) };
+  const stored = (over: Partial<IdempotencyRecord> = {}): IdempotencyRecord => ({
+    v: 1,
+    accountId: 'acc',
+    key: 'K',
+    fingerprint: 'P',
+    state: 'completed',
+    expiresAt: NOW + 1000,
+    response: { status: 201, body: '{}', encrypted: false },
+    owner,
+    ...over,
+  });
+
+  it('replays to the key that made the request, holding the same scopes in any order', () => {
+    expect(decide(stored(), 'P', NOW, { keyId: 'k1', scopes: scopesDigest(['b', 'a']) }).kind).to.equal('replay');
+  });
+
+  it('answers another key other_caller before comparing payloads', () => {
+    expect(decide(stored(), 'P', NOW, { keyId: 'k2', scopes: owner.scopes })).to.deep.equal({ kind: 'other_caller', why: 'key' });
+    expect(decide(stored(), 'other', NOW, { keyId: 'k2', scopes: owner.scopes })).to.deep.equal({ kind: 'other_caller', why: 'key' });
+    expect(decide(stored({ state: 'in_progress', response: null }), 'P', NOW, { keyId: 'k2', scopes: owner.scopes }).kind).to.equal('other_caller');
+  });
+
+  it('answers the same key with other scopes other_caller', () => {
+    expect(decide(stored(), 'P', NOW, { keyId: 'k1', scopes: scopesDigest(['a']) })).to.deep.equal({ kind: 'other_caller', why: 'scopes' });
+  });
+
+  it('replays a record of an earlier release, which names no owner, to no one', () => {
+    expect(decide(stored({ owner: undefined }), 'P', NOW, owner).kind).to.equal('other_caller');
+  });
+
+  it('executes over an expired record whoever owned it', () => {
+    expect(decide(stored({ expiresAt: NOW }), 'P', NOW, { keyId: 'k2', scopes: 'x' }).kind).to.equal('execute');
   });
 });

@@ -53,7 +53,8 @@ export function apiKeyRoutes(apiKeys: ApiKeys): Route[] {
     {
       operationId: 'deleteAPIKey',
       handler: async (ctx) => {
-        const key = await apiKeys.delete(authOf(ctx).account.id, uuidParam(ctx, 'key_id'));
+        const auth = authOf(ctx);
+        const key = await apiKeys.delete(auth.account.id, uuidParam(ctx, 'key_id'), auth.grants);
         ctx.body = { message: `api key ${key.id} (${key.label}) deleted successfully` };
       },
     },
