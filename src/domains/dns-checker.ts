@@ -64,12 +64,14 @@ export class DnsChecker {
         propagated[r.key] = asked.get(r.key) === `${r.type} ${r.host} ${r.content}` ? (found.get(r.key) ?? previous) : previous;
       }
       const required = expected.filter((r) => r.required);
-      const valid = required.every((r) => propagated[r.key]);
+      // Verified by hand, the domain stays valid (what was found is still recorded, per record).
+      const byHand = current.dns.byHand ?? null;
+      const valid = byHand !== null || required.every((r) => propagated[r.key]);
       const next: DomainRecord = {
         ...current,
-        dns: { checkedAt: now, propagated, valid, everValid: current.dns.everValid || valid },
+        dns: { checkedAt: now, propagated, valid, everValid: current.dns.everValid || valid, byHand },
       };
-      const broke = required.some((r) => current.dns.propagated[r.key] === true && !propagated[r.key]);
+      const broke = byHand === null && required.some((r) => current.dns.propagated[r.key] === true && !propagated[r.key]);
       const ops = this.repo.put(next, current);
       if (broke) {
         const dkimValid = required.filter((r) => r.check.kind === 'dkim').every((r) => propagated[r.key]);

@@ -155,6 +155,22 @@ export class Domains {
     });
   }
 
+  /**
+   * The operator vouches for the domain's DNS where it cannot be looked up (a laptop, a network
+   * without public DNS): the domain counts as valid, marked as verified by hand, until `clear`.
+   * Only the operator's command sets it; no API call and no default does.
+   */
+  async verifyByHand(accountId: string, name: string, by: string, clear = false): Promise<DomainRecord> {
+    return this.mutate(accountId, name, async (current) => {
+      const at = iso(this.clock.now());
+      const dns = clear
+        ? { ...current.dns, valid: false, byHand: null }
+        : { ...current.dns, valid: true, everValid: true, byHand: { at, by } };
+      // Cleared, the domain is invalid until its next check looks the records up again.
+      return { domain: { ...current, dns, updatedAt: at } };
+    });
+  }
+
   async update(accountId: string, name: string, patch: DomainSettings): Promise<DomainRecord> {
     checkSettings(patch);
     return this.mutate(accountId, name, async (current) => {

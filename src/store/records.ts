@@ -134,6 +134,11 @@ export interface DomainRecord {
     valid: boolean;
     /** Set the first time the domain's DNS was valid: the selector is then locked. */
     everValid: boolean;
+    /**
+     * The operator marked the DNS as verified by hand (`postilion domains verify`): the domain
+     * counts as valid whatever the checks find, until the mark is cleared. Absent or null: never.
+     */
+    byHand?: { at: string; by: string } | null;
   };
   createdAt: string;
   updatedAt: string;

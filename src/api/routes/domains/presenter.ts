@@ -20,6 +20,8 @@ export function presentDomain(domain: DomainRecord, records: PresentedRecord[]) 
       propagated: r.propagated,
     })),
     dns_valid: domain.dns.valid,
+    // Not in the contract: says that dns_valid was set by the operator's hand, not by a check.
+    dns_verified_by_hand: domain.dns.byHand ? { at: domain.dns.byHand.at, by: domain.dns.byHand.by } : null,
     tracking_subdomain: domain.trackingSubdomain,
     return_path_subdomain: domain.returnPathSubdomain,
     subscription_subdomain: domain.subscriptionSubdomain,
