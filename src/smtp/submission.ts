@@ -1,12 +1,13 @@
 import type { AddressInfo } from 'node:net';
 import type { Logger } from 'pino';
-import { SMTPServer, type SMTPServerDataStream, type SMTPServerSession } from 'smtp-server';
+import type { SMTPServer, SMTPServerDataStream, SMTPServerSession } from 'smtp-server';
 import type { Accounts } from '../accounts/accounts.ts';
 import type { DomainRecord } from '../store/records.ts';
 import type { Relay, Relayer } from '../message/relay.ts';
 import { isClientError } from '../message/relay.ts';
 import { cidrContains, parseClientIp, type Cidr } from '../util/cidr.ts';
 import { isMailboxAddress } from '../util/email.ts';
+import { AuthAfterTlsServer, ENCRYPTION_REQUIRED } from './auth-after-tls.ts';
 import type { AuthThrottle } from './auth-throttle.ts';
 
 /** What AUTH needs to know of a credential (implemented by accounts/SmtpCredentials). */
@@ -100,10 +101,12 @@ const MAX_WAITING = 64;
 /** Sessions per listener at most. */
 const MAX_CLIENTS = 1000;
 
+const TOO_MANY_FAILURES = '4.7.0 Too many failed authentication attempts; try again later';
+
 function createServer(options: SubmissionOptions, deps: SubmissionDeps, secure: boolean): SMTPServer {
   const { credentials, accounts, relay, throttle, log } = deps;
   const gate = new Gate(MAX_VERIFYING, MAX_WAITING);
-  return new SMTPServer({
+  return new AuthAfterTlsServer({
     secure,
     key: options.tls.key,
     cert: options.tls.cert,
@@ -111,8 +114,6 @@ function createServer(options: SubmissionOptions, deps: SubmissionDeps, secure: 
     banner: 'Postilion ESMTP submission',
     size: options.maxMessageBytes,
     authMethods: ['PLAIN', 'LOGIN'],
-    // TLS is enforced in onAuth, so that loopback clients may authenticate in clear.
-    allowInsecureAuth: true,
     authOptional: false,
     disableReverseLookup: true,
     hideDSN: true,
@@ -124,16 +125,24 @@ function createServer(options: SubmissionOptions, deps: SubmissionDeps, secure: 
 
     onAuth(auth, session, callback) {
       const address = session.remoteAddress;
-      if (!session.secure && !mayAuthInClear(address, options.plainAuthFrom)) return callback(reply(538, '5.7.11 Encryption required: issue STARTTLS first'));
-      if (throttle.blocked(address)) return callback(reply(454, '4.7.0 Too many failed authentication attempts; try again later'));
+      // A backstop: AuthAfterTlsServer already refused AUTH in clear before reading the credentials.
+      if (!session.secure && !mayAuthInClear(address, options.plainAuthFrom)) return callback(reply(538, ENCRYPTION_REQUIRED));
+      if (throttle.blocked(address)) return callback(reply(454, TOO_MANY_FAILURES));
       // A flood of guesses must not tie up the thread pool that the store and DKIM signing share.
       // Password checks wait their turn two at a time, so a burst of guesses is slowed to the pace
       // of scrypt and meets the limit after a few failures; parallel logins of one application pass.
       if (gate.full) return callback(reply(454, '4.7.0 Too many authentications in progress; try again shortly'));
       void (async () => {
-        const credential = await gate.run(() => credentials.authenticate(auth.username ?? '', auth.password ?? ''));
+        // The limit is asked again once the check's turn has come, and a failure counted before the
+        // next check starts: the guesses queued ahead of this one may have reached the limit.
+        const credential = await gate.run(async () => {
+          if (throttle.blocked(address)) return 'blocked';
+          const found = await credentials.authenticate(auth.username ?? '', auth.password ?? '');
+          if (!found) throttle.fail(address);
+          return found;
+        });
+        if (credential === 'blocked') return callback(reply(454, TOO_MANY_FAILURES));
         if (!credential) {
-          throttle.fail(address);
           log.warn({ client: address, username: printable(auth.username ?? '') }, 'SMTP AUTH failed');
           return callback(reply(535, '5.7.8 Authentication credentials invalid'));
         }
@@ -204,7 +213,7 @@ function createServer(options: SubmissionOptions, deps: SubmissionDeps, secure: 
         callback(reply(451, '4.3.0 The message could not be stored; try again'));
       });
     },
-  });
+  }, (address) => mayAuthInClear(address, options.plainAuthFrom));
 }
 
 /** The message bytes, or null once over `limit` (the rest is read and dropped). */

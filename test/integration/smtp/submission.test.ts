@@ -2,6 +2,7 @@ import { expect } from 'chai';
 import { createTransport, type SendMailOptions } from 'nodemailer';
 import { verifyDkim } from '../../helpers/domains.ts';
 import { startMessageBed, type MessageBed } from '../../helpers/messages.ts';
+import { RawSmtp, plainToken } from '../../helpers/raw-smtp.ts';
 import { startSink, type SmtpSink } from '../../helpers/smtp-sink.ts';
 import { AccountsRepo } from '../../../src/store/accounts-repo.ts';
 
@@ -60,13 +61,14 @@ describe('SMTP submission', function () {
     return { id: res.body.id, username: res.body.username, password: res.body.password };
   }
 
-  function transport(options: { port?: number; secure?: boolean; user?: string; pass?: string; ignoreTLS?: boolean; from?: string } = {}) {
+  function transport(options: { port?: number; secure?: boolean; user?: string; pass?: string; ignoreTLS?: boolean; forceAuth?: boolean; from?: string } = {}) {
     return createTransport({
       host: '127.0.0.1',
       port: options.port ?? starttlsPort,
       secure: options.secure ?? false,
       localAddress: options.from ?? REMOTE,
       ignoreTLS: options.ignoreTLS ?? false,
+      forceAuth: options.forceAuth ?? false,
       requireTLS: !(options.ignoreTLS ?? false) && !(options.secure ?? false),
       auth: { user: options.user ?? credential.username, pass: options.pass ?? credential.password },
       tls: { rejectUnauthorized: false },
@@ -119,9 +121,13 @@ describe('SMTP submission', function () {
   });
 
   it('refuses AUTH before TLS from a client that is not local (538), and allows it from a local one', async () => {
+    // AUTH is not offered before TLS, so a client library keeps the password and meets the 530 at MAIL FROM.
     const plain = transport({ ignoreTLS: true });
-    const err = await refusal(plain.sendMail(mail()));
+    expect((await refusal(plain.sendMail(mail()))).responseCode).to.equal(530);
     plain.close();
+    const forced = transport({ ignoreTLS: true, forceAuth: true });
+    const err = await refusal(forced.sendMail(mail()));
+    forced.close();
     expect(err.responseCode).to.equal(538);
     expect(err.response).to.contain('STARTTLS');
 
@@ -155,6 +161,24 @@ describe('SMTP submission', function () {
     const other = transport();
     await other.sendMail(mail());
     other.close();
+  });
+
+  it('answers 454 to a guess that waited its turn once the client has failed too often meanwhile', async () => {
+    // Ten sessions of one client, each ready to AUTH, guess at the same moment. Password checks run
+    // two at a time, so most guesses wait; the limit (3) must hold for those that waited too.
+    const sessions = await Promise.all(Array.from({ length: 10 }, async () => {
+      const { client } = await RawSmtp.open(starttlsPort, { localAddress: '127.0.0.8' });
+      await client.command('EHLO client.example');
+      await client.starttls();
+      await client.command('EHLO client.example');
+      return client;
+    }));
+    const replies = await Promise.all(sessions.map((c) => c.command(`AUTH PLAIN ${plainToken(credential.username, 'wrong')}`)));
+    for (const c of sessions) c.close();
+    const codes = replies.map((r) => r.code);
+    // At most the limit, plus the checks already running when it was reached (two run at once).
+    expect(codes.filter((c) => c === 535).length, codes.join(' ')).to.be.within(3, 4);
+    expect(codes.filter((c) => c === 454).length, codes.join(' ')).to.be.at.least(6);
   });
 
   it('lets many sessions of one client log in at once with the right password', async () => {
