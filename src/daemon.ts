@@ -6,7 +6,7 @@ import { ApiKeys } from './accounts/api-keys.ts';
 import { bootstrap, bootstrapDefaults, formatBootstrap } from './accounts/bootstrap.ts';
 import { buildApp, type ApiSettings } from './api/app.ts';
 import { Idempotency } from './api/middleware/idempotency.ts';
-import { RateLimiter } from './api/middleware/rate-limit.ts';
+import { RateLimiter, RefusalLimiter } from './api/middleware/rate-limit.ts';
 import { ApiListener } from './api/server.ts';
 import type { Config } from './config/schema.ts';
 import type { Logger } from './logging/logger.ts';
@@ -167,6 +167,7 @@ export class Daemon {
     private readonly core_: Core,
     private readonly log: Logger,
     private readonly rateLimiter: RateLimiter,
+    private readonly refusalLimiter: RefusalLimiter,
   ) {
     this.settings = apiSettings(config);
     this.metrics = instrument(config, core_, log);
@@ -175,7 +176,7 @@ export class Daemon {
   static async start(options: DaemonOptions): Promise<Daemon> {
     const { config, log } = options;
     const core = await openCore(config, options.clock);
-    const daemon = new Daemon(config, core, log, new RateLimiter(config.api.rate_limits, core.clock));
+    const daemon = new Daemon(config, core, log, new RateLimiter(config.api.rate_limits, core.clock), new RefusalLimiter(config.api.auth_failures, core.clock));
     try {
       await daemon.startComponents(options.announce);
     } catch (err) {
@@ -214,6 +215,7 @@ export class Daemon {
       smtpCredentials: core.smtpCredentials,
       idempotency: core.idempotency,
       rateLimiter: this.rateLimiter,
+      refusalLimiter: this.refusalLimiter,
       metrics: this.metrics,
       settings: () => this.settings,
     });
@@ -259,10 +261,10 @@ export class Daemon {
     if (config.smtp.submission.enabled) this.submission = await this.startSubmission();
 
     const handler = app.callback();
-    this.listeners.push(await ApiListener.start({ host: config.api.host, port: config.api.port }, handler));
+    this.listeners.push(await ApiListener.start({ host: config.api.host, port: config.api.port, log }, handler));
     if (config.api.tls.enabled) {
       this.listeners.push(
-        await ApiListener.start({ host: config.api.tls.host, port: config.api.tls.port, tls: readTls(config) }, handler),
+        await ApiListener.start({ host: config.api.tls.host, port: config.api.tls.port, tls: readTls(config), log }, handler),
       );
     }
     log.info({ urls: this.urls }, 'API listening');
@@ -375,6 +377,7 @@ export class Daemon {
         maxRecipients: s.max_recipients,
         plainAuthFrom: s.plain_auth_from.map(parseCidr),
         graceMs: config.shutdown.grace_seconds * 1000,
+        maxConnectionsPerAddress: s.max_connections_per_address,
       },
       {
         credentials: core.smtpCredentials,
@@ -382,6 +385,10 @@ export class Daemon {
         relay: new Relay(core.domains, core.acceptor, core.clock, config.server.hostname),
         throttle: new AuthThrottle(s.auth_failures.limit, s.auth_failures.window_seconds * 1000, core.clock),
         log,
+        observer: {
+          session: (listener, result) => this.metrics.smtpSessions.inc({ listener, result }),
+          command: (listener, command, result) => this.metrics.smtpCommands.inc({ listener, command, result }),
+        },
       },
     );
   }
@@ -430,6 +437,7 @@ export class Daemon {
 
     this.log.level = next.log.level;
     this.rateLimiter.configure(next.api.rate_limits);
+    this.refusalLimiter.configure(next.api.auth_failures);
     this.core_.idempotency.configure(next.api.idempotency);
     this.settings = apiSettings(next);
     if (tls) for (const listener of this.listeners) listener.reloadTls(tls);
@@ -489,6 +497,7 @@ function apiSettings(config: Config): ApiSettings {
   return {
     trustedProxies: config.api.trusted_proxies.map(parseCidr),
     bodyLimitBytes: config.api.body_limit_bytes,
+    bodyMemoryBytes: config.api.body_memory_bytes,
   };
 }
 

@@ -5,11 +5,11 @@ import type { Accounts } from '../accounts/accounts.ts';
 import type { ApiKeys } from '../accounts/api-keys.ts';
 import type { Cidr } from '../util/cidr.ts';
 import type { ApiContext, ApiState } from './context.ts';
-import { authenticate, requireScopes } from './middleware/auth.ts';
-import { rawBody } from './middleware/body.ts';
+import { authenticate, limitRefusals, requireScopes } from './middleware/auth.ts';
+import { BodyBudget, rawBody } from './middleware/body.ts';
 import { errorResponses } from './middleware/errors.ts';
 import type { Idempotency } from './middleware/idempotency.ts';
-import { rateLimit, type RateLimiter } from './middleware/rate-limit.ts';
+import { rateLimit, type RateLimiter, type RefusalLimiter } from './middleware/rate-limit.ts';
 import { requestContext, transport } from './middleware/request-context.ts';
 import { operation } from './operations.ts';
 import type { DnsChecker } from '../domains/dns-checker.ts';
@@ -34,6 +34,8 @@ import { requestMetrics } from './middleware/metrics.ts';
 export interface ApiSettings {
   trustedProxies: Cidr[];
   bodyLimitBytes: number;
+  /** Request-body bytes held by all requests together; beyond it, 503. */
+  bodyMemoryBytes: number;
 }
 
 export interface ApiDeps {
@@ -48,6 +50,8 @@ export interface ApiDeps {
   smtpCredentials: SmtpCredentials;
   idempotency: Idempotency;
   rateLimiter: RateLimiter;
+  /** Refused authentications per client address (v2 and v1). */
+  refusalLimiter: RefusalLimiter;
   /** Requests are counted and timed here when given. */
   metrics?: Metrics;
   /** Read per request, so a reload takes effect at once. */
@@ -56,7 +60,8 @@ export interface ApiDeps {
 
 /**
  * The HTTP API. Every v2 request goes: request id → errors → transport (HTTPS, client IP) →
- * authentication and allow list → rate limit → scope gate → raw body → idempotency → handler.
+ * refused-authentication limit → authentication and allow list → rate limit → scope gate →
+ * raw body → idempotency → handler.
  */
 export function buildApp(deps: ApiDeps): Koa<ApiState> {
   const app = new Koa<ApiState>();
@@ -73,12 +78,14 @@ export function buildApp(deps: ApiDeps): Koa<ApiState> {
     ...suppressionRoutes(deps.suppressions),
     ...smtpCredentialRoutes(deps.smtpCredentials, deps.domains),
   ];
+  const refusals = limitRefusals(deps.refusalLimiter);
   const auth = authenticate(deps.apiKeys, deps.accounts);
-  const body = rawBody(() => deps.settings().bodyLimitBytes);
+  const bodyBudget = new BodyBudget(() => deps.settings().bodyMemoryBytes);
+  const body = rawBody(() => deps.settings().bodyLimitBytes, bodyBudget);
   for (const route of routes) {
     const op = operation(route.operationId);
     // The body is read only once the caller is known and within its rate: no anonymous uploads.
-    const chain = [auth, rateLimit(deps.rateLimiter, op.rateClass ?? 'general'), requireScopes(op.security), body];
+    const chain = [refusals, auth, rateLimit(deps.rateLimiter, op.rateClass ?? 'general'), requireScopes(op.security), body];
     if (op.idempotent) chain.push(deps.idempotency.middleware(op.secretBearing ?? false, op.sealed ?? false));
     chain.push(route.handler);
     // The router's context type is its own; our middleware only relies on ApiState and params.
@@ -86,6 +93,7 @@ export function buildApp(deps: ApiDeps): Koa<ApiState> {
   }
   // Legacy v1 send: its own key type and error body ({status}), the account's general rate.
   router.register('/v1/email/send', ['POST'], [
+    refusals,
     v1Authenticate(deps.apiKeys, deps.accounts),
     rateLimit(deps.rateLimiter, 'general'),
     body,

@@ -1,6 +1,9 @@
-import { createServer as createHttpServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
+import { createServer as createHttpServer, STATUS_CODES, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import { createServer as createHttpsServer, type Server as HttpsServer } from 'node:https';
-import type { AddressInfo } from 'node:net';
+import type { AddressInfo, Socket } from 'node:net';
+import type { Duplex } from 'node:stream';
+import type { Logger } from 'pino';
+import { errorBody } from './middleware/errors.ts';
 
 type RequestListener = (req: IncomingMessage, res: ServerResponse) => void;
 
@@ -8,11 +11,17 @@ export interface ListenerSpec {
   host: string;
   port: number;
   tls?: { cert: Buffer; key: Buffer };
+  /** Requests refused before the app sees them are logged here (info). */
+  log?: Logger;
 }
 
 /**
  * One listening socket of the API, HTTP or HTTPS, that can stop accepting and drain: in-flight
  * requests get until the deadline, then remaining connections are cut.
+ *
+ * What Node answers by itself (parse errors, CONNECT, unknown expectations, a missing Host) is
+ * answered here instead, with the contract's error body: `{status}` under /v1, `{message}`
+ * elsewhere.
  */
 export class ApiListener {
   private inFlight = 0;
@@ -21,30 +30,55 @@ export class ApiListener {
   private constructor(private readonly server: Server | HttpsServer) {}
 
   static async start(spec: ListenerSpec, handler: RequestListener): Promise<ApiListener> {
+    // Node's own empty-bodied 400 for a missing Host is replaced by ours below.
+    const options = { requireHostHeader: false };
     const server = spec.tls
-      ? createHttpsServer({ cert: spec.tls.cert, key: spec.tls.key }, handler)
-      : createHttpServer(handler);
+      ? createHttpsServer({ ...options, cert: spec.tls.cert, key: spec.tls.key })
+      : createHttpServer(options);
     server.headersTimeout = 30_000;
     server.requestTimeout = 120_000;
     server.keepAliveTimeout = 5_000;
     const listener = new ApiListener(server);
-    // Requests Node refuses before the app sees them still get a JSON error body.
-    server.on('clientError', (err: NodeJS.ErrnoException, socket) => {
-      if (!socket.writable) return socket.destroy();
-      const tooLarge = err.code === 'HPE_HEADER_OVERFLOW';
-      const body = JSON.stringify({ message: tooLarge ? 'request headers too large' : 'bad request' });
-      socket.end(
-        `HTTP/1.1 ${tooLarge ? '431 Request Header Fields Too Large' : '400 Bad Request'}\r\n` +
-          `Content-Type: application/json\r\nContent-Length: ${Buffer.byteLength(body)}\r\nConnection: close\r\n\r\n${body}`,
-      );
-    });
-    server.on('request', (_req, res: ServerResponse) => {
+    const refused = (status: number, method: string | undefined, path: string | null, reason: string) =>
+      spec.log?.info({ method, path, status, reason }, 'request refused before routing');
+
+    server.on('request', (req: IncomingMessage, res: ServerResponse) => {
       listener.inFlight++;
       res.once('close', () => {
         listener.inFlight--;
         if (listener.inFlight === 0) listener.idle?.();
       });
+      if (req.httpVersion === '1.1' && req.headers.host === undefined) {
+        refused(400, req.method, pathOf(req.url), 'missing Host header');
+        return answer(res, 400, req.url, 'the Host header is required', { Connection: 'close' });
+      }
+      handler(req, res);
     });
+    // 100-continue is sent once the app starts reading the body (see rawBody): a request refused
+    // before that (authentication, limits) is answered without the client sending its body.
+    server.on('checkContinue', (req: IncomingMessage, res: ServerResponse) => server.emit('request', req, res));
+    server.on('checkExpectation', (req: IncomingMessage, res: ServerResponse) => {
+      refused(417, req.method, pathOf(req.url), `unsupported expectation "${req.headers.expect}"`);
+      answer(res, 417, req.url, 'the only supported expectation is 100-continue', { Connection: 'close' });
+    });
+    // This is no proxy. Without a listener Node would drop the connection without a word.
+    server.on('connect', (req: IncomingMessage, socket: Duplex) => {
+      refused(501, req.method, null, 'CONNECT');
+      socket.on('error', () => socket.destroy());
+      writeRaw(socket, 501, null, 'unsupported HTTP method');
+    });
+    server.on('clientError', (err: NodeJS.ErrnoException & { rawPacket?: Buffer }, socket: Duplex) => {
+      // A response already on its way on this connection must not be corrupted by a second one.
+      const inFlight = (socket as Socket & { _httpMessage?: { headersSent?: boolean } })._httpMessage;
+      // The client went away (reset, or closed in the middle of a request): nobody to answer.
+      const gone = err.code === 'ECONNRESET' || err.code === 'HPE_INVALID_EOF_STATE';
+      if (gone || !socket.writable || inFlight?.headersSent) return socket.destroy();
+      const line = requestLine(err.rawPacket);
+      const { status, message } = clientErrorStatus(err.code, line !== null);
+      refused(status, line?.method, line?.path ?? null, err.code ?? err.message);
+      writeRaw(socket, status, line?.path ?? null, message);
+    });
+
     await new Promise<void>((resolve, reject) => {
       server.once('error', reject);
       server.listen(spec.port, spec.host, () => {
@@ -83,4 +117,66 @@ export class ApiListener {
     this.server.closeAllConnections();
     await closed;
   }
+}
+
+/** Status and words for what Node's parser refused, as Node's own answers would have it. */
+export function clientErrorStatus(code: string | undefined, readableLine: boolean): { status: number; message: string } {
+  switch (code) {
+    case 'HPE_HEADER_OVERFLOW':
+      return { status: 431, message: 'request headers too large' };
+    case 'HPE_CHUNK_EXTENSIONS_OVERFLOW':
+      return { status: 413, message: 'chunk extensions too large' };
+    case 'ERR_HTTP_REQUEST_TIMEOUT':
+      return { status: 408, message: 'request timeout' };
+    case 'HPE_INVALID_METHOD':
+      // A well-formed request line with a method Node does not know; anything else is garbage.
+      return readableLine ? { status: 501, message: 'unsupported HTTP method' } : { status: 400, message: 'bad request' };
+    default:
+      return { status: 400, message: 'bad request' };
+  }
+}
+
+const LINE_WINDOW = 8192;
+const REQUEST_LINE = /^([!#$%&'*+.^_`|~0-9A-Za-z-]+) (\S+)( HTTP\/\d\.\d\r?\n)?/;
+
+/**
+ * The method and path of the request line at the start of what the parser choked on, when it
+ * is there (a request whose headers came in several packets has only its last one here). A
+ * target running past the first 8 KiB (an overlong URL) still counts as a request line.
+ */
+export function requestLine(raw: Buffer | undefined): { method: string; path: string | null } | null {
+  if (!raw) return null;
+  const text = raw.subarray(0, LINE_WINDOW).toString('latin1');
+  const match = REQUEST_LINE.exec(text);
+  if (!match) return null;
+  const overlong = match[0].length === LINE_WINDOW;
+  return match[3] || overlong ? { method: match[1]!, path: pathOf(match[2]) } : null;
+}
+
+/** The path of a request target: origin form ("/v1/x?y") or absolute form ("http://h/v1/x"). */
+function pathOf(target: string | undefined): string | null {
+  if (!target) return null;
+  if (target.startsWith('/')) return target.split('?')[0]!;
+  try {
+    return new URL(target).pathname;
+  } catch {
+    return null;
+  }
+}
+
+function answer(res: ServerResponse, status: number, target: string | undefined, message: string, headers: Record<string, string> = {}): void {
+  const body = JSON.stringify(errorBody(pathOf(target) ?? '', message));
+  res.writeHead(status, { ...headers, 'Content-Type': 'application/json', 'Content-Length': Buffer.byteLength(body) });
+  res.end(body);
+}
+
+/** A whole response written to a socket Node has let go of; the connection is then closed. */
+function writeRaw(socket: Duplex, status: number, path: string | null, message: string): void {
+  const body = JSON.stringify(errorBody(path ?? '', message));
+  socket.end(
+    `HTTP/1.1 ${status} ${STATUS_CODES[status] ?? ''}\r\n` +
+      `Content-Type: application/json\r\nContent-Length: ${Buffer.byteLength(body)}\r\nConnection: close\r\n\r\n${body}`,
+  );
+  // A client that does not read its answer must not hold the socket open.
+  setTimeout(() => socket.destroy(), 5_000).unref();
 }

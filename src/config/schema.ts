@@ -135,6 +135,12 @@ export const configSchema = z.strictObject({
     trusted_proxies: cidrList.describe(
       'peers (CIDR or address) whose X-Forwarded-For and X-Forwarded-Proto are believed (reloadable)'),
     body_limit_bytes: z.number().int().min(1024).default(25 * 1024 * 1024).describe('largest accepted request body'),
+    body_memory_bytes: z.number().int().min(1024).default(256 * 1024 * 1024)
+      .describe('request-body bytes held by all requests at once (at least body_limit_bytes); beyond it 503 (reloadable)'),
+    auth_failures: z.strictObject({
+      per_second: z.number().positive().default(1).describe('refused authentications regained per second, per client address'),
+      burst: z.number().int().min(1).default(30).describe('refused authentications allowed at once, per client address'),
+    }).prefault({}).describe('per-address limit of refused authentications (v2 and v1); past it 429 (reloadable)'),
     rate_limits: z.strictObject({
       general: rate(100, 200).describe('general v2 endpoints'),
       statistics: rate(1, 1).describe('statistics endpoints'),
@@ -147,6 +153,9 @@ export const configSchema = z.strictObject({
         .describe('replay window of secret-bearing API-key creations'),
       purge_schedule: z.string().refine(validCron, 'not a valid cron expression').default('*/10 * * * *').describe('cron expression of the purge of expired records'),
     }).prefault({}),
+  }).refine((api) => api.body_memory_bytes >= api.body_limit_bytes, {
+    path: ['body_memory_bytes'],
+    message: 'must be at least body_limit_bytes, or a body of the largest accepted size could never be read',
   }).prefault({}),
   smtp: z.strictObject({
     submission: z.strictObject({
@@ -160,6 +169,8 @@ export const configSchema = z.strictObject({
       max_message_bytes: z.number().int().min(1024).max(200 * 1024 * 1024).default(25 * 1024 * 1024)
         .describe('largest accepted message (announced with SIZE; larger ones get 552)'),
       max_recipients: z.number().int().min(1).max(1000).default(100).describe('recipients per message (more get 452)'),
+      max_connections_per_address: z.number().int().min(1).max(1000).default(20)
+        .describe('sessions one client address may hold at once, per listener (more get 421)'),
       plain_auth_from: cidrList.default(['127.0.0.0/8', '::1/128'])
         .describe('clients (CIDR) that may AUTH without TLS; everyone else must use TLS first'),
       auth_failures: z.strictObject({

@@ -7,6 +7,7 @@ import { AppError, badRequest, forbidden, unauthorized } from '../../util/errors
 import type { ApiKeyRecord } from '../../store/records.ts';
 import { isUuid } from '../../util/ids.ts';
 import type { ApiContext } from '../context.ts';
+import type { RefusalLimiter } from './rate-limit.ts';
 
 const BEARER = /^Bearer\s+(\S+)\s*$/i;
 
@@ -68,6 +69,25 @@ export function authenticate(apiKeys: ApiKeys, accounts: Accounts) {
     const refusal = await identify(apiKeys, accounts, ctx, BEARER.exec(ctx.get('authorization'))?.[1], 'v2');
     if (refusal) throw V2_REFUSALS[refusal]();
     await next();
+  };
+}
+
+/**
+ * Wraps authentication (v2's and v1's) in the per-address limit of refused authentications: an
+ * address with no refusals left gets 429 before its key is hashed; a 401 or 403 raised before a
+ * caller was identified counts as one refusal. Later errors (scopes, validation) do not count.
+ */
+export function limitRefusals(limiter: RefusalLimiter) {
+  return async (ctx: ApiContext, next: Next): Promise<void> => {
+    limiter.check(ctx.state.clientIp);
+    try {
+      await next();
+    } catch (err) {
+      if (!ctx.state.auth && err instanceof AppError && (err.status === 401 || err.status === 403)) {
+        limiter.refused(ctx.state.clientIp);
+      }
+      throw err;
+    }
   };
 }
 

@@ -2,9 +2,30 @@ import type { Next } from 'koa';
 import { AppError } from '../../util/errors.ts';
 import type { ApiContext } from '../context.ts';
 
+/** nginx's status for a client that went away before its request was read; never sent. */
+export const CLIENT_CLOSED_REQUEST = 499;
+
+/** The client closed the connection while its request was being read: its doing, not ours. */
+export class ClientClosedRequest extends AppError {
+  constructor() {
+    super(CLIENT_CLOSED_REQUEST, 'client closed the connection before the request was read');
+  }
+}
+
+/** Whether a path is the legacy v1 API's, whose errors are `{status}` (the router ignores case). */
+export function isV1Path(path: string): boolean {
+  return /^\/v1(?:\/|$)/i.test(path);
+}
+
+/** The contract's error body for a request to `path`. */
+export function errorBody(path: string, message: string): { status: string } | { message: string } {
+  return isV1Path(path) ? { status: message } : { message };
+}
+
 /**
- * The one place where failures become responses: `{message}` for v2 (and `{status}` for v1),
- * 500 only for what is truly unexpected, which is logged with the request id.
+ * The one place where failures become responses: `{message}` for v2 (and `{status}` for v1).
+ * Clients see the words of AppErrors and of exposed 4xx http-errors only; anything else is a
+ * 500 "internal server error" whose details go to the log with the request id.
  */
 export async function errorResponses(ctx: ApiContext, next: Next): Promise<void> {
   try {
@@ -12,21 +33,31 @@ export async function errorResponses(ctx: ApiContext, next: Next): Promise<void>
     if (ctx.status === 404 && ctx.body === undefined) throw new AppError(404, 'not found');
     // The router answers these itself (with an Allow header); give them the error body too.
     if (ctx.status === 405 && !ctx.body) throw new AppError(405, 'method not allowed', { Allow: ctx.response.get('Allow') });
-    if (ctx.status === 501 && !ctx.body) throw new AppError(501, 'unsupported HTTP method');
+    // The router says 501 for any method it has no route for at all (TRACE, PROPFIND, …): where
+    // the path exists, the method is just not allowed there.
+    if (ctx.status === 501 && !ctx.body) {
+      const allow = ctx.response.get('Allow');
+      if (allow) throw new AppError(405, 'method not allowed', { Allow: allow });
+      ctx.remove('Allow');
+      throw new AppError(501, 'unsupported HTTP method');
+    }
   } catch (err) {
-    const { status, message, headers } = describe(err);
-    if (status >= 500) ctx.state.log.error({ err }, 'request failed');
+    const { status, message, headers, unexpected } = describe(err);
+    if (unexpected) ctx.state.log.error({ err }, 'request failed');
+    else if (status === CLIENT_CLOSED_REQUEST) ctx.state.log.info('client closed the connection before its request was read');
+    else if (status >= 500 && status !== 501) ctx.state.log.warn({ status, reason: message }, 'request refused');
     ctx.status = status;
     ctx.set(headers);
-    ctx.body = ctx.path.startsWith('/v1/') ? { status: message } : { message };
+    ctx.body = errorBody(ctx.path, message);
   }
 }
 
-function describe(err: unknown): { status: number; message: string; headers: Record<string, string> } {
-  if (err instanceof AppError) return { status: err.status, message: err.message, headers: err.headers };
+function describe(err: unknown): { status: number; message: string; headers: Record<string, string>; unexpected: boolean } {
+  if (err instanceof AppError) return { status: err.status, message: err.message, headers: err.headers, unexpected: false };
+  // http-errors (ctx.throw, koa internals) mark the messages meant for clients with `expose`.
   const http = err as { status?: unknown; expose?: unknown; message?: unknown };
-  if (typeof http.status === 'number' && http.status >= 400 && http.status < 500 && typeof http.message === 'string') {
-    return { status: http.status, message: http.message, headers: {} };
+  if (http.expose === true && typeof http.status === 'number' && http.status >= 400 && http.status < 500 && typeof http.message === 'string') {
+    return { status: http.status, message: http.message, headers: {}, unexpected: false };
   }
-  return { status: 500, message: 'internal server error', headers: {} };
+  return { status: 500, message: 'internal server error', headers: {}, unexpected: true };
 }

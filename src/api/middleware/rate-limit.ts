@@ -1,7 +1,8 @@
 import type { Next } from 'koa';
 import { AppError } from '../../util/errors.ts';
 import type { Clock } from '../../util/time.ts';
-import { isFull, take, type Bucket, type RateLimit } from '../rate-limit-policy.ts';
+import type ipaddr from 'ipaddr.js';
+import { addressBucket, isFull, peek, take, type Bucket, type RateLimit } from '../rate-limit-policy.ts';
 import type { ApiContext } from '../context.ts';
 
 export type RateClass = 'general' | 'statistics';
@@ -40,6 +41,55 @@ export class RateLimiter {
       const rateClass = id.slice(0, id.indexOf(':')) as RateClass;
       if (isFull(bucket, now, this.limits[rateClass])) this.buckets.delete(id);
     }
+  }
+}
+
+/**
+ * Refused authentications per client address (an IPv6 client's /64). Only refusals take tokens;
+ * an address that has none left is refused with 429 before its credentials are looked at, until
+ * the bucket refills: a key guesser (or a client stuck with a revoked key) costs one cheap check
+ * per request, and a valid key from that address waits as well.
+ */
+export class RefusalLimiter {
+  private readonly buckets = new Map<string, Bucket>();
+  private sinceSweep = 0;
+
+  constructor(
+    private limit: RateLimit,
+    private readonly clock: Clock,
+  ) {}
+
+  configure(limit: RateLimit): void {
+    this.limit = limit;
+  }
+
+  /** Throws 429 with Retry-After when the address has used up its refusals; takes nothing. */
+  check(ip: ipaddr.IPv4 | ipaddr.IPv6): void {
+    const result = peek(this.buckets.get(addressBucket(ip)), this.clock.now(), this.limit);
+    if (!result.allowed) {
+      throw new AppError(429, 'Too many failed authentications from this address, rate limited.', {
+        'Retry-After': String(result.retryAfterSeconds),
+      });
+    }
+  }
+
+  /** Counts one refused authentication against the address. */
+  refused(ip: ipaddr.IPv4 | ipaddr.IPv6): void {
+    const now = this.clock.now();
+    const id = addressBucket(ip);
+    this.buckets.set(id, take(this.buckets.get(id), now, this.limit).bucket);
+    if (++this.sinceSweep >= 10_000) this.sweep(now);
+  }
+
+  /** How many addresses are remembered (for tests of the sweep). */
+  get size(): number {
+    return this.buckets.size;
+  }
+
+  /** Forgets buckets that have refilled: memory stays bounded by the recently refused addresses. */
+  private sweep(now: number): void {
+    this.sinceSweep = 0;
+    for (const [id, bucket] of this.buckets) if (isFull(bucket, now, this.limit)) this.buckets.delete(id);
   }
 }
 
