@@ -30,14 +30,14 @@ export class Metrics {
 
   readonly smtpSessions = new Counter({
     name: 'postilion_smtp_sessions_total',
-    help: 'SMTP sessions that ended, by listener (submission-starttls, submission-tls) and result (completed, refused, error).',
+    help: 'SMTP sessions that ended, by listener (submission-starttls, submission-tls) and result (message: one or more messages accepted; none).',
     labelNames: ['listener', 'result'] as const,
     registers: [this.registry],
   });
 
   readonly smtpCommands = new Counter({
     name: 'postilion_smtp_commands_total',
-    help: 'SMTP commands decided by our policy, by listener, command (AUTH, MAIL, RCPT, DATA) and result (accepted, rejected).',
+    help: 'SMTP connections and commands decided by our policy, by listener, command (CONNECT, AUTH, MAIL, RCPT, DATA) and result (accepted, deferred: 4xx, rejected: 5xx).',
     labelNames: ['listener', 'command', 'result'] as const,
     registers: [this.registry],
   });

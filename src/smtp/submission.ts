@@ -29,6 +29,16 @@ export interface SubmissionOptions {
   plainAuthFrom: Cidr[];
   /** On close, how long sessions may take to finish before they are cut. */
   graceMs: number;
+  /** Sessions one client address may hold at once per listener; more are refused with 421. */
+  maxConnectionsPerAddress: number;
+}
+
+/** Told of each ended session and each decided command (metrics); must not throw. */
+export interface SubmissionObserver {
+  /** `result`: `message` when the session had a message accepted, `none` otherwise. */
+  session(listener: string, result: 'message' | 'none'): void;
+  /** `result` by the reply: accepted (2xx/3xx), deferred (4xx), rejected (5xx). */
+  command(listener: string, command: 'CONNECT' | 'AUTH' | 'MAIL' | 'RCPT' | 'DATA', result: 'accepted' | 'deferred' | 'rejected'): void;
 }
 
 export interface SubmissionDeps {
@@ -37,6 +47,7 @@ export interface SubmissionDeps {
   relay: Relay;
   throttle: AuthThrottle;
   log: Logger;
+  observer?: SubmissionObserver;
 }
 
 /** What a session learns at AUTH and MAIL FROM. */
@@ -48,6 +59,10 @@ interface SessionUser {
 
 interface SessionState {
   domain?: DomainRecord;
+  /** Whether a message of this session was accepted. */
+  accepted?: boolean;
+  /** Whether the session was counted against its address (refused connections are not). */
+  counted?: boolean;
 }
 
 /**
@@ -106,6 +121,17 @@ const TOO_MANY_FAILURES = '4.7.0 Too many failed authentication attempts; try ag
 function createServer(options: SubmissionOptions, deps: SubmissionDeps, secure: boolean): SMTPServer {
   const { credentials, accounts, relay, throttle, log } = deps;
   const gate = new Gate(MAX_VERIFYING, MAX_WAITING);
+  const listener = secure ? 'submission-tls' : 'submission-starttls';
+  const observer = deps.observer;
+  /** Counts a command's outcome by the reply its callback gets, then gives the reply. */
+  const decided = <A extends unknown[]>(command: Parameters<SubmissionObserver['command']>[1], callback: (err?: Error | null, ...rest: A) => void) =>
+    (err?: Error | null, ...rest: A) => {
+      const code = (err as { responseCode?: number } | null | undefined)?.responseCode;
+      observer?.command(listener, command, !err ? 'accepted' : code !== undefined && code < 500 ? 'deferred' : 'rejected');
+      callback(err, ...rest);
+    };
+  /** Open sessions per client address: one address must not hold every slot of the listener. */
+  const perAddress = new Map<string, number>();
   return new AuthAfterTlsServer({
     secure,
     key: options.tls.key,
@@ -123,7 +149,31 @@ function createServer(options: SubmissionOptions, deps: SubmissionDeps, secure: 
     closeTimeout: Math.max(1, options.graceMs),
     maxClients: MAX_CLIENTS,
 
-    onAuth(auth, session, callback) {
+    onConnect(session, done) {
+      const callback = decided('CONNECT', done);
+      const address = session.remoteAddress;
+      const open = perAddress.get(address) ?? 0;
+      if (open >= options.maxConnectionsPerAddress) {
+        log.info({ client: address, open }, 'SMTP connection refused: too many from this address');
+        return callback(reply(421, `4.7.0 Too many connections from ${address}; try again later`));
+      }
+      perAddress.set(address, open + 1);
+      stateOf(session).counted = true;
+      callback();
+    },
+
+    onClose(session) {
+      const state = stateOf(session);
+      if (state.counted) {
+        const open = (perAddress.get(session.remoteAddress) ?? 1) - 1;
+        if (open > 0) perAddress.set(session.remoteAddress, open);
+        else perAddress.delete(session.remoteAddress);
+        observer?.session(listener, state.accepted ? 'message' : 'none');
+      }
+    },
+
+    onAuth(auth, session, done) {
+      const callback = decided('AUTH', done);
       const address = session.remoteAddress;
       // A backstop: AuthAfterTlsServer already refused AUTH in clear before reading the credentials.
       if (!session.secure && !mayAuthInClear(address, options.plainAuthFrom)) return callback(reply(538, ENCRYPTION_REQUIRED));
@@ -161,7 +211,8 @@ function createServer(options: SubmissionOptions, deps: SubmissionDeps, secure: 
       });
     },
 
-    onMailFrom(address, session, callback) {
+    onMailFrom(address, session, done) {
+      const callback = decided('MAIL', done);
       void (async () => {
         const user = session.user as SessionUser;
         if (!(await credentials.exists(user.credentialId))) return callback(reply(535, '5.7.8 This credential no longer exists'));
@@ -182,7 +233,8 @@ function createServer(options: SubmissionOptions, deps: SubmissionDeps, secure: 
       });
     },
 
-    onRcptTo(address, session, callback) {
+    onRcptTo(address, session, done) {
+      const callback = decided('RCPT', done);
       if (session.envelope.rcptTo.length >= options.maxRecipients) {
         return callback(reply(452, `4.5.3 Too many recipients: at most ${options.maxRecipients} per message`));
       }
@@ -190,7 +242,8 @@ function createServer(options: SubmissionOptions, deps: SubmissionDeps, secure: 
       callback();
     },
 
-    onData(stream, session, callback) {
+    onData(stream, session, done) {
+      const callback = decided('DATA', done);
       collect(stream, options.maxMessageBytes).then(
         async (raw) => {
           if (raw === null) return callback(reply(552, `5.3.4 Message too big: at most ${options.maxMessageBytes} bytes`));
@@ -202,6 +255,7 @@ function createServer(options: SubmissionOptions, deps: SubmissionDeps, secure: 
             const client = { helo: session.hostNameAppearsAs ?? '', address: session.remoteAddress, tls: session.secure };
             const accepted = await relay.accept(user.relayer, domain, from, to, raw, client);
             log.info({ account_id: user.relayer.account.id, message_ids: accepted.map((m) => m.id), recipients: to.length, sandbox: accepted[0]?.sandbox ?? null }, 'SMTP message accepted');
+            stateOf(session).accepted = true;
             callback(null, `2.0.0 Ok: queued as ${accepted[0]!.id}${accepted.length > 1 ? ` (+${accepted.length - 1} more)` : ''}`);
           } catch (err) {
             if (!isClientError(err)) throw err;

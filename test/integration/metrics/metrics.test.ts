@@ -108,4 +108,34 @@ describe('metrics listener', function () {
     bed = await startMessageBed({ metrics: { enabled: false } });
     expect(() => bed.server.daemon.metricsUrl).to.throw(/metrics listener is off/);
   });
+
+  it('counts SMTP sessions and commands by listener and result', async () => {
+    await bed.stop();
+    bed = await startMessageBed({ ...POLLING, smtp: { submission: { enabled: true, plain_auth_from: ['127.0.0.0/8'] } } });
+    const created = await call(bed.server, 'POST', `/v2/accounts/${bed.server.accountId}/smtp-credentials`, { body: { name: 'app', scope: 'global' } });
+    expect(created.status).to.equal(201);
+    const port = bed.server.daemon.submissionPorts.find((p) => !p.secure)!.port;
+    const { createTransport } = await import('nodemailer');
+    const send = (pass: string) => {
+      const t = createTransport({ host: '127.0.0.1', port, secure: false, ignoreTLS: true, auth: { user: created.body.username, pass } });
+      return t.sendMail({ from: 'app@example.com', to: 'rcpt@example.org', subject: 's', text: 't' }).finally(() => t.close());
+    };
+    await send(created.body.password);
+    await send('wrong').catch(() => undefined);
+    const m = series((await scrape()).text);
+    const l = 'listener="submission-starttls"';
+    expect(m.get(`postilion_smtp_commands_total{${l},command="CONNECT",result="accepted"}`)).to.equal(2);
+    expect(m.get(`postilion_smtp_commands_total{${l},command="AUTH",result="accepted"}`)).to.equal(1);
+    expect(m.get(`postilion_smtp_commands_total{${l},command="AUTH",result="rejected"}`)).to.equal(1);
+    expect(m.get(`postilion_smtp_commands_total{${l},command="MAIL",result="accepted"}`)).to.equal(1);
+    expect(m.get(`postilion_smtp_commands_total{${l},command="RCPT",result="accepted"}`)).to.equal(1);
+    expect(m.get(`postilion_smtp_commands_total{${l},command="DATA",result="accepted"}`)).to.equal(1);
+    // Sessions are counted when they close: give the second one its moment.
+    for (let i = 0; i < 20 && (series((await scrape()).text).get(`postilion_smtp_sessions_total{${l},result="none"}`) ?? 0) < 1; i++) {
+      await new Promise((r) => setTimeout(r, 50));
+    }
+    const after = series((await scrape()).text);
+    expect(after.get(`postilion_smtp_sessions_total{${l},result="message"}`)).to.equal(1);
+    expect(after.get(`postilion_smtp_sessions_total{${l},result="none"}`)).to.equal(1);
+  });
 });

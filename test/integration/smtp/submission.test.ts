@@ -287,4 +287,27 @@ describe('SMTP submission', function () {
       await core.store.commit([repo.putAccount(account)]);
     }
   });
+
+  it('refuses a 21st session from one address with 421 (max_connections_per_address, default 20), while another address still gets in', async () => {
+    const { connect } = await import('node:net');
+    const open = (localAddress: string) =>
+      new Promise<{ socket: import('node:net').Socket; greeting: string }>((resolve, reject) => {
+        const socket = connect({ host: '127.0.0.1', port: starttlsPort, localAddress });
+        socket.once('error', reject);
+        socket.once('data', (d) => resolve({ socket, greeting: d.toString() }));
+      });
+    const held = [];
+    for (let i = 0; i < 20; i++) held.push(await open('127.0.0.3'));
+    expect(held.every((h) => h.greeting.startsWith('220 '))).to.equal(true);
+    const extra = await open('127.0.0.3');
+    expect(extra.greeting).to.match(/^421 4\.7\.0 Too many connections from 127\.0\.0\.3/);
+    const other = await open('127.0.0.4');
+    expect(other.greeting).to.match(/^220 /);
+    for (const h of [...held, extra, other]) h.socket.destroy();
+    // Once they are closed the address may connect again.
+    await new Promise((r) => setTimeout(r, 100));
+    const again = await open('127.0.0.3');
+    expect(again.greeting).to.match(/^220 /);
+    again.socket.destroy();
+  });
 });
