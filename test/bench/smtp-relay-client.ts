@@ -6,7 +6,7 @@
  * sessions share M messages, commands go one at a time (no pipelining), each message is a
  * From/To/Date/Message-Id header block and a body of L bytes in 80-byte lines, and with -d a
  * session sends all its messages over one connection (else one connection per message). So
- * /work/shared/bench/peer-postfix-relay.sh can run it in smtp-source's place (smtp-relay.ts puts
+ * test/bench/peers/peer-postfix-relay.sh (a copy of the shared peer script) can run it in smtp-source's place (smtp-relay.ts puts
  * a `smtp-source` that starts it first in that script's PATH). Unlike smtp-source it says EHLO, and
  * authenticates with AUTH PLAIN (in clear: loopback) when BENCH_SMTP_USER and BENCH_SMTP_PASS
  * are set. Sessions connect and authenticate one after another, then send side by side: Postilion

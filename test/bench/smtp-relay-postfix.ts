@@ -1,6 +1,6 @@
 /**
  * The peer of test/bench/smtp-relay.ts: Postfix relaying through OpenDKIM (RSA-2048) to smtp-sink,
- * measured by the shared script /work/shared/bench/peer-postfix-relay.sh (DKIM=1), one run per
+ * measured by the shared script test/bench/peers/peer-postfix-relay.sh (a copy of the shared peer script) (DKIM=1), one run per
  * call. The script runs a private Postfix under its work dir (not /etc/postfix) on 127.0.0.1:2525,
  * OpenDKIM on 127.0.0.1:8891, checks that a relayed message is signed, warms up with 200
  * messages, then times MSGS messages from the client's start until smtp-sink has them all.
@@ -16,7 +16,7 @@ import { cpuSeconds } from './deliver-cpu.ts';
 import { otherCpu, snapshot, type OtherCpu } from './smtp-relay-cpu.ts';
 
 const ROOT = resolve(dirname(fileURLToPath(import.meta.url)), '../..');
-export const PEER_SCRIPT = process.env.BENCH_PEER_SCRIPT ?? resolve(ROOT, '../shared/bench/peer-postfix-relay.sh');
+export const PEER_SCRIPT = process.env.BENCH_PEER_SCRIPT ?? resolve(ROOT, 'test/bench/peers/peer-postfix-relay.sh');
 
 /** What the stats line of smtp-relay-client says about its own run. */
 export interface ClientStats {

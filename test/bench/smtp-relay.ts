@@ -13,7 +13,7 @@
  * - Postilion: a child process (deliver-server.ts, BENCH_SUBMISSION=1): LevelDB in a temp dir,
  *   a verified domain with an RSA-2048 DKIM key, delivery to the sink as smarthost with 20
  *   sessions. Clock: from the client's start until the sink has counted every message;
- * - Postfix + OpenDKIM: /work/shared/bench/peer-postfix-relay.sh with DKIM=1 RUNS=1, whose clock
+ * - Postfix + OpenDKIM: test/bench/peers/peer-postfix-relay.sh (a copy of the shared peer script) with DKIM=1 RUNS=1, whose clock
  *   is the same (see smtp-relay-postfix.ts).
  *
  * Each round measures Postilion, then Postfix with this client, then Postfix with smtp-source,
