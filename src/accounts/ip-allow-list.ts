@@ -37,7 +37,13 @@ export function normalizeAllowList(entries: string[]): string[] {
   return out;
 }
 
-/** Whether the blocks (all of `family`) together cover the whole address space, as a /0 would. */
+/**
+ * IPv4-mapped IPv6 (::ffff:0:0/96): no IPv6 client ever has such an address, as a mapped peer is
+ * matched as IPv4. An IPv6 list that leaves out only this block still allows every IPv6 client.
+ */
+const IPV4_MAPPED = { start: 0xffffn << 32n, end: (0xffffn << 32n) + (1n << 32n) - 1n };
+
+/** Whether the blocks (all of `family`) together cover every address a client can have, as a /0 would. */
 function coversFamily(blocks: Cidr[], family: 'ipv4' | 'ipv6'): boolean {
   const width = family === 'ipv4' ? 32n : 128n;
   const ranges = blocks
@@ -45,6 +51,7 @@ function coversFamily(blocks: Cidr[], family: 'ipv4' | 'ipv6'): boolean {
       const start = addr.toByteArray().reduce((n, byte) => (n << 8n) | BigInt(byte), 0n);
       return { start, end: start + (1n << (width - BigInt(bits))) - 1n };
     })
+    .concat(family === 'ipv6' ? [IPV4_MAPPED] : [])
     .sort((a, b) => (a.start < b.start ? -1 : a.start > b.start ? 1 : 0));
   // Walk the sorted blocks: a gap before one of them, or an end short of the top, leaves addresses out.
   let next = 0n;

@@ -33,16 +33,17 @@ export function fingerprint(method: string, path: string, rawBody: Buffer): stri
 }
 
 /**
- * An expired record (lease run out, or replay window over) is as good as none. With a `caller`,
- * a live record is answered only to the key that made it, holding the scopes it held then.
+ * An expired record (lease run out, or replay window over) is as good as none. A live record is
+ * answered only to the `caller` that made it, holding the scopes it held then; a record without
+ * an owner (written by an earlier release) belongs to no one.
  */
-export function decide(record: IdempotencyRecord | undefined, print: string, now: number, caller?: Caller): Decision {
+export function decide(record: IdempotencyRecord | undefined, print: string, now: number, caller: Caller): Decision {
   if (!record || record.expiresAt <= now) return { kind: 'execute' };
   // Before anything else: another key learns nothing of the stored request, not even whether its
   // payload matches. A replay may carry a secret (a new key, a password) or show what a caller
   // with other scopes could not have done itself.
-  if (caller !== undefined && record.owner?.keyId !== caller.keyId) return { kind: 'other_caller', why: 'key' };
-  if (caller !== undefined && record.owner?.scopes !== caller.scopes) return { kind: 'other_caller', why: 'scopes' };
+  if (record.owner?.keyId !== caller.keyId) return { kind: 'other_caller', why: 'key' };
+  if (record.owner.scopes !== caller.scopes) return { kind: 'other_caller', why: 'scopes' };
   if (record.fingerprint !== print) return { kind: 'mismatch' };
   if (record.state === 'in_progress') {
     return { kind: 'in_progress', retryAfterSeconds: Math.max(1, Math.ceil((record.expiresAt - now) / 1000)) };

@@ -142,4 +142,94 @@ describe('API keys resource', () => {
     const list = await call(server, 'GET', `/v2/accounts/${other.id}/api-keys`, { key: otherSecret, operationId: 'getAPIKeys' });
     expect(list.body.data.map((k: { id: string }) => k.id)).to.deep.equal([otherKey.id]);
   });
+
+  describe('allow lists whose entries together allow every address', () => {
+    /** Every IPv6 block but ::ffff:0:0/96, one per prefix length: IPv6 clients never have those addresses. */
+    const everyIpv6ClientAddress = Array.from({ length: 96 }, (_, i) => {
+      const mapped = 0xffffn << 32n;
+      const sibling = ((mapped >> BigInt(127 - i)) ^ 1n) << BigInt(127 - i);
+      const hextets = Array.from({ length: 8 }, (_, h) => ((sibling >> BigInt(16 * (7 - h))) & 0xffffn).toString(16));
+      return `${hextets.join(':')}/${i + 1}`;
+    });
+    const cases: Array<[string, string[], RegExp]> = [
+      ['four IPv4 /2s', ['0.0.0.0/2', '64.0.0.0/2', '128.0.0.0/2', '192.0.0.0/2'], /^ip_allow_list: its entries together allow every IPv4 address$/],
+      ['IPv6 halves of unequal size, out of order', ['8000::/1', '::/2', '4000::/2'], /^ip_allow_list: its entries together allow every IPv6 address$/],
+      ['the IPv4 halves written IPv4-mapped', ['::ffff:0.0.0.0/97', '::ffff:128.0.0.0/97'], /^ip_allow_list: its entries together allow every IPv4 address$/],
+      ['all IPv4 as ::ffff:0:0/96', ['::ffff:0:0/96'], /^ip_allow_list: "::ffff:0:0\/96" would allow every address$/],
+      ['all IPv6 but the IPv4-mapped block', everyIpv6ClientAddress, /^ip_allow_list: its entries together allow every IPv6 address$/],
+    ];
+    for (const [name, list, message] of cases) {
+      it(`refuses ${name} with 400, at create and at update, changing nothing`, async () => {
+        const before = (await call(server, 'GET', `${base}?limit=100`)).body.data.length;
+        const created = await create({ label: 'everyone', scopes: ['api-keys:read'], ip_allow_list: list });
+        expect(created.status).to.equal(400);
+        expect(created.body.message).to.match(message);
+        expect((await call(server, 'GET', `${base}?limit=100`)).body.data).to.have.length(before);
+        const id = (await create({ label: 'narrowed', scopes: ['api-keys:read'], ip_allow_list: ['10.0.0.0/8'] })).body.id;
+        const updated = await call(server, 'PUT', `${base}/${id}`, { body: { ip_allow_list: list }, operationId: 'updateAPIKey' });
+        expect(updated.status).to.equal(400);
+        expect(updated.body.message).to.match(message);
+        expect((await call(server, 'GET', `${base}/${id}`)).body.ip_allow_list).to.deep.equal(['10.0.0.0/8']);
+      });
+    }
+
+    it('accepts a list that leaves some addresses out', async () => {
+      const list = ['0.0.0.0/1', '128.0.0.0/2', '192.0.0.0/3', '224.0.0.0/4', '240.0.0.0/5', '248.0.0.0/6', '252.0.0.0/7', '254.0.0.0/8', '255.0.0.0/9'];
+      expect((await create({ label: 'most', scopes: ['api-keys:read'], ip_allow_list: list })).status).to.equal(201);
+    });
+  });
+
+  describe('a key manages only keys whose every scope it holds', () => {
+    const keyWith = async (scopes: string[], label = scopes.join(' ')) => {
+      const res = await create({ label, scopes });
+      expect(res.status, JSON.stringify(res.body)).to.equal(201);
+      return { id: res.body.id as string, secret: res.body.secret_key as string };
+    };
+    const put = (id: string, body: object, key: string) => call(server, 'PUT', `${base}/${id}`, { body, key, operationId: 'updateAPIKey' });
+    const del = (id: string, key: string) => call(server, 'DELETE', `${base}/${id}`, { key, operationId: 'deleteAPIKey' });
+
+    it('refuses with 403 to change the label, scopes or allow list of a key holding a scope it lacks, and to delete it', async () => {
+      const strong = (await create({ label: 'strong', scopes: ['messages:send:all', 'api-keys:read'], ip_allow_list: ['192.0.2.0/24'] })).body;
+      const weak = await keyWith(['api-keys:write', 'api-keys:delete', 'api-keys:read', 'messages:send:{example.com}']);
+      const message = `API key ${strong.id} holds scopes the calling key does not hold ("messages:send:all")`;
+      for (const body of [{ label: 'taken' }, { scopes: ['api-keys:read'] }, { ip_allow_list: [] }, { ip_allow_list: ['127.0.0.1'] }]) {
+        const res = await put(strong.id, body, weak.secret);
+        expect(res.status, JSON.stringify(body)).to.equal(403);
+        expect(res.body).to.deep.equal({ message });
+      }
+      const deleted = await del(strong.id, weak.secret);
+      expect(deleted.status).to.equal(403);
+      expect(deleted.body).to.deep.equal({ message });
+      const after = (await call(server, 'GET', `${base}/${strong.id}`)).body;
+      expect(after).to.deep.include({ label: 'strong', ip_allow_list: ['192.0.2.0/24'], updated_at: strong.updated_at });
+      expect(after.scopes.map((s: { scope: string }) => s.scope)).to.deep.equal(['messages:send:all', 'api-keys:read']);
+      // Reading stays a matter of api-keys:read alone.
+      expect((await call(server, 'GET', `${base}/${strong.id}`, { key: weak.secret })).status).to.equal(200);
+      const listed = await call(server, 'GET', `${base}?limit=100`, { key: weak.secret });
+      expect(listed.body.data.map((k: { id: string }) => k.id)).to.include(strong.id);
+    });
+
+    it('lets a key manage a key it covers: the same domain scope, or a domain scope under its :all', async () => {
+      const manager = await keyWith(['api-keys:write', 'api-keys:delete', 'messages:send:all', 'messages:read:{example.com}']);
+      const covered = await keyWith(['messages:send:{example.com}', 'messages:read:{example.com}']);
+      expect((await put(covered.id, { label: 'covered 2' }, manager.secret)).status).to.equal(200);
+      expect((await del(covered.id, manager.secret)).status).to.equal(200);
+      const wider = await keyWith(['messages:read:all']);
+      expect((await put(wider.id, { label: 'wider 2' }, manager.secret)).status).to.equal(403);
+    });
+
+    it('lets only a wildcard key manage a wildcard key, and a wildcard key manage any', async () => {
+      const { core } = server.daemon;
+      const wildcard = await core.apiKeys.create(server.accountId, { label: 'operator', scopes: ['*'] });
+      // The bootstrap key holds every scope that names no domain, but not `*`.
+      const refused = await call(server, 'PUT', `${base}/${wildcard.key.id}`, { body: { label: 'mine' }, operationId: 'updateAPIKey' });
+      expect(refused.status).to.equal(403);
+      expect(refused.body.message).to.equal(`API key ${wildcard.key.id} holds scopes the calling key does not hold ("*")`);
+      expect((await call(server, 'DELETE', `${base}/${wildcard.key.id}`, { operationId: 'deleteAPIKey' })).status).to.equal(403);
+      const target = await keyWith(['messages:send:all', 'domains:write', 'accounts:read'], 'target');
+      expect((await put(target.id, { ip_allow_list: ['198.51.100.0/24'] }, wildcard.secret)).status).to.equal(200);
+      expect((await del(target.id, wildcard.secret)).status).to.equal(200);
+      expect((await del(wildcard.key.id, wildcard.secret)).status).to.equal(200);
+    });
+  });
 });

@@ -1,4 +1,5 @@
 import { expect } from 'chai';
+import type { IdempotencyRepo } from '../../../src/store/idempotency-repo.ts';
 import { call, ManualClock, startServer, storeContains, type TestServer } from '../../helpers/harness.ts';
 
 const MINUTE = 60_000;
@@ -257,5 +258,96 @@ describe('Idempotency-Key', () => {
       req.end(JSON.stringify({ email: 'q@example.com', role: 'Developer' }));
     });
     expect(status).to.equal(400);
+  });
+
+  describe('replayed only to the API key that made the request, holding the same scopes', () => {
+    const withScopes = async (scopes: string[]) => {
+      const res = await call(server, 'POST', keys, { body: { label: scopes.join(' '), scopes } });
+      expect(res.status, JSON.stringify(res.body)).to.equal(201);
+      return { id: res.body.id as string, secret: res.body.secret_key as string };
+    };
+
+    it('answers another key of the account 422 on an ordinary create (a suppression), executing nothing', async () => {
+      const suppressions = `/v2/accounts/${server.accountId}/suppressions`;
+      expect((await call(server, 'POST', `/v2/accounts/${server.accountId}/domains`, { body: { domain: 'example.com' } })).status).to.equal(201);
+      const other = await withScopes(['suppressions:write', 'suppressions:read']);
+      const body = { email: 'r@example.net', reason: 'asked', expires_at: new Date(clock.now() + 86_400_000).toISOString() };
+      const idem = fresh();
+      expect((await post(suppressions, body, idem)).status).to.equal(201);
+      const foreign = await post(suppressions, body, idem, other.secret);
+      expect(foreign.status).to.equal(422);
+      expect(foreign.body).to.deep.equal({ message: 'idempotency key was already used by another API key' });
+      expect(foreign.headers.get('idempotent-replayed')).to.equal(null);
+      // With a payload of its own it learns no more: not even that the payloads differ.
+      const otherBody = await post(suppressions, { ...body, email: 's@example.net' }, idem, other.secret);
+      expect(otherBody.body).to.deep.equal({ message: 'idempotency key was already used by another API key' });
+      const listed = await call(server, 'GET', `${suppressions}?email=s@example.net`);
+      expect(listed.body.data).to.deep.equal([]);
+      const own = await post(suppressions, body, idem);
+      expect(own.status).to.equal(201);
+      expect(own.headers.get('idempotent-replayed')).to.equal('true');
+    });
+
+    it('tells only the key that made it that a request is in progress (409); another key gets 422 without Retry-After', async () => {
+      const { accounts } = server.daemon.core;
+      const original = accounts.addMember.bind(accounts);
+      let release!: () => void;
+      const gate = new Promise<void>((resolve) => (release = resolve));
+      let entered!: () => void;
+      const inside = new Promise<void>((resolve) => (entered = resolve));
+      accounts.addMember = async (...args) => {
+        entered();
+        await gate;
+        return original(...args);
+      };
+      const other = await withScopes(['accounts:members:add']);
+      const body = { email: 't@example.com', role: 'Developer' };
+      const idem = fresh();
+      const first = post(members, body, idem);
+      await inside;
+      const foreign = await post(members, body, idem, other.secret);
+      expect(foreign.status).to.equal(422);
+      expect(foreign.body).to.deep.equal({ message: 'idempotency key was already used by another API key' });
+      expect(foreign.headers.get('idempotent-replayed')).to.equal(null);
+      expect(foreign.headers.get('retry-after')).to.equal(null);
+      const own = await call(server, 'POST', members, { body, headers: { 'idempotency-key': idem }, operationId: 'addAccountMember' });
+      expect(own.status).to.equal(409);
+      expect(own.headers.get('idempotent-replayed')).to.equal('false');
+      release();
+      expect((await first).status).to.equal(201);
+      accounts.addMember = original;
+    });
+
+    it('answers the same key 422 once its scopes changed, and replays again once they are back', async () => {
+      const self = await withScopes(['accounts:members:add', 'api-keys:write']);
+      const body = { email: 'u@example.com', role: 'Analyst' };
+      const idem = fresh();
+      expect((await post(members, body, idem, self.secret)).status).to.equal(201);
+      const widened = await call(server, 'PUT', `${keys}/${self.id}`, { body: { scopes: ['accounts:members:add', 'api-keys:write', 'accounts:read'] } });
+      expect(widened.status, JSON.stringify(widened.body)).to.equal(200);
+      const after = await post(members, body, idem, self.secret);
+      expect(after.status).to.equal(422);
+      expect(after.body).to.deep.equal({ message: 'idempotency key was already used by this API key with other scopes' });
+      expect(after.headers.get('idempotent-replayed')).to.equal(null);
+      expect((await call(server, 'PUT', `${keys}/${self.id}`, { body: { scopes: ['api-keys:write', 'accounts:members:add'] } })).status).to.equal(200);
+      const back = await post(members, body, idem, self.secret);
+      expect(back.status).to.equal(201);
+      expect(back.headers.get('idempotent-replayed')).to.equal('true');
+    });
+
+    it('replays a record stored before owners were kept to no one, not even the key that sent it', async () => {
+      const body = { email: 'v@example.com', role: 'Developer' };
+      const idem = fresh();
+      expect((await post(members, body, idem)).status).to.equal(201);
+      // Rewrite the stored record as an earlier release wrote it: no owner.
+      const repo = (server.daemon.core.idempotency as unknown as { repo: IdempotencyRepo }).repo;
+      const stored = (await repo.get(server.accountId, idem))!;
+      expect(stored.owner).to.not.equal(undefined);
+      const { owner: _owner, ...legacy } = stored;
+      await repo.save(legacy, stored);
+      const again = await post(members, body, idem);
+      expect(again.status).to.equal(422);
+      expect(again.headers.get('idempotent-replayed')).to.equal(null);
+    });
   });
 });

@@ -174,3 +174,33 @@ describe('allow lists that together allow everything', () => {
     });
   }
 });
+
+/** The IPv6 blocks that together cover every address except those of `block` (one per prefix bit). */
+function everyIpv6But(block: string): string[] {
+  const [net, bits] = ipaddr.parseCIDR(block);
+  const start = net.toByteArray().reduce((n, byte) => (n << 8n) | BigInt(byte), 0n);
+  return Array.from({ length: bits }, (_, i) => {
+    // Same first i bits as the block, the next one flipped: the sibling at prefix length i + 1.
+    const sibling = ((start >> BigInt(127 - i)) ^ 1n) << BigInt(127 - i);
+    const bytes = Array.from({ length: 16 }, (_, b) => Number((sibling >> BigInt(8 * (15 - b))) & 0xffn));
+    return `${ipaddr.fromByteArray(bytes).toString()}/${i + 1}`;
+  });
+}
+
+describe('allow lists that allow every client of a family, short of what no client can have', () => {
+  it('refuses IPv6 entries covering everything but ::ffff:0:0/96, whose addresses reach us as IPv4', () => {
+    const entries = everyIpv6But('::ffff:0:0/96');
+    expect(entries).to.have.length(96);
+    expect(allowListCovers(entries, ipaddr.parse('2001:db8::1'))).to.equal(true);
+    expect(refusal(entries).message).to.match(/its entries together allow every IPv6 address$/);
+  });
+
+  it('accepts IPv6 entries that leave out any other /96', () => {
+    const entries = everyIpv6But('2001:db8::/96');
+    expect(normalizeAllowList(entries)).to.have.length(96);
+  });
+
+  it('refuses the IPv4 halves written as IPv4-mapped IPv6', () => {
+    expect(refusal(['::ffff:0.0.0.0/97', '::ffff:128.0.0.0/97']).message).to.match(/together allow every IPv4 address$/);
+  });
+});

@@ -5,6 +5,8 @@ import type { IdempotencyRecord, StoredResponse } from '../../../src/store/recor
 const NOW = 1_700_000_000_000;
 const PRINT = fingerprint('POST', '/v2/accounts/a/api-keys', Buffer.from('{"label":"x"}'));
 const RESPONSE: StoredResponse = { status: 201, body: '{"id":"k1"}', encrypted: false };
+/** The key that made the stored request, asking again with the same scopes. */
+const OWNER = { keyId: 'key-id-1', scopes: scopesDigest(['api-keys:write']) };
 
 function record(overrides: Partial<IdempotencyRecord>): IdempotencyRecord {
   return {
@@ -15,6 +17,7 @@ function record(overrides: Partial<IdempotencyRecord>): IdempotencyRecord {
     state: 'completed',
     expiresAt: NOW + 60_000,
     response: RESPONSE,
+    owner: OWNER,
     ...overrides,
   };
 }
@@ -51,49 +54,49 @@ describe('fingerprint', () => {
 
 describe('decide', () => {
   it('executes when there is no record', () => {
-    expect(decide(undefined, PRINT, NOW)).to.deep.equal({ kind: 'execute' });
+    expect(decide(undefined, PRINT, NOW, OWNER)).to.deep.equal({ kind: 'execute' });
   });
 
   it('executes when an in-progress lease has run out', () => {
-    expect(decide(record({ state: 'in_progress', response: null, expiresAt: NOW }), PRINT, NOW)).to.deep.equal({ kind: 'execute' });
-    expect(decide(record({ state: 'in_progress', response: null, expiresAt: NOW - 1 }), PRINT, NOW)).to.deep.equal({ kind: 'execute' });
+    expect(decide(record({ state: 'in_progress', response: null, expiresAt: NOW }), PRINT, NOW, OWNER)).to.deep.equal({ kind: 'execute' });
+    expect(decide(record({ state: 'in_progress', response: null, expiresAt: NOW - 1 }), PRINT, NOW, OWNER)).to.deep.equal({ kind: 'execute' });
   });
 
   it('executes when a completed record is past its replay window', () => {
-    expect(decide(record({ expiresAt: NOW - 1 }), PRINT, NOW)).to.deep.equal({ kind: 'execute' });
+    expect(decide(record({ expiresAt: NOW - 1 }), PRINT, NOW, OWNER)).to.deep.equal({ kind: 'execute' });
   });
 
   it('executes on an expired record even with another fingerprint', () => {
-    expect(decide(record({ expiresAt: NOW - 1, fingerprint: 'other' }), PRINT, NOW)).to.deep.equal({ kind: 'execute' });
+    expect(decide(record({ expiresAt: NOW - 1, fingerprint: 'other' }), PRINT, NOW, OWNER)).to.deep.equal({ kind: 'execute' });
   });
 
   it('reports a mismatch when a completed record has another fingerprint', () => {
-    expect(decide(record({ fingerprint: 'other' }), PRINT, NOW)).to.deep.equal({ kind: 'mismatch' });
+    expect(decide(record({ fingerprint: 'other' }), PRINT, NOW, OWNER)).to.deep.equal({ kind: 'mismatch' });
   });
 
   it('reports a mismatch when an in-progress record has another fingerprint', () => {
-    expect(decide(record({ state: 'in_progress', response: null, fingerprint: 'other' }), PRINT, NOW)).to.deep.equal({
+    expect(decide(record({ state: 'in_progress', response: null, fingerprint: 'other' }), PRINT, NOW, OWNER)).to.deep.equal({
       kind: 'mismatch',
     });
   });
 
   it('says in progress with the seconds left on the lease, rounded up', () => {
-    const decision = decide(record({ state: 'in_progress', response: null, expiresAt: NOW + 2_001 }), PRINT, NOW);
+    const decision = decide(record({ state: 'in_progress', response: null, expiresAt: NOW + 2_001 }), PRINT, NOW, OWNER);
     expect(decision).to.deep.equal({ kind: 'in_progress', retryAfterSeconds: 3 });
   });
 
   it('says in progress with at least one second when the lease ends within the second', () => {
-    const decision = decide(record({ state: 'in_progress', response: null, expiresAt: NOW + 1 }), PRINT, NOW);
+    const decision = decide(record({ state: 'in_progress', response: null, expiresAt: NOW + 1 }), PRINT, NOW, OWNER);
     expect(decision).to.deep.equal({ kind: 'in_progress', retryAfterSeconds: 1 });
   });
 
   it('gives a whole number of seconds for an exact multiple', () => {
-    const decision = decide(record({ state: 'in_progress', response: null, expiresAt: NOW + 300_000 }), PRINT, NOW);
+    const decision = decide(record({ state: 'in_progress', response: null, expiresAt: NOW + 300_000 }), PRINT, NOW, OWNER);
     expect(decision).to.deep.equal({ kind: 'in_progress', retryAfterSeconds: 300 });
   });
 
   it('replays the stored response of a completed record', () => {
-    expect(decide(record({}), PRINT, NOW)).to.deep.equal({ kind: 'replay', response: RESPONSE });
+    expect(decide(record({}), PRINT, NOW, OWNER)).to.deep.equal({ kind: 'replay', response: RESPONSE });
   });
 });
 
