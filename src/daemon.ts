@@ -52,6 +52,7 @@ import { AuthThrottle } from './smtp/auth-throttle.ts';
 import { loadOrCreateCertificate } from './smtp/certificate.ts';
 import { SubmissionListeners } from './smtp/submission.ts';
 import { controlSocketPath } from './control/protocol.ts';
+import { CoreAdmin } from './control/core-admin.ts';
 import { QueueAdmin } from './control/queue-admin.ts';
 import { ControlServer } from './control/server.ts';
 import { Metrics } from './metrics/metrics.ts';
@@ -333,11 +334,11 @@ export class Daemon {
     return { scheduler, pool };
   }
 
-  /** The control socket the `postilion queue` commands talk to while the daemon holds the store. */
+  /** The control socket the CLI's queue and admin commands talk to while the daemon holds the store. */
   private startControl(): Promise<ControlServer> {
     const { config, core_: core, log } = this;
     const d = config.delivery;
-    const admin = new QueueAdmin({
+    const queue = new QueueAdmin({
       messages: core.messages,
       repo: core.messagesRepo,
       events: core.events,
@@ -349,7 +350,7 @@ export class Daemon {
           : null,
       },
     });
-    return ControlServer.start(controlSocketPath(config), admin, log);
+    return ControlServer.start(controlSocketPath(config), { queue, admin: new CoreAdmin(core) }, log);
   }
 
   /** SMTP submission: STARTTLS and implicit-TLS listeners feeding the same accept() as the API. */

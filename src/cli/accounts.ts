@@ -1,7 +1,8 @@
 import { Command } from 'commander';
-import { withCore } from './admin.ts';
+import { onAdmin } from './admin.ts';
 import type { CliIo } from './main.ts';
 
+/** `postilion accounts …`: on the running daemon, or on the store when it is stopped. */
 export function accountCommands(program: Command, io: CliIo): Command {
   const accounts = new Command('accounts').description('manage accounts');
   accounts
@@ -11,16 +12,14 @@ export function accountCommands(program: Command, io: CliIo): Command {
     .requiredOption('--owner-email <email>', 'email of the account owner')
     .option('--website <url>', 'account website', 'https://localhost')
     .action(async (opts: { name: string; ownerEmail: string; website: string }) => {
-      const account = await withCore(program, (core) =>
-        core.accounts.create({ name: opts.name, website: opts.website, ownerEmail: opts.ownerEmail }),
-      );
+      const account = await onAdmin(program, (admin) => admin.createAccount({ name: opts.name, owner_email: opts.ownerEmail, website: opts.website }));
       io.out(`${account.id}\t${account.name}\n`);
     });
   accounts
     .command('list')
     .description('list accounts')
     .action(async () => {
-      const list = await withCore(program, (core) => core.accounts.list());
+      const { accounts: list } = await onAdmin(program, (admin) => admin.listAccounts({}));
       for (const a of list) io.out(`${a.id}\t${a.status}\t${a.name}\n`);
     });
   return accounts;

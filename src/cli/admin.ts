@@ -1,24 +1,49 @@
 import type { Command } from 'commander';
-import { badRequest } from '../util/errors.ts';
-import { isUuid } from '../util/ids.ts';
+import type { AdminOperations } from '../control/admin-protocol.ts';
+import { ControlClient, NoDaemonError } from '../control/client.ts';
+import { CoreAdmin } from '../control/core-admin.ts';
+import { controlSocketPath, type QueueOperations } from '../control/protocol.ts';
+import { QueueAdmin } from '../control/queue-admin.ts';
 import { openCore, type Core } from '../daemon.ts';
 import { configFrom } from './main.ts';
 
+/** What the admin commands ask: the queue, and the accounts, keys and domains. */
+export interface Operations {
+  queue: QueueOperations;
+  admin: AdminOperations;
+}
+
 /**
- * Admin commands work on the store directly. The store is locked by a running daemon, so they
- * are for a stopped server (or a fresh data dir); the HTTP API serves a running one.
+ * Runs one operation on the running daemon (over its control socket) or, when no daemon answers
+ * there, on the store opened directly. Either way the same implementations (QueueAdmin,
+ * CoreAdmin) do the work, so the answer, and what the command prints, are the same. `daemon`
+ * says which way it went.
  */
-export async function withCore<T>(program: Command, fn: (core: Core) => Promise<T>): Promise<T> {
-  const core = await openCore(configFrom(program));
+export async function onDaemonOrStore<T>(program: Command, op: (ops: Operations) => Promise<T>): Promise<{ result: T; daemon: boolean }> {
+  const config = configFrom(program);
+  const client = new ControlClient(controlSocketPath(config));
   try {
-    return await fn(core);
+    return { result: await op({ queue: client, admin: client }), daemon: true };
+  } catch (err) {
+    if (!(err instanceof NoDaemonError)) throw err;
+  }
+  const core = await openCore(config);
+  try {
+    return { result: await op(localOperations(core)), daemon: false };
   } finally {
     await core.store.close();
   }
 }
 
-/** An --account option: a UUID, lower-cased. */
-export function accountId(value: string): string {
-  if (!isUuid(value)) throw badRequest(`--account: "${value}" is not an account id`);
-  return value.toLowerCase();
+/** One admin operation, on the running daemon or on the store: its result. */
+export async function onAdmin<T>(program: Command, op: (admin: AdminOperations) => Promise<T>): Promise<T> {
+  return (await onDaemonOrStore(program, ({ admin }) => op(admin))).result;
+}
+
+/** The operations over a store this process opened: no daemon, so no scheduler to ask or wake. */
+function localOperations(core: Core): Operations {
+  return {
+    queue: new QueueAdmin({ messages: core.messages, repo: core.messagesRepo, events: core.events, clock: core.clock, daemon: null }),
+    admin: new CoreAdmin(core),
+  };
 }

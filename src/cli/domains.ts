@@ -1,28 +1,30 @@
 import { Command } from 'commander';
-import type { PresentedRecord } from '../domains/dns-checker.ts';
-import type { Core } from '../daemon.ts';
-import type { DomainRecord } from '../store/records.ts';
+import type { DomainView, RecordView } from '../control/admin-protocol.ts';
 import { badRequest } from '../util/errors.ts';
-import { everyItem } from '../store/page.ts';
-import { accountId, withCore } from './admin.ts';
+import { onAdmin } from './admin.ts';
 import type { CliIo } from './main.ts';
 
-function positiveInt(value: string): number {
+function wholeNumber(value: string): number {
   const n = Number(value);
-  if (!Number.isInteger(n)) throw badRequest(`"${value}" is not a whole number`);
+  if (!Number.isInteger(n)) throw badRequest(`--rotation-days: "${value}" is not a whole number`);
   return n;
 }
 
 /** The records as a table an operator can copy into a zone. */
-function printRecords(io: CliIo, core: Core, domain: DomainRecord): void {
-  const records: PresentedRecord[] = core.dnsChecker.records(domain);
-  io.out(`${domain.name}  dns_valid=${domain.dns.valid}  last check: ${domain.dns.checkedAt ?? 'never'}\n`);
-  for (const r of records) {
-    const state = r.propagated ? 'ok     ' : 'missing';
+function printRecords(io: CliIo, domain: DomainView): void {
+  io.out(`${domain.name}  dns_valid=${domain.dns_valid}  last check: ${domain.dns_checked_at ?? 'never'}\n`);
+  for (const r of domain.records) {
+    const state = r.published ? 'ok     ' : 'missing';
     io.out(`  [${state}] ${r.required ? 'required' : 'optional'}  ${r.type.padEnd(5)} ${r.host}\n            ${r.content}\n            (${r.label})\n`);
   }
 }
 
+function printStandby(io: CliIo, records: RecordView[]): void {
+  io.err(`not rotated: publish the standby key first, then run this again:\n`);
+  for (const r of records) io.err(`  TXT ${r.host}\n      ${r.content}\n`);
+}
+
+/** `postilion domains …`: on the running daemon, or on the store when it is stopped. */
 export function domainCommands(program: Command, io: CliIo): Command {
   const domains = new Command('domains').description('manage sending domains');
   domains
@@ -30,69 +32,47 @@ export function domainCommands(program: Command, io: CliIo): Command {
     .description('add a domain to an account and print the DNS records to publish')
     .argument('<domain>', 'domain name')
     .requiredOption('--account <id>', 'account id')
-    .option('--rotation-days <n>', 'rotate the DKIM key every n days', positiveInt)
-    .option('--selector <selector>', 'DKIM selector of the first key')
+    .option('--rotation-days <n>', 'rotate the DKIM key every n days (default: no automatic rotation)', wholeNumber)
+    .option('--selector <selector>', 'DKIM selector of the first key (default: a generated one)')
     .action(async (name: string, opts: { account: string; rotationDays?: number; selector?: string }) => {
-      await withCore(program, async (core) => {
-        const id = accountId(opts.account);
-        await core.accounts.require(id);
-        const domain = await core.domains.create(id, {
-          name,
-          ...(opts.rotationDays !== undefined ? { dkimRotationIntervalDays: opts.rotationDays } : {}),
-          ...(opts.selector !== undefined ? { dkimSelector: opts.selector } : {}),
-        });
-        printRecords(io, core, domain);
-      });
+      const domain = await onAdmin(program, (admin) =>
+        admin.addDomain({ account: opts.account, name, rotation_days: opts.rotationDays, selector: opts.selector }),
+      );
+      printRecords(io, domain);
     });
   domains
     .command('list')
     .description('list the domains of an account')
     .requiredOption('--account <id>', 'account id')
     .action(async (opts: { account: string }) => {
-      await withCore(program, async (core) => {
-        const id = accountId(opts.account);
-        for await (const d of everyItem((req) => core.domains.list(id, undefined, req))) {
-          io.out(`${d.name}\tdns_valid=${d.dns.valid}\t${d.id}\n`);
-        }
-      });
+      const { domains: list } = await onAdmin(program, (admin) => admin.listDomains({ account: opts.account }));
+      for (const d of list) io.out(`${d.name}\tdns_valid=${d.dns_valid}\t${d.id}\n`);
     });
   domains
     .command('check')
     .description('look the domain\'s records up now and print what was found')
     .argument('<domain>', 'domain name')
     .action(async (name: string) => {
-      await withCore(program, async (core) => {
-        const domain = await core.domains.byName(name);
-        const checked = await core.dnsChecker.check(domain);
-        if (!checked) throw badRequest('DNS could not be asked (no lookup was answered); check dns.servers');
-        printRecords(io, core, checked);
-      });
+      printRecords(io, await onAdmin(program, (admin) => admin.checkDomain({ name })));
     });
   domains
     .command('rotate-dkim')
     .description('make the standby DKIM key the active one now (its TXT record must be published)')
     .argument('<domain>', 'domain name')
     .action(async (name: string) => {
-      await withCore(program, async (core) => {
-        const domain = await core.domains.byName(name);
-        const { domain: after, decision } = await core.rotator.rotate(domain, true);
-        const active = after.dkim.active.keys.map((k) => k.selector).join(', ');
-        switch (decision.kind) {
-          case 'rotate':
-            io.out(`rotated: active selector now ${active}; the old key stays published until ${after.dkim.retired.at(-1)?.publishUntil}\n`);
-            break;
-          case 'no_standby':
-          case 'standby_not_published': {
-            const standby = core.dnsChecker.records(after).filter((r) => after.dkim.standby?.keys.some((k) => r.key === `dkim:${k.selector}`));
-            io.err(`not rotated: publish the standby key first, then run this again:\n`);
-            for (const r of standby) io.err(`  TXT ${r.host}\n      ${r.content}\n`);
-            throw badRequest('standby DKIM key not published');
-          }
-          case 'not_enabled':
-          case 'wait':
-            throw badRequest(`not rotated (${decision.kind})`);
-        }
-      });
+      const rotation = await onAdmin(program, (admin) => admin.rotateDkim({ name }));
+      switch (rotation.outcome) {
+        case 'rotated':
+          io.out(`rotated: active selector now ${rotation.active_selectors.join(', ')}; the old key stays published until ${rotation.previous_published_until}\n`);
+          return;
+        case 'no_standby':
+        case 'standby_not_published':
+          printStandby(io, rotation.standby_records);
+          throw badRequest('standby DKIM key not published');
+        case 'not_enabled':
+        case 'wait':
+          throw badRequest(`not rotated (${rotation.outcome})`);
+      }
     });
   return domains;
 }

@@ -1,26 +1,13 @@
 import { Command } from 'commander';
-import { ControlClient, NoDaemonError } from '../control/client.ts';
-import { controlSocketPath, type QueueOperations, type Selection } from '../control/protocol.ts';
-import { QueueAdmin } from '../control/queue-admin.ts';
+import type { QueueOperations, Selection } from '../control/protocol.ts';
 import { badRequest } from '../util/errors.ts';
-import { withCore } from './admin.ts';
-import { configFrom, type CliIo } from './main.ts';
+import { onDaemonOrStore } from './admin.ts';
+import type { CliIo } from './main.ts';
 import { formatList, formatPurge, formatRetry, formatStatus } from './queue-format.ts';
 
-/**
- * Runs one queue operation on the running daemon (its control socket) or, when no daemon
- * answers there, on the store opened directly. The operation is the same QueueAdmin either way.
- */
-async function onQueue<T>(program: Command, op: (queue: QueueOperations) => Promise<T>): Promise<{ result: T; daemon: boolean }> {
-  try {
-    return { result: await op(new ControlClient(controlSocketPath(configFrom(program)))), daemon: true };
-  } catch (err) {
-    if (!(err instanceof NoDaemonError)) throw err;
-  }
-  const result = await withCore(program, (core) =>
-    op(new QueueAdmin({ messages: core.messages, repo: core.messagesRepo, events: core.events, clock: core.clock, daemon: null })),
-  );
-  return { result, daemon: false };
+/** One queue operation on the running daemon or, when none answers, on the store opened directly. */
+function onQueue<T>(program: Command, op: (queue: QueueOperations) => Promise<T>): Promise<{ result: T; daemon: boolean }> {
+  return onDaemonOrStore(program, ({ queue }) => op(queue));
 }
 
 interface SelectionOptions {

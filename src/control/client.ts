@@ -1,5 +1,22 @@
 import { request } from 'node:http';
 import { AppError } from '../util/errors.ts';
+import {
+  adminPath,
+  type AccountInput,
+  type AccountView,
+  type AdminOperation,
+  type AdminOperations,
+  type CreatedKey,
+  type DomainInput,
+  type DomainSummary,
+  type DomainView,
+  type KeyInput,
+  type KeyView,
+  type NewAccountInput,
+  type NewDomainInput,
+  type NewKeyInput,
+  type RotationView,
+} from './admin-protocol.ts';
 import type { ListQuery, PurgeResult, QueueList, QueueOperations, QueueStatus, RetryResult, Selection } from './protocol.ts';
 
 /** No daemon listens on the control socket (none, or a file left by a crash): nothing was sent. */
@@ -7,8 +24,8 @@ export class NoDaemonError extends Error {
   override name = 'NoDaemonError';
 }
 
-/** The queue operations of a running daemon, asked over its control socket. */
-export class ControlClient implements QueueOperations {
+/** The queue and admin operations of a running daemon, asked over its control socket. */
+export class ControlClient implements QueueOperations, AdminOperations {
   constructor(private readonly path: string) {}
 
   status(): Promise<QueueStatus> {
@@ -31,6 +48,46 @@ export class ControlClient implements QueueOperations {
 
   purge(selection: Selection): Promise<PurgeResult> {
     return this.call('POST', '/v1/queue/purge', selection);
+  }
+
+  createAccount(input: NewAccountInput): Promise<AccountView> {
+    return this.admin('createAccount', input);
+  }
+
+  listAccounts(input: Record<string, never>): Promise<{ accounts: AccountView[] }> {
+    return this.admin('listAccounts', input);
+  }
+
+  createKey(input: NewKeyInput): Promise<CreatedKey> {
+    return this.admin('createKey', input);
+  }
+
+  listKeys(input: AccountInput): Promise<{ keys: KeyView[] }> {
+    return this.admin('listKeys', input);
+  }
+
+  deleteKey(input: KeyInput): Promise<KeyView> {
+    return this.admin('deleteKey', input);
+  }
+
+  addDomain(input: NewDomainInput): Promise<DomainView> {
+    return this.admin('addDomain', input);
+  }
+
+  listDomains(input: AccountInput): Promise<{ domains: DomainSummary[] }> {
+    return this.admin('listDomains', input);
+  }
+
+  checkDomain(input: DomainInput): Promise<DomainView> {
+    return this.admin('checkDomain', input);
+  }
+
+  rotateDkim(input: DomainInput): Promise<RotationView> {
+    return this.admin('rotateDkim', input);
+  }
+
+  private admin<T>(operation: AdminOperation, input: object): Promise<T> {
+    return this.call('POST', adminPath(operation), input);
   }
 
   /**
@@ -63,10 +120,11 @@ export class ControlClient implements QueueOperations {
             }
             const status = res.statusCode ?? 0;
             if (status >= 200 && status < 300) return resolve(parsed as T);
-            const said = (parsed as { message?: unknown }).message;
+            const said = (parsed as { message?: unknown } | null)?.message;
             const message = typeof said === 'string' ? said : `the daemon answered ${status}`;
-            // Bad input is the operator's to fix (exit 2); a failure inside the daemon is not.
-            reject(status < 500 ? new AppError(status, message) : new Error(`the daemon failed: ${message}`));
+            // The daemon's AppErrors (bad input, DNS unavailable: 4xx, 503) are the operator's to
+            // act on (exit 2), as they are in-process; only an unexpected failure answers 500.
+            reject(status === 500 ? new Error(`the daemon failed: ${message}`) : new AppError(status, message));
           });
         },
       );

@@ -2,24 +2,41 @@ import { chmodSync, lstatSync, unlinkSync } from 'node:fs';
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { Logger } from '../logging/logger.ts';
 import { AppError, badRequest, notFound } from '../util/errors.ts';
+import { handleAdmin } from './admin-handler.ts';
+import type { AdminOperations } from './admin-protocol.ts';
 import type { ListQuery, QueueOperations, Selection } from './protocol.ts';
 
 /** Longest Unix socket path the kernel takes (sun_path is 108 bytes with its NUL on Linux). */
 const MAX_SOCKET_PATH = 107;
 /** A selection of ids is at most this large (about 200 000 ids). */
-const BODY_LIMIT = 8 * 1024 * 1024;
+const QUEUE_BODY_LIMIT = 8 * 1024 * 1024;
+/** An admin argument (names, a label, scopes, an allow list) is far smaller. */
+const ADMIN_BODY_LIMIT = 64 * 1024;
+/** Request line and headers: the CLI sends a few short ones. */
+const HEADER_LIMIT = 8 * 1024;
+const ADMIN_PREFIX = '/v1/admin/';
+
+/** What the control socket serves: the one queue and the one admin implementation of the daemon. */
+export interface ControlHandlers {
+  queue: QueueOperations;
+  admin: AdminOperations;
+}
 
 /**
  * The daemon's local control channel: HTTP with JSON bodies over a Unix socket that only the
- * daemon's user can open (mode 0600). It serves the `postilion queue` commands while the daemon
- * holds the store:
+ * daemon's user can open (mode 0600). It serves the `postilion queue`, `accounts`, `keys` and
+ * `domains` commands while the daemon holds the store:
  *
  *   GET  /v1/queue/status
  *   GET  /v1/queue/messages?domain=&account=&state=&limit=
  *   POST /v1/queue/retry   {ids?, domain?, account?, all?}
  *   POST /v1/queue/purge   {ids?, domain?, account?, all?}
+ *   POST /v1/admin/<operation>   the operation's argument (see admin-protocol.ts)
  *
- * Errors answer `{ "message": … }` with the AppError's status.
+ * Errors answer `{ "message": … }` with the AppError's status; an unexpected failure 500. A body
+ * past its route's limit gets 413 (and the connection is closed), malformed JSON 400, an argument
+ * of the wrong shape 400; headers past 8 KiB get Node's 431.
+ * Request and response bodies are never logged: a created key's secret travels in one.
  */
 export class ControlServer {
   private constructor(
@@ -31,13 +48,14 @@ export class ControlServer {
    * Listens on `path`. The caller holds the store's lock, so no other daemon can own a socket
    * file found there: it is left over from a crash and replaced.
    */
-  static async start(path: string, queue: QueueOperations, log: Logger): Promise<ControlServer> {
+  static async start(path: string, handlers: ControlHandlers, log: Logger): Promise<ControlServer> {
     if (Buffer.byteLength(path) > MAX_SOCKET_PATH) {
       throw new Error(`control socket path ${path} is longer than ${MAX_SOCKET_PATH} bytes: use a shorter data.dir`);
     }
     removeStale(path);
-    const server = createServer((req, res) => void handle(req, res, queue, log));
+    const server = createServer({ maxHeaderSize: HEADER_LIMIT }, (req, res) => void handle(req, res, handlers, log));
     server.headersTimeout = 10_000;
+    server.requestTimeout = 60_000;
     await new Promise<void>((resolve, reject) => {
       server.once('error', reject);
       // The socket is created by the synchronous bind inside listen(): with this umask it is
@@ -85,22 +103,26 @@ function removeStale(path: string): void {
   unlinkSync(path);
 }
 
-async function handle(req: IncomingMessage, res: ServerResponse, queue: QueueOperations, log: Logger): Promise<void> {
+async function handle(req: IncomingMessage, res: ServerResponse, { queue, admin }: ControlHandlers, log: Logger): Promise<void> {
   try {
     const url = new URL(req.url ?? '/', 'http://control');
     const route = `${req.method} ${url.pathname}`;
+    if (req.method === 'POST' && url.pathname.startsWith(ADMIN_PREFIX)) {
+      const operation = url.pathname.slice(ADMIN_PREFIX.length);
+      return send(res, 200, await handleAdmin(operation, await readJson(req, ADMIN_BODY_LIMIT), admin, log));
+    }
     switch (route) {
       case 'GET /v1/queue/status':
         return send(res, 200, await queue.status());
       case 'GET /v1/queue/messages':
         return send(res, 200, await queue.list(listQuery(url.searchParams)));
       case 'POST /v1/queue/retry': {
-        const result = await queue.retry(selection(await readJson(req)));
+        const result = await queue.retry(selection(await readJson(req, QUEUE_BODY_LIMIT)));
         log.info({ op: 'queue retry', retried: result.retried, already_due: result.already_due }, 'operator retried queued messages');
         return send(res, 200, result);
       }
       case 'POST /v1/queue/purge': {
-        const result = await queue.purge(selection(await readJson(req)));
+        const result = await queue.purge(selection(await readJson(req, QUEUE_BODY_LIMIT)));
         log.info({ op: 'queue purge', purged: result.purged, in_delivery: result.in_delivery }, 'operator purged queued messages');
         return send(res, 200, result);
       }
@@ -108,9 +130,11 @@ async function handle(req: IncomingMessage, res: ServerResponse, queue: QueueOpe
         throw notFound(`no such control operation: ${route}`);
     }
   } catch (err) {
-    if (err instanceof AppError) return send(res, err.status, { message: err.message });
+    // Refused before its body was read whole: the rest is never read, the connection goes.
+    const close = !req.complete;
+    if (err instanceof AppError) return send(res, err.status, { message: err.message }, close);
     log.error({ err }, 'control request failed');
-    return send(res, 500, { message: (err as Error).message });
+    return send(res, 500, { message: (err as Error).message }, close);
   }
 }
 
@@ -138,12 +162,15 @@ function selection(body: unknown): Selection {
   return { ids: b.ids as string[] | undefined, domain: text('domain'), account: text('account'), all: b.all };
 }
 
-async function readJson(req: IncomingMessage): Promise<unknown> {
+async function readJson(req: IncomingMessage, limit: number): Promise<unknown> {
+  const tooLarge = () => new AppError(413, `request body too large (at most ${limit} bytes)`);
+  if (Number(req.headers['content-length'] ?? 0) > limit) throw tooLarge();
   const chunks: Buffer[] = [];
   let size = 0;
-  for await (const chunk of req as AsyncIterable<Buffer>) {
+  // Not destroyed on an early exit: the 413 must still reach the client.
+  for await (const chunk of req.iterator({ destroyOnReturn: false }) as AsyncIterable<Buffer>) {
     size += chunk.length;
-    if (size > BODY_LIMIT) throw new AppError(413, 'request body too large');
+    if (size > limit) throw tooLarge();
     chunks.push(chunk);
   }
   try {
@@ -153,8 +180,12 @@ async function readJson(req: IncomingMessage): Promise<unknown> {
   }
 }
 
-function send(res: ServerResponse, status: number, body: unknown): void {
+function send(res: ServerResponse, status: number, body: unknown, close = false): void {
   const text = JSON.stringify(body);
-  res.writeHead(status, { 'content-type': 'application/json', 'content-length': Buffer.byteLength(text) });
+  res.writeHead(status, {
+    'content-type': 'application/json',
+    'content-length': Buffer.byteLength(text),
+    ...(close ? { connection: 'close' } : {}),
+  });
   res.end(text);
 }

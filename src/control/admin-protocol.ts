@@ -1,0 +1,149 @@
+import { z } from 'zod';
+
+/**
+ * The operator's administration of accounts, API keys and domains: what the `postilion
+ * accounts|keys|domains` commands ask. One implementation (CoreAdmin, over the store's domain
+ * services) answers, reached in-process when the CLI opens a stopped daemon's store, or over
+ * the control socket when the daemon runs. Every argument and result is plain JSON (snake_case,
+ * like the queue's), so both ways give the CLI the same values. Ids and names arrive as the
+ * operator typed them: the implementation checks them, so both ways refuse them alike.
+ */
+export interface AdminOperations {
+  createAccount(input: NewAccountInput): Promise<AccountView>;
+  listAccounts(input: Record<string, never>): Promise<{ accounts: AccountView[] }>;
+  /** The one answer that holds a secret: the CLI prints it once; nobody logs it. */
+  createKey(input: NewKeyInput): Promise<CreatedKey>;
+  listKeys(input: AccountInput): Promise<{ keys: KeyView[] }>;
+  deleteKey(input: KeyInput): Promise<KeyView>;
+  addDomain(input: NewDomainInput): Promise<DomainView>;
+  listDomains(input: AccountInput): Promise<{ domains: DomainSummary[] }>;
+  /** Looks the domain's records up now (400 when no lookup was answered). */
+  checkDomain(input: DomainInput): Promise<DomainView>;
+  /** Makes the standby DKIM key active; the outcome says whether it did, and why not. */
+  rotateDkim(input: DomainInput): Promise<RotationView>;
+}
+
+export type AdminOperation = keyof AdminOperations;
+
+export interface AccountView {
+  id: string;
+  name: string;
+  status: string;
+}
+
+export interface KeyView {
+  id: string;
+  account_id: string;
+  label: string;
+  kind: 'v1' | 'v2';
+  scopes: string[];
+  ip_allow_list: string[];
+}
+
+export interface CreatedKey {
+  key: KeyView;
+  /** Shown once: only its hash is stored. */
+  secret: string;
+}
+
+export interface RecordView {
+  /** The record's name in the domain's DNS state ("spf", "dkim:<selector>", …). */
+  key: string;
+  type: string;
+  host: string;
+  content: string;
+  required: boolean;
+  label: string;
+  /** Found published by the last check. */
+  published: boolean;
+}
+
+export interface DomainSummary {
+  id: string;
+  name: string;
+  dns_valid: boolean;
+}
+
+export interface DomainView extends DomainSummary {
+  account_id: string;
+  dns_checked_at: string | null;
+  /** The records to publish, with what the last check found. */
+  records: RecordView[];
+}
+
+export interface RotationView {
+  /**
+   * `rotated`; or not, because no standby key existed (one was made: publish it first), the
+   * standby's record is not published yet, rotation is off, or it is not due.
+   */
+  outcome: 'rotated' | 'no_standby' | 'standby_not_published' | 'not_enabled' | 'wait';
+  domain: DomainView;
+  active_selectors: string[];
+  /** Rotated: until when the previous key stays published. */
+  previous_published_until: string | null;
+  /** The standby key's records, to publish before it can take over. */
+  standby_records: RecordView[];
+}
+
+/**
+ * Each operation's argument as the daemon checks it on the socket: types only (and no unknown
+ * fields); values are the implementation's to judge, the same way in-process.
+ */
+const text = z.string();
+const accountInput = z.strictObject({ account: text });
+const domainInput = z.strictObject({ name: text });
+export const ADMIN_INPUTS = {
+  createAccount: z.strictObject({ name: text, owner_email: text, website: text }),
+  listAccounts: z.strictObject({}),
+  createKey: z.strictObject({
+    account: text,
+    label: text,
+    /** Empty: the default set (every scope that names no domain; a v1 key: messages:send:all). */
+    scopes: z.array(text),
+    ip_allow_list: z.array(text),
+    v1: z.boolean(),
+  }),
+  listKeys: accountInput,
+  deleteKey: z.strictObject({ account: text, key: text }),
+  addDomain: z.strictObject({ account: text, name: text, rotation_days: z.number().optional(), selector: text.optional() }),
+  listDomains: accountInput,
+  checkDomain: domainInput,
+  rotateDkim: domainInput,
+} satisfies { [K in AdminOperation]: z.ZodType<Parameters<AdminOperations[K]>[0]> };
+
+export interface NewAccountInput {
+  name: string;
+  owner_email: string;
+  website: string;
+}
+
+export interface NewKeyInput {
+  account: string;
+  label: string;
+  scopes: string[];
+  ip_allow_list: string[];
+  v1: boolean;
+}
+
+export interface NewDomainInput {
+  account: string;
+  name: string;
+  rotation_days?: number | undefined;
+  selector?: string | undefined;
+}
+
+export interface AccountInput {
+  account: string;
+}
+
+export interface KeyInput {
+  account: string;
+  key: string;
+}
+
+export interface DomainInput {
+  name: string;
+}
+
+/** The path of an operation on the control socket: `POST /v1/admin/<operation>` with its argument. */
+export const adminPath = (operation: AdminOperation) => `/v1/admin/${operation}`;

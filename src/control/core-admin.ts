@@ -1,0 +1,162 @@
+import type { Accounts } from '../accounts/accounts.ts';
+import type { ApiKeys } from '../accounts/api-keys.ts';
+import { EVERY_GLOBAL_SCOPE } from '../accounts/scopes.ts';
+import type { DnsChecker, PresentedRecord } from '../domains/dns-checker.ts';
+import type { Domains } from '../domains/domains.ts';
+import type { Rotator } from '../domains/rotator.ts';
+import { everyItem } from '../store/page.ts';
+import type { AccountRecord, ApiKeyRecord, DomainRecord } from '../store/records.ts';
+import { badRequest } from '../util/errors.ts';
+import { isUuid } from '../util/ids.ts';
+import type {
+  AccountInput,
+  AccountView,
+  AdminOperations,
+  CreatedKey,
+  DomainInput,
+  DomainSummary,
+  DomainView,
+  KeyInput,
+  KeyView,
+  NewAccountInput,
+  NewDomainInput,
+  NewKeyInput,
+  RecordView,
+  RotationView,
+} from './admin-protocol.ts';
+
+/** The domain services the operator's administration works on (a Core has them all). */
+export interface CoreAdminServices {
+  accounts: Accounts;
+  apiKeys: ApiKeys;
+  domains: Domains;
+  dnsChecker: DnsChecker;
+  rotator: Rotator;
+}
+
+/** What a key gets when the operator names no scope. */
+export const DEFAULT_V1_SCOPES = ['messages:send:all'];
+
+/**
+ * The operator's administration over the domain services: the one implementation behind the
+ * `accounts`, `keys` and `domains` commands, whether the CLI opened the store or the daemon
+ * answers on its control socket. The operator may grant any scope (no grantor).
+ */
+export class CoreAdmin implements AdminOperations {
+  constructor(private readonly s: CoreAdminServices) {}
+
+  async createAccount(input: NewAccountInput): Promise<AccountView> {
+    return account(await this.s.accounts.create({ name: input.name, website: input.website, ownerEmail: input.owner_email }));
+  }
+
+  async listAccounts(): Promise<{ accounts: AccountView[] }> {
+    return { accounts: (await this.s.accounts.list()).map(account) };
+  }
+
+  async createKey(input: NewKeyInput): Promise<CreatedKey> {
+    const id = await this.account(input.account);
+    const defaults = input.v1 ? DEFAULT_V1_SCOPES : EVERY_GLOBAL_SCOPE;
+    const { key, secret } = await this.s.apiKeys.create(id, {
+      label: input.label,
+      scopes: input.scopes.length > 0 ? input.scopes : defaults,
+      ipAllowList: input.ip_allow_list,
+      kind: input.v1 ? 'v1' : 'v2',
+    });
+    return { key: apiKey(key), secret };
+  }
+
+  async listKeys(input: AccountInput): Promise<{ keys: KeyView[] }> {
+    const id = await this.account(input.account);
+    const keys: KeyView[] = [];
+    for await (const k of everyItem((req) => this.s.apiKeys.list(id, req))) keys.push(apiKey(k));
+    return { keys };
+  }
+
+  async deleteKey(input: KeyInput): Promise<KeyView> {
+    const id = await this.account(input.account);
+    return apiKey(await this.s.apiKeys.delete(id, uuid(input.key, '--key', 'a key id')));
+  }
+
+  async addDomain(input: NewDomainInput): Promise<DomainView> {
+    const id = await this.account(input.account);
+    if (input.rotation_days !== undefined && !Number.isInteger(input.rotation_days)) {
+      throw badRequest(`--rotation-days: "${input.rotation_days}" is not a whole number`);
+    }
+    const domain = await this.s.domains.create(id, {
+      name: input.name,
+      ...(input.rotation_days !== undefined ? { dkimRotationIntervalDays: input.rotation_days } : {}),
+      ...(input.selector !== undefined ? { dkimSelector: input.selector } : {}),
+    });
+    return this.domain(domain);
+  }
+
+  async listDomains(input: AccountInput): Promise<{ domains: DomainSummary[] }> {
+    const id = await this.account(input.account);
+    const domains: DomainSummary[] = [];
+    for await (const d of everyItem((req) => this.s.domains.list(id, undefined, req))) domains.push({ id: d.id, name: d.name, dns_valid: d.dns.valid });
+    return { domains };
+  }
+
+  async checkDomain(input: DomainInput): Promise<DomainView> {
+    const checked = await this.s.dnsChecker.check(await this.s.domains.byName(input.name));
+    if (!checked) throw badRequest('DNS could not be asked (no lookup was answered); check dns.servers');
+    return this.domain(checked);
+  }
+
+  async rotateDkim(input: DomainInput): Promise<RotationView> {
+    const { domain, decision } = await this.s.rotator.rotate(await this.s.domains.byName(input.name), true);
+    const view = this.domain(domain);
+    const standby = new Set(domain.dkim.standby?.keys.map((k) => `dkim:${k.selector}`) ?? []);
+    return {
+      outcome: decision.kind === 'rotate' ? 'rotated' : decision.kind,
+      domain: view,
+      active_selectors: domain.dkim.active.keys.map((k) => k.selector),
+      previous_published_until: decision.kind === 'rotate' ? (domain.dkim.retired.at(-1)?.publishUntil ?? null) : null,
+      standby_records: view.records.filter((r) => standby.has(r.key)),
+    };
+  }
+
+  /** The id of an existing account, from what the operator typed. */
+  private async account(value: string): Promise<string> {
+    const id = uuid(value, '--account', 'an account id');
+    await this.s.accounts.require(id);
+    return id;
+  }
+
+  private domain(d: DomainRecord): DomainView {
+    return {
+      id: d.id,
+      name: d.name,
+      account_id: d.accountId,
+      dns_valid: d.dns.valid,
+      dns_checked_at: d.dns.checkedAt,
+      records: this.s.dnsChecker.records(d).map(record),
+    };
+  }
+}
+
+function uuid(value: string, option: string, what: string): string {
+  if (!isUuid(value)) throw badRequest(`${option}: "${value}" is not ${what}`);
+  return value.toLowerCase();
+}
+
+const account = (a: AccountRecord): AccountView => ({ id: a.id, name: a.name, status: a.status });
+
+const apiKey = (k: ApiKeyRecord): KeyView => ({
+  id: k.id,
+  account_id: k.accountId,
+  label: k.label,
+  kind: k.kind,
+  scopes: k.scopes.map((s) => s.scope),
+  ip_allow_list: k.ipAllowList,
+});
+
+const record = (r: PresentedRecord): RecordView => ({
+  key: r.key,
+  type: r.type,
+  host: r.host,
+  content: r.content,
+  required: r.required,
+  label: r.label,
+  published: r.propagated,
+});
