@@ -46,7 +46,7 @@ export function domainCommands(program: Command, io: CliIo): Command {
     .requiredOption('--account <id>', 'account id')
     .action(async (opts: { account: string }) => {
       const { domains: list } = await onAdmin(program, (admin) => admin.listDomains({ account: opts.account }));
-      for (const d of list) io.out(`${d.name}\tdns_valid=${d.dns_valid}\t${d.id}\n`);
+      for (const d of list) io.out(`${d.name}\tdns_valid=${d.dns_valid}${d.by_hand ? ' (verified by hand)' : ''}\t${d.id}\n`);
     });
   domains
     .command('check')
@@ -54,6 +54,19 @@ export function domainCommands(program: Command, io: CliIo): Command {
     .argument('<domain>', 'domain name')
     .action(async (name: string) => {
       printRecords(io, await onAdmin(program, (admin) => admin.checkDomain({ name })));
+    });
+  domains
+    .command('verify')
+    .description('mark the domain\'s DNS as verified by hand, for a set-up whose DNS cannot be looked up (a laptop): it may send at once. Logged, and shown in the domain; --clear takes the mark away')
+    .argument('<domain>', 'domain name')
+    .option('--clear', 'take the mark away: the domain is invalid until its records are found', false)
+    .action(async (name: string, opts: { clear: boolean }) => {
+      const domain = await onAdmin(program, (admin) => admin.verifyDomain({ name, clear: opts.clear }));
+      io.out(
+        domain.verified_by_hand
+          ? `${domain.name}: DNS marked as verified by hand (${domain.verified_by_hand.at}); it may send now. Publish its records before sending to the Internet.\n`
+          : `${domain.name}: the verified-by-hand mark is cleared; dns_valid=${domain.dns_valid} until its records are found (postilion domains check ${domain.name})\n`,
+      );
     });
   domains
     .command('rotate-dkim')

@@ -13,6 +13,10 @@ const LOG_LINES: { [K in AdminOperation]?: (result: Awaited<ReturnType<AdminOper
   addDomain: (d: DomainView) => [{ account_id: d.account_id, domain: d.name }, 'operator added a domain'],
   checkDomain: (d: DomainView) => [{ account_id: d.account_id, domain: d.name, dns_valid: d.dns_valid }, 'operator checked a domain\'s DNS'],
   rotateDkim: (r: RotationView) => [{ account_id: r.domain.account_id, domain: r.domain.name, outcome: r.outcome }, 'operator asked for a DKIM rotation'],
+  verifyDomain: (d: DomainView) => [
+    { account_id: d.account_id, domain: d.name, verified_by_hand: d.verified_by_hand !== null },
+    d.verified_by_hand ? "operator marked a domain's DNS as verified by hand" : "operator cleared a domain's verified-by-hand mark",
+  ],
 };
 
 const isOperation = (name: string): name is AdminOperation => Object.hasOwn(ADMIN_INPUTS, name);

@@ -21,6 +21,14 @@ export interface AdminOperations {
   checkDomain(input: DomainInput): Promise<DomainView>;
   /** Makes the standby DKIM key active; the outcome says whether it did, and why not. */
   rotateDkim(input: DomainInput): Promise<RotationView>;
+  /** Marks the domain's DNS verified by hand (or clears the mark): logged, shown in the domain. */
+  verifyDomain(input: VerifyDomainInput): Promise<DomainView>;
+}
+
+export interface VerifyDomainInput {
+  name: string;
+  /** true: take the mark away; the domain is invalid until its records are found. */
+  clear: boolean;
 }
 
 export type AdminOperation = keyof AdminOperations;
@@ -62,10 +70,14 @@ export interface DomainSummary {
   id: string;
   name: string;
   dns_valid: boolean;
+  /** dns_valid was set by the operator's hand (`domains verify`), not by a check. */
+  by_hand: boolean;
 }
 
 export interface DomainView extends DomainSummary {
   account_id: string;
+  /** Set when the operator marked the DNS verified by hand. */
+  verified_by_hand: { at: string; by: string } | null;
   dns_checked_at: string | null;
   /** The records to publish, with what the last check found. */
   records: RecordView[];
@@ -109,6 +121,7 @@ export const ADMIN_INPUTS = {
   listDomains: accountInput,
   checkDomain: domainInput,
   rotateDkim: domainInput,
+  verifyDomain: z.strictObject({ name: text, clear: z.boolean() }),
 } satisfies { [K in AdminOperation]: z.ZodType<Parameters<AdminOperations[K]>[0]> };
 
 export interface NewAccountInput {

@@ -15,8 +15,7 @@ import {
   type NewAccountInput,
   type NewDomainInput,
   type NewKeyInput,
-  type RotationView,
-} from './admin-protocol.ts';
+  type RotationView, type VerifyDomainInput } from './admin-protocol.ts';
 import type { ListQuery, PurgeResult, QueueList, QueueOperations, QueueStatus, RetryResult, Selection } from './protocol.ts';
 
 /** No daemon listens on the control socket (none, or a file left by a crash): nothing was sent. */
@@ -84,6 +83,10 @@ export class ControlClient implements QueueOperations, AdminOperations {
 
   rotateDkim(input: DomainInput): Promise<RotationView> {
     return this.admin('rotateDkim', input);
+  }
+
+  verifyDomain(input: VerifyDomainInput): Promise<DomainView> {
+    return this.admin('verifyDomain', input);
   }
 
   private admin<T>(operation: AdminOperation, input: object): Promise<T> {

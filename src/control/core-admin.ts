@@ -23,6 +23,7 @@ import type {
   NewKeyInput,
   RecordView,
   RotationView,
+  VerifyDomainInput,
 } from './admin-protocol.ts';
 
 /** The domain services the operator's administration works on (a Core has them all). */
@@ -93,7 +94,7 @@ export class CoreAdmin implements AdminOperations {
   async listDomains(input: AccountInput): Promise<{ domains: DomainSummary[] }> {
     const id = await this.account(input.account);
     const domains: DomainSummary[] = [];
-    for await (const d of everyItem((req) => this.s.domains.list(id, undefined, req))) domains.push({ id: d.id, name: d.name, dns_valid: d.dns.valid });
+    for await (const d of everyItem((req) => this.s.domains.list(id, undefined, req))) domains.push({ id: d.id, name: d.name, dns_valid: d.dns.valid, by_hand: Boolean(d.dns.byHand) });
     return { domains };
   }
 
@@ -116,6 +117,11 @@ export class CoreAdmin implements AdminOperations {
     };
   }
 
+  async verifyDomain(input: VerifyDomainInput): Promise<DomainView> {
+    const domain = await this.s.domains.byName(input.name);
+    return this.domain(await this.s.domains.verifyByHand(domain.accountId, domain.name, 'operator (postilion domains verify)', input.clear));
+  }
+
   /** The id of an existing account, from what the operator typed. */
   private async account(value: string): Promise<string> {
     const id = uuid(value, '--account', 'an account id');
@@ -128,6 +134,8 @@ export class CoreAdmin implements AdminOperations {
       id: d.id,
       name: d.name,
       account_id: d.accountId,
+      verified_by_hand: d.dns.byHand ?? null,
+      by_hand: Boolean(d.dns.byHand),
       dns_valid: d.dns.valid,
       dns_checked_at: d.dns.checkedAt,
       records: this.s.dnsChecker.records(d).map(record),

@@ -147,8 +147,18 @@ describe('postilion accounts, keys and domains (CLI), daemon running or stopped'
     expect(again.err).to.match(/^not rotated: publish the standby key first, then run this again:\n {2}TXT pst\w+\._domainkey\.example\.com\n {6}v=DKIM1; /);
     expect(again.err).to.match(/postilion: standby DKIM key not published\n$/);
 
+    // Verified by hand (a laptop): valid at once, shown as such, and cleared again.
+    await ok('domains', 'add', 'laptop.test', '--account', t.account);
+    const marked = await ok('domains', 'verify', 'laptop.test');
+    expect(marked.out).to.match(/^laptop\.test: DNS marked as verified by hand \(\d{4}-\d\d-\d\dT[^)]+\); it may send now\./);
+    expect((await ok('domains', 'list', '--account', t.account)).out).to.match(/^laptop\.test\tdns_valid=true \(verified by hand\)\t/m);
+    const cleared = await ok('domains', 'verify', 'laptop.test', '--clear');
+    expect(cleared.out).to.equal('laptop.test: the verified-by-hand mark is cleared; dns_valid=false until its records are found (postilion domains check laptop.test)\n');
+    expect((await ok('domains', 'list', '--account', t.account)).out).to.match(/^laptop\.test\tdns_valid=false\t/m);
+
     // Bad input: exit 2 and the message, before anything is written.
     const refusals: Array<[string[], string]> = [
+      [['domains', 'verify', 'nope.example'], 'postilion: domain nope.example not found\n'],
       [['keys', 'list', '--account', UNKNOWN_ID], 'postilion: account not found\n'],
       [['keys', 'list', '--account', 'not-an-id'], 'postilion: --account: "not-an-id" is not an account id\n'],
       [['keys', 'create', '--account', 'nope', '--label', 'x'], 'postilion: --account: "nope" is not an account id\n'],
@@ -172,7 +182,7 @@ describe('postilion accounts, keys and domains (CLI), daemon running or stopped'
     }
     expect((await ok('accounts', 'list')).out.split('\n')).to.have.length(3);
     expect((await ok('keys', 'list', '--account', t.account)).out.split('\n')).to.have.length(3);
-    expect((await ok('domains', 'list', '--account', t.account)).out.split('\n')).to.have.length(2);
+    expect((await ok('domains', 'list', '--account', t.account)).out.split('\n')).to.have.length(3);
     return t;
   }
 
