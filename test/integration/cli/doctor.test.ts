@@ -1,0 +1,364 @@
+import { expect } from 'chai';
+import { createPublicKey, generateKeyPairSync } from 'node:crypto';
+import { createSocket, type Socket as UdpSocket } from 'node:dgram';
+import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { createConnection, createServer, type AddressInfo, type Server, type Socket } from 'node:net';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { Packet } from 'dns2';
+import { generate } from 'selfsigned';
+import { main } from '../../../src/cli/main.ts';
+import { loadConfig } from '../../../src/config/load.ts';
+import type { Config } from '../../../src/config/schema.ts';
+import { Daemon, identityOf, openCore } from '../../../src/daemon.ts';
+import { expectedRecords } from '../../../src/domains/records.ts';
+import { createLogger } from '../../../src/logging/logger.ts';
+import type { DomainRecord } from '../../../src/store/records.ts';
+import { publishRecords, startDnsServer, type TestDnsServer } from '../../helpers/dns-server.ts';
+
+/**
+ * `postilion doctor` through main(), on loopback only: a config with every listener on a free
+ * 127.0.0.1 port, a domain whose records the test DNS server serves, certificates made here, and
+ * a sending address in 127.0.0.0/8 whose PTR a small front answers (the test DNS server serves
+ * no PTR; the front passes every other question on to it, over UDP and TCP).
+ */
+
+const HOSTNAME = 'mx.doctor.test';
+const SENDING_IP = '127.0.0.7';
+const DOMAIN = 'example.com';
+const DAY = 86_400_000;
+
+interface Line {
+  status: string;
+  reason: string;
+}
+
+interface Run {
+  code: number;
+  out: string;
+  err: string;
+  /** Check name → its line. */
+  lines: Map<string, Line>;
+}
+
+/** Answers PTR questions itself; forwards every other question to the test DNS server. */
+interface ReverseFront {
+  address: string;
+  /** Address → the names its PTR gives. */
+  ptr: Map<string, string[]>;
+  close(): Promise<void>;
+}
+
+async function startReverseFront(upstreamPort: number): Promise<ReverseFront> {
+  const ptr = new Map<string, string[]>();
+  const reverseName = (ip: string) => `${ip.split('.').reverse().join('.')}.in-addr.arpa`;
+  const answerPtr = (request: Packet): Buffer | null => {
+    const question = request.questions[0];
+    if (!question || question.type !== Packet.TYPE.PTR) return null;
+    const response = Packet.createResponseFromRequest(request);
+    response.header.aa = 1;
+    const ip = [...ptr.keys()].find((a) => reverseName(a) === question.name.toLowerCase().replace(/\.$/, ''));
+    if (ip === undefined) response.header.rcode = 3; // NXDOMAIN
+    for (const name of ip === undefined ? [] : ptr.get(ip)!) {
+      response.answers.push(Packet.createResourceFromQuestion(question, { name: question.name, ttl: 0, domain: name }));
+    }
+    return response.toBuffer();
+  };
+  const relays = new Set<UdpSocket>();
+  const udp = createSocket('udp4', (message, peer) => {
+    const own = answerPtr(Packet.parse(message));
+    if (own) return void udp.send(own, peer.port, peer.address);
+    const relay = createSocket('udp4');
+    relays.add(relay);
+    const done = () => {
+      relays.delete(relay);
+      relay.close();
+    };
+    relay.on('message', (reply) => {
+      udp.send(reply, peer.port, peer.address);
+      done();
+    });
+    relay.send(message, upstreamPort, '127.0.0.1');
+    setTimeout(() => relays.has(relay) && done(), 2000).unref();
+  });
+  await new Promise<void>((resolve) => udp.bind(0, '127.0.0.1', resolve));
+  const port = udp.address().port;
+  // Answers too big for UDP come back truncated, and are asked again over TCP on the same port.
+  const piped = new Set<Socket>();
+  const tcp = createServer((client) => {
+    const upstream = createConnection(upstreamPort, '127.0.0.1');
+    for (const s of [client, upstream]) {
+      piped.add(s);
+      s.on('close', () => piped.delete(s));
+      s.on('error', () => undefined);
+    }
+    client.pipe(upstream).pipe(client);
+  });
+  await new Promise<void>((resolve, reject) => {
+    tcp.once('error', reject);
+    tcp.listen(port, '127.0.0.1', resolve);
+  });
+  return {
+    address: `127.0.0.1:${port}`,
+    ptr,
+    close: async () => {
+      for (const relay of relays) relay.close();
+      for (const s of piped) s.destroy();
+      await Promise.all([new Promise<void>((r) => udp.close(() => r())), new Promise<void>((r) => tcp.close(() => r()))]);
+    },
+  };
+}
+
+/** Free loopback ports, found by binding port 0 (all at once, so they differ). */
+async function freePorts(n: number): Promise<number[]> {
+  const servers = await Promise.all(
+    Array.from({ length: n }, () => new Promise<Server>((resolve) => {
+      const s = createServer();
+      s.listen(0, '127.0.0.1', () => resolve(s));
+    })),
+  );
+  const ports = servers.map((s) => (s.address() as AddressInfo).port);
+  await Promise.all(servers.map((s) => new Promise<void>((r) => s.close(() => r()))));
+  return ports;
+}
+
+/** A certificate and key for `hostname` in <keys>/tls/<name>.crt|.key, valid over [from, to]. */
+async function writeCertificate(keysDir: string, name: string, from: number, to: number): Promise<void> {
+  const pems = await generate([{ name: 'commonName', value: HOSTNAME }], {
+    keyType: 'ec',
+    curve: 'P-256',
+    algorithm: 'sha256',
+    notBeforeDate: new Date(from),
+    notAfterDate: new Date(to),
+    extensions: [{ name: 'subjectAltName', altNames: [{ type: 2, value: HOSTNAME }] }],
+  });
+  mkdirSync(join(keysDir, 'tls'), { recursive: true });
+  writeFileSync(join(keysDir, 'tls', `${name}.crt`), pems.cert);
+  writeFileSync(join(keysDir, 'tls', `${name}.key`), pems.private, { mode: 0o600 });
+}
+
+function parseLines(out: string): Map<string, Line> {
+  const lines = new Map<string, Line>();
+  for (const line of out.split('\n')) {
+    const m = /^(OK|WARN|FAIL) +(.+?): (.*)$/.exec(line);
+    if (m) lines.set(m[2]!, { status: m[1]!, reason: m[3]! });
+  }
+  return lines;
+}
+
+describe('postilion doctor (CLI)', function () {
+  this.timeout(20_000);
+  let dir: string;
+  let dns: TestDnsServer;
+  let front: ReverseFront;
+  let configPath: string;
+  let config: Config;
+  let domain: DomainRecord;
+  let selector: string;
+  let ports: { api: number; apiTls: number; starttls: number; tls: number; metrics: number };
+  const closers: Array<() => Promise<void>> = [];
+
+  async function doctor(...args: string[]): Promise<Run> {
+    let out = '';
+    let err = '';
+    const code = await main(['node', 'postilion', '--config', configPath, 'doctor', ...args], { out: (t) => (out += t), err: (t) => (err += t) });
+    return { code, out, err, lines: parseLines(out) };
+  }
+
+  beforeEach(async () => {
+    dir = mkdtempSync(join(tmpdir(), 'postilion-doctor-'));
+    dns = await startDnsServer();
+    front = await startReverseFront(dns.port);
+    const [api, apiTls, starttls, tls, metrics] = await freePorts(5);
+    ports = { api: api!, apiTls: apiTls!, starttls: starttls!, tls: tls!, metrics: metrics! };
+    configPath = join(dir, 'postilion.yaml');
+    writeFileSync(
+      configPath,
+      [
+        'server:',
+        `  hostname: ${HOSTNAME}`,
+        `  sending_ips: [${SENDING_IP}]`,
+        'dns:',
+        `  servers: ["${front.address}"]`,
+        '  timeout_ms: 500',
+        '  tries: 1',
+        'data:',
+        `  dir: ${join(dir, 'data')}`,
+        'keys:',
+        `  dir: ${join(dir, 'keys')}`,
+        'log:',
+        '  level: silent',
+        'delivery:',
+        '  enabled: false',
+        'api:',
+        '  host: 127.0.0.1',
+        `  port: ${ports.api}`,
+        '  tls:',
+        '    enabled: true',
+        '    host: 127.0.0.1',
+        `    port: ${ports.apiTls}`,
+        'smtp:',
+        '  submission:',
+        '    host: 127.0.0.1',
+        `    starttls_port: ${ports.starttls}`,
+        `    tls_port: ${ports.tls}`,
+        'metrics:',
+        '  host: 127.0.0.1',
+        `  port: ${ports.metrics}`,
+        '',
+      ].join('\n'),
+    );
+    config = loadConfig({ path: configPath, env: {} }).config;
+    const now = Date.now();
+    await writeCertificate(config.keys.dir, 'smtp', now - DAY, now + 90 * DAY);
+    await writeCertificate(config.keys.dir, 'api', now - DAY, now + 90 * DAY);
+
+    // A domain, made the way `domains add` makes it, with every record it asks for served.
+    const core = await openCore(config);
+    try {
+      const account = await core.accounts.create({ name: 'Doctor', website: 'https://doctor.test', ownerEmail: 'owner@doctor.test' });
+      domain = await core.domains.create(account.id, { name: DOMAIN });
+    } finally {
+      await core.store.close();
+    }
+    selector = domain.dkim.active.keys[0]!.selector;
+    publishRecords(dns.zone, expectedRecords(domain, identityOf(config)));
+    dns.zone.set(HOSTNAME, 'A', [SENDING_IP]);
+    front.ptr.set(SENDING_IP, [HOSTNAME]);
+  });
+
+  afterEach(async () => {
+    for (const close of closers.splice(0).reverse()) await close();
+    await front.close();
+    await dns.close();
+    rmSync(dir, { recursive: true, force: true });
+  });
+
+  it('passes a good set-up: every line OK and exit 0, as text and as JSON', async () => {
+    const run = await doctor();
+    expect(run.code, run.out + run.err).to.equal(0);
+    const names = [...run.lines.keys()];
+    expect(names).to.deep.equal([
+      'config',
+      'daemon',
+      'listener smtp-starttls',
+      'listener smtp-tls',
+      'listener api',
+      'listener api-tls',
+      'listener metrics',
+      'tls smtp-submission',
+      'tls api',
+      `ptr ${SENDING_IP}`,
+      `dns ${DOMAIN} spf`,
+      `dns ${DOMAIN} dmarc`,
+      `dns ${DOMAIN} return_path`,
+      `dns ${DOMAIN} tracking`,
+      `dns ${DOMAIN} mx`,
+      `dkim ${DOMAIN} ${selector}`,
+    ]);
+    // Every line of the output is a check, but the closing count.
+    expect(run.out.trim().split('\n').filter((l) => l !== '')).to.have.length(names.length + 1);
+    for (const [name, line] of run.lines) expect(line.status, `${name}: ${line.reason}`).to.equal('OK');
+    expect(run.lines.get('listener api')!.reason).to.equal(`127.0.0.1:${ports.api} can be bound`);
+    expect(run.lines.get(`ptr ${SENDING_IP}`)!.reason).to.contain(`PTR ${HOSTNAME}, which resolves back to ${SENDING_IP}`).and.contain(front.address);
+    expect(run.lines.get(`dkim ${DOMAIN} ${selector}`)!.reason).to.contain(`${selector}._domainkey.${DOMAIN}`);
+    expect(run.out).to.match(/\n16 OK, 0 WARN, 0 FAIL\n$/);
+
+    const json = await doctor('--json');
+    expect(json.code).to.equal(0);
+    const parsed = JSON.parse(json.out) as { status: string; checks: Array<{ check: string; status: string; reason: string }> };
+    expect(parsed.status).to.equal('OK');
+    expect(parsed.checks.map((c) => c.check)).to.deep.equal(names);
+    expect(parsed.checks.every((c) => c.status === 'OK')).to.equal(true);
+  });
+
+  it('names each failure of a broken set-up and exits 1', async () => {
+    // The DKIM record publishes another key than the one on disk.
+    const { privateKey } = generateKeyPairSync('rsa', { modulusLength: 1024 });
+    const otherKey = (createPublicKey(privateKey).export({ type: 'spki', format: 'der' }) as Buffer).toString('base64');
+    dns.zone.set(`${selector}._domainkey.${DOMAIN}`, 'TXT', [`v=DKIM1; k=rsa; p=${otherKey}`]);
+    // No DMARC record.
+    dns.zone.delete(`_dmarc.${DOMAIN}`);
+    // The return path's name is answered SERVFAIL: an optional record, so a warning.
+    dns.failingNames.add(`${domain.returnPathSubdomain}.${DOMAIN}`);
+    // A foreign process holds the API port (no daemon answers on the control socket).
+    const squatter = createServer();
+    await new Promise<void>((resolve) => squatter.listen(ports.api, '127.0.0.1', resolve));
+    closers.push(() => new Promise<void>((r) => squatter.close(() => r())));
+    // The API certificate expired yesterday; the SMTP one expires within 14 days.
+    const now = Date.now();
+    await writeCertificate(config.keys.dir, 'api', now - 90 * DAY, now - DAY);
+    await writeCertificate(config.keys.dir, 'smtp', now - 90 * DAY, now + 5 * DAY);
+    // The PTR of the sending address names another host.
+    front.ptr.set(SENDING_IP, ['other.example.net']);
+
+    const run = await doctor();
+    expect(run.code, run.out + run.err).to.equal(1);
+    const line = (name: string) => {
+      expect(run.lines.has(name), `${name} in\n${run.out}`).to.equal(true);
+      return run.lines.get(name)!;
+    };
+    expect(line(`dkim ${DOMAIN} ${selector}`)).to.deep.include({ status: 'FAIL' });
+    expect(line(`dkim ${DOMAIN} ${selector}`).reason)
+      .to.contain(`TXT ${selector}._domainkey.${DOMAIN} does not publish the key on disk`)
+      .and.contain(otherKey.slice(-16));
+    expect(line(`dns ${DOMAIN} dmarc`)).to.deep.equal({
+      status: 'FAIL',
+      reason: `DMARC: no DMARC record at _dmarc.${DOMAIN}: publish TXT "${config.domains.dmarc_record}" (asked dns.servers ${front.address})`,
+    });
+    expect(line('listener api').status).to.equal('FAIL');
+    expect(line('listener api').reason).to.contain(`127.0.0.1:${ports.api} is in use by another process`);
+    expect(line('tls api').status).to.equal('FAIL');
+    expect(line('tls api').reason).to.match(/api\.crt expired on \d{4}-\d\d-\d\dT/);
+    expect(line(`ptr ${SENDING_IP}`)).to.deep.equal({
+      status: 'FAIL',
+      reason: `the PTR of ${SENDING_IP} names other.example.net, not server.hostname ${HOSTNAME} (asked dns.servers ${front.address})`,
+    });
+    // Warnings name what to look at but do not fail the run.
+    expect(line('tls smtp-submission').status).to.equal('WARN');
+    expect(line('tls smtp-submission').reason).to.match(/smtp\.crt expires on .*, in [45] days: renew it/);
+    expect(line(`dns ${DOMAIN} return_path`).status).to.equal('WARN');
+    expect(line(`dns ${DOMAIN} return_path`).reason).to.equal(
+      `CNAME ${domain.returnPathSubdomain}.${DOMAIN}: DNS lookup failed: ESERVFAIL (asked dns.servers ${front.address})`,
+    );
+    // What is still right stays OK.
+    for (const name of ['config', 'daemon', 'listener smtp-starttls', 'listener api-tls', 'listener metrics', `dns ${DOMAIN} spf`, `dns ${DOMAIN} tracking`]) {
+      expect(line(name).status, `${name}: ${line(name).reason}`).to.equal('OK');
+    }
+    const failed = [...run.lines].filter(([, l]) => l.status === 'FAIL').map(([name]) => name);
+    expect(failed).to.have.members([`dkim ${DOMAIN} ${selector}`, `dns ${DOMAIN} dmarc`, 'listener api', 'tls api', `ptr ${SENDING_IP}`]);
+  });
+
+  it('reports the listeners of a running daemon as in use by it, and skips the domains with a warning', async () => {
+    const daemon = await Daemon.start({ config, log: createLogger('silent'), announce: () => undefined });
+    closers.push(() => daemon.stop());
+    const run = await doctor();
+    expect(run.code, run.out + run.err).to.equal(0);
+    expect(run.lines.get('daemon')!.status).to.equal('OK');
+    expect(run.lines.get('daemon')!.reason).to.match(/^running: it answers on .*control\.sock/);
+    for (const name of ['smtp-starttls', 'smtp-tls', 'api', 'api-tls', 'metrics']) {
+      expect(run.lines.get(`listener ${name}`), name).to.deep.include({ status: 'OK' });
+      expect(run.lines.get(`listener ${name}`)!.reason).to.match(/is in use by the running daemon$/);
+    }
+    expect(run.lines.get('domains')!.status).to.equal('WARN');
+    expect(run.lines.get('domains')!.reason).to.contain('the running daemon holds the store');
+    expect([...run.lines.keys()].some((name) => name.startsWith('dns ') || name.startsWith('dkim '))).to.equal(false);
+  });
+
+  it('exits 2 naming the problem when the configuration does not load', async () => {
+    writeFileSync(configPath, 'api:\n  prot: 8080\n');
+    const run = await doctor();
+    expect(run.code).to.equal(2);
+    expect([...run.lines.keys()]).to.deep.equal(['config']);
+    expect(run.lines.get('config')!.status).to.equal('FAIL');
+    expect(run.lines.get('config')!.reason).to.contain('unknown option api.prot');
+
+    rmSync(configPath);
+    const json = await doctor('--json');
+    expect(json.code).to.equal(2);
+    expect(JSON.parse(json.out)).to.deep.equal({
+      status: 'FAIL',
+      checks: [{ check: 'config', status: 'FAIL', reason: `config file ${configPath} does not exist` }],
+    });
+  });
+});
