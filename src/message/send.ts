@@ -10,7 +10,7 @@ import { attachmentsFor, composeBody, messageHead, type AttachmentInput, type Bo
 import { customHeaders, type Address } from './headers.ts';
 import { newMessageId } from './message-id.ts';
 import { DAY_MS } from './retention.ts';
-import { checkSubstitutions, TemplateError, TemplateRefused, TemplateSet, type Rendered } from './templating.ts';
+import { checkSubstitutions, TemplateError, TemplateRefused, TemplateSet, yieldToEventLoop, type EngineFailureReport, type Rendered } from './templating.ts';
 import { TemplateEngine } from './template-engine.ts';
 
 export interface RecipientInput extends Address {
@@ -55,6 +55,11 @@ export interface RecipientOutcome {
   error: string | null;
 }
 
+/** Where a request's internal failures are told (the request's logger); never the client. */
+export interface FailureLog {
+  warn(details: object, message: string): void;
+}
+
 export const MAX_TAGS = 10;
 export const MAX_TAG_LENGTH = 64;
 
@@ -69,10 +74,11 @@ export class Sender {
     private readonly acceptor: Acceptor,
     private readonly clock: Clock,
     /** The MiniJinja instance templated sends render with; replaced after an internal failure. */
-    private readonly templates: TemplateEngine = new TemplateEngine(),
+    readonly templates: TemplateEngine = new TemplateEngine(),
   ) {}
 
-  async send(account: AccountRecord, mail: OutgoingMail, mayUse: (domain: string) => boolean): Promise<RecipientOutcome[]> {
+  /** `log` hears of failures inside the template engine (the client gets our generic words). */
+  async send(account: AccountRecord, mail: OutgoingMail, mayUse: (domain: string) => boolean, log?: FailureLog): Promise<RecipientOutcome[]> {
     const domain = await this.senderDomain(account, mail.from, mayUse);
     const now = this.clock.now();
     if (!mail.text && !mail.html) throw badRequest('text_content or html_content is required');
@@ -91,7 +97,7 @@ export class Sender {
       date: new Date(now),
     };
     const batch = mail.audience.kind === 'individual'
-      ? await this.individual(mail, mail.audience, base, domain, now)
+      ? await this.individual(mail, mail.audience, base, domain, now, log)
       : await this.conversation(mail, mail.audience, base, domain, now);
     const accepted = batch.messages.length === 0
       ? []
@@ -124,7 +130,7 @@ export class Sender {
   }
 
   /** One message per recipient, To set to that recipient; templated when substitutions exist. */
-  private async individual(mail: OutgoingMail, audience: Extract<Audience, { kind: 'individual' }>, base: Omit<BodyContent, 'subject' | 'text' | 'html' | 'amp'>, domain: DomainRecord, now: number): Promise<Batch> {
+  private async individual(mail: OutgoingMail, audience: Extract<Audience, { kind: 'individual' }>, base: Omit<BodyContent, 'subject' | 'text' | 'html' | 'amp'>, domain: DomainRecord, now: number, log?: FailureLog): Promise<Batch> {
     const batch = new Batch();
     const recipients: RecipientInput[] = [];
     audience.recipients.forEach((r, i) => {
@@ -145,7 +151,8 @@ export class Sender {
     }
     let templates: TemplateSet;
     try {
-      templates = new TemplateSet(this.templates, contentOf(mail));
+      const report: EngineFailureReport = (err) => log?.warn({ err }, 'the template engine was stopped or failed inside; a fresh instance replaces it');
+      templates = await TemplateSet.compile(this.templates, contentOf(mail), { globals: audience.substitutions, report });
     } catch (err) {
       if (err instanceof TemplateError || err instanceof TemplateRefused) throw badRequest(err.message);
       throw err;
@@ -153,11 +160,13 @@ export class Sender {
     try {
       // Identical renderings (recipients without substitutions of their own) share one body.
       const shared = new Map<string, BodyRef>();
-      for (const r of recipients) {
+      for (const [i, r] of recipients.entries()) {
+        // Each recipient's rendering is one bounded step; other requests run between steps.
+        if (i > 0) await yieldToEventLoop();
         let rendered: Rendered;
         try {
           checkSubstitutions(r.substitutions ?? {});
-          rendered = templates.render({ ...audience.substitutions, ...r.substitutions });
+          rendered = await templates.render(r.substitutions ?? {});
         } catch (err) {
           if (err instanceof TemplateRefused) throw badRequest(err.message);
           if (!(err instanceof TemplateError)) throw err;

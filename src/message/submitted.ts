@@ -1,5 +1,6 @@
 import { SANDBOX_RESULTS, type SandboxResult } from '../store/records.ts';
 import { badRequest } from '../util/errors.ts';
+import { truncate } from '../util/text.ts';
 import { rfc5322Date } from '../bounce/dsn.ts';
 import { checkTags } from './send.ts';
 
@@ -21,7 +22,10 @@ export interface PreparedMessage {
   options: SubmittedOptions;
   /** The Message-ID header (with angle brackets): the client's, or the one added. */
   messageId: string;
-  /** The decoded Subject, '' when there is none. */
+  /**
+   * The decoded Subject, '' when there is none, cut to SUBJECT_RECORD_CHARS: it is copied into
+   * every recipient's record (the message itself keeps it whole).
+   */
   subject: string;
 }
 
@@ -37,6 +41,9 @@ const SPECIAL = new Set([
 ]);
 
 const MESSAGE_ID = /^<[^<>\s@]+@[^<>\s@]+>$/;
+
+/** What the API takes as a subject, and what the subject filter of the message list can match. */
+export const SUBJECT_RECORD_CHARS = 998;
 
 /**
  * Reads the header block of a submitted message: applies and strips the special headers, drops
@@ -66,7 +73,7 @@ export function prepareSubmitted(raw: Buffer, generatedId: string, now: number, 
       if (messageId !== null || !MESSAGE_ID.test(value)) continue;
       messageId = value;
     }
-    if (name === 'subject') subject = decodeWords(Buffer.from(value, 'latin1').toString('utf8'));
+    if (name === 'subject') subject = truncate(decodeWords(Buffer.from(value, 'latin1').toString('utf8')), SUBJECT_RECORD_CHARS);
     if (name === 'date') hasDate = true;
     if (name === 'from') froms++;
     kept.push(field);

@@ -83,6 +83,10 @@ describe('message read API', function () {
       ['to_time=2026-13-01', 'invalid to_time'],
       [`tags=${Array.from({ length: 21 }, (_, i) => `t${i}`).join(',')}`, 'at most 20'],
       ['limit=0', 'limit'],
+      ['sender=not-an-email', 'sender: must be an email address'],
+      ['sender=-1', 'sender: must be an email address'],
+      ['recipient=%ED%A0%80', 'recipient: must be an email address'],
+      ['recipient=%00', 'recipient: must be an email address'],
     ] as const) {
       const res = await bed.api('GET', `${bed.messages}?${query}`);
       expect(res.status, query).to.equal(400);

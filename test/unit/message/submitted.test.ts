@@ -89,4 +89,13 @@ describe('prepareSubmitted (SMTP special headers)', () => {
     expect(decodeWords('=?UTF-8?B?SGk=?= =?UTF-8?B?IHRoZXJl?=')).to.equal('Hi there');
     expect(decodeWords('=?x-unknown?Q?abc?=')).to.equal('=?x-unknown?Q?abc?=');
   });
+
+  it('keeps at most 998 characters of a long subject for the records, the message itself whole, never half a surrogate pair', () => {
+    // 100 recipients share the message but each record held a copy: a 20 MB Subject was 2 GB of records.
+    const long = '😀'.repeat(600);
+    const out = prepare(`From: app@example.com\r\nSubject: =?UTF-8?B?${Buffer.from(long).toString('base64')}?=\r\n\r\nbody\r\n`);
+    expect(out.subject).to.equal('😀'.repeat(499));
+    expect(out.message.toString()).to.include(Buffer.from(long).toString('base64'));
+    expect(prepare('From: app@example.com\r\nSubject: short\r\n\r\nx').subject).to.equal('short');
+  });
 });

@@ -59,7 +59,7 @@ export function messageRoutes(sender: Sender, messages: Messages, domains: Domai
         const outcomes = await sender.send(authOf(ctx).account, {
           ...commonMail(body),
           audience: { kind: 'individual', recipients: body.recipients, substitutions: body.substitutions },
-        }, maySend(ctx));
+        }, maySend(ctx), ctx.state.log);
         ctx.status = 202;
         ctx.body = { object: 'list', data: outcomes.map(presentOutcome) };
       },
@@ -71,7 +71,7 @@ export function messageRoutes(sender: Sender, messages: Messages, domains: Domai
         const outcomes = await sender.send(authOf(ctx).account, {
           ...commonMail(body),
           audience: { kind: 'conversation', to: body.to, cc: body.cc, bcc: body.bcc },
-        }, maySend(ctx));
+        }, maySend(ctx), ctx.state.log);
         ctx.status = 202;
         ctx.body = { object: 'list', data: outcomes.map(presentOutcome) };
       },

@@ -1,7 +1,8 @@
 import { z } from 'zod';
 import { MESSAGE_STATUSES, SANDBOX_RESULTS } from '../../../store/records.ts';
+import { isEmailAddress } from '../../../util/email.ts';
 import { absent, emptyAsAbsent } from '../../validate.ts';
-import { substitutionsProblem } from '../../../message/templating.ts';
+import { requestSubstitutionsProblem, substitutionsProblem } from '../../../message/templating.ts';
 
 const rfc3339 = (field: string) => z.iso.datetime({ offset: true, error: `invalid ${field}, provide a valid RFC3339 time string` });
 const text = absent(z.string());
@@ -66,6 +67,9 @@ export const createMessageBody = z.strictObject({
     substitutions: absent(substitutions),
   })).min(1, 'at least one recipient is required').max(100, 'at most 100 recipients per request'),
   substitutions: absent(substitutions),
+}).superRefine((body, ctx) => {
+  const problem = requestSubstitutionsProblem([body.substitutions, ...body.recipients.map((r) => r.substitutions)]);
+  if (problem) ctx.addIssue({ code: 'custom', message: problem });
 });
 
 const addressList = (field: string) => z.array(address).min(1, `${field} must have 1 to 50 recipients`).max(50, `${field} must have 1 to 50 recipients`);
@@ -73,8 +77,8 @@ const addressList = (field: string) => z.array(address).min(1, `${field} must ha
 export const createConversationBody = z.strictObject({
   ...common,
   to: addressList('to'),
-  cc: addressList('cc').optional(),
-  bcc: addressList('bcc').optional(),
+  cc: absent(addressList('cc')),
+  bcc: absent(addressList('bcc')),
 });
 
 const commaList = (field: string, values?: readonly string[], max = 100) =>
@@ -86,10 +90,13 @@ const commaList = (field: string, values?: readonly string[], max = 100) =>
     return items;
   });
 
+/** An address to filter on (the contract's `format: email`): anything else can match nothing. */
+const emailFilter = z.string().refine(isEmailAddress, 'must be an email address');
+
 export const listMessagesQuery = z.object({
   status: commaList('status', MESSAGE_STATUSES).optional(),
-  sender: z.string().max(254).optional(),
-  recipient: z.string().max(254).optional(),
+  sender: emailFilter.optional(),
+  recipient: emailFilter.optional(),
   subject: z.string().max(998).optional(),
   message_id_header: z.string().max(998).optional(),
   tags: commaList('tags', undefined, 20).optional(),

@@ -60,7 +60,7 @@ export function v1Send(sender: Sender): Handler {
       badAddress: 'report',
       headers: body.content.headers,
       audience: { kind: 'individual', recipients: body.recipients },
-    }, (domain) => auth.grants.holds('messages:send:{domain}', domain));
+    }, (domain) => auth.grants.holds('messages:send:{domain}', domain), ctx.state.log);
     const failed = outcomes.filter((o) => o.error !== null);
     ctx.status = 201;
     ctx.body = {
