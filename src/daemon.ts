@@ -49,7 +49,7 @@ import { SmtpCredentialsRepo } from './store/smtp-credentials-repo.ts';
 import { fileURLToPath } from 'node:url';
 import { Relay } from './message/relay.ts';
 import { AuthThrottle } from './smtp/auth-throttle.ts';
-import { loadOrCreateCertificate } from './smtp/certificate.ts';
+import { loadOrCreateCertificate, readCertificate } from './smtp/certificate.ts';
 import { SubmissionListeners } from './smtp/submission.ts';
 import { controlSocketPath } from './control/protocol.ts';
 import { CoreAdmin } from './control/core-admin.ts';
@@ -428,9 +428,14 @@ export class Daemon {
    */
   reload(next: Config): void {
     const tls = next.api.tls.enabled && this.listeners.length > 1 ? readTls(next) : null;
+    const submission = next.smtp.submission;
+    const smtpTls = this.submission && submission.enabled ? readCertificate(resolve(next.keys.dir, submission.cert), resolve(next.keys.dir, submission.key)) : null;
     const same = (a: unknown, b: unknown) => JSON.stringify(a) === JSON.stringify(b);
     const listenerShape = (c: Config) => ({ host: c.api.host, port: c.api.port, tls: { enabled: c.api.tls.enabled, host: c.api.tls.host, port: c.api.tls.port } });
-    const restartNeeded: string[] = (['data', 'keys', 'server', 'dns', 'domains', 'dkim', 'messages', 'delivery', 'smtp'] as const).filter((k) => !same(next[k], this.config[k]));
+    // The submission certificate and key are re-read below; the rest of smtp needs a restart.
+    const smtpShape = (c: Config) => ({ ...c.smtp, submission: { ...c.smtp.submission, cert: null, key: null } });
+    const restartNeeded: string[] = (['data', 'keys', 'server', 'dns', 'domains', 'dkim', 'messages', 'delivery'] as const).filter((k) => !same(next[k], this.config[k]));
+    if (!same(smtpShape(next), smtpShape(this.config))) restartNeeded.push('smtp');
     if (!same(listenerShape(next), listenerShape(this.config))) restartNeeded.push('api listeners');
     if (next.api.idempotency.purge_schedule !== this.config.api.idempotency.purge_schedule) {
       restartNeeded.push('api.idempotency.purge_schedule');
@@ -442,9 +447,13 @@ export class Daemon {
     this.core_.idempotency.configure(next.api.idempotency);
     this.settings = apiSettings(next);
     if (tls) for (const listener of this.listeners) listener.reloadTls(tls);
-    const kept = { data: this.config.data, keys: this.config.keys, server: this.config.server, dns: this.config.dns, domains: this.config.domains, dkim: this.config.dkim, messages: this.config.messages, delivery: this.config.delivery };
+    if (smtpTls) this.submission?.reloadTls(smtpTls);
+    // What needs a restart stays as the running daemon has it; of smtp, only the re-read certificate paths change.
+    const smtp = smtpTls ? { ...this.config.smtp, submission: { ...this.config.smtp.submission, cert: submission.cert, key: submission.key } } : this.config.smtp;
+    const kept = { data: this.config.data, keys: this.config.keys, server: this.config.server, dns: this.config.dns, domains: this.config.domains, dkim: this.config.dkim, messages: this.config.messages, delivery: this.config.delivery, smtp };
     this.config = { ...next, ...kept };
-    this.log.info({ restart_needed_for: restartNeeded }, 'configuration reloaded');
+    const tlsReloaded = [...(tls ? ['api'] : []), ...(smtpTls ? ['smtp-submission'] : [])];
+    this.log.info({ restart_needed_for: restartNeeded, tls_reloaded: tlsReloaded }, 'configuration reloaded');
   }
 
   /** Stops accepting, drains in-flight requests within the grace period, closes the store. */

@@ -1,3 +1,4 @@
+import { closeSync, fsyncSync, openSync, rmSync, writeSync } from 'node:fs';
 import type { AccountRecord, ApiKeyRecord } from '../store/records.ts';
 import type { Store } from '../store/store.ts';
 import type { Accounts } from './accounts.ts';
@@ -31,7 +32,7 @@ export function bootstrapDefaults(hostname: string): BootstrapInput {
   return { name: 'Postilion', website: `https://${hostname}`, ownerEmail: `postmaster@${hostname}` };
 }
 
-/** The one place a bootstrap secret is written: to the operator's terminal, never to the log. */
+/** The one place a bootstrap secret is written: to the operator's terminal or writeBootstrapFile, never to the log. */
 export function formatBootstrap(result: Bootstrapped, apiUrl?: string): string {
   const lines = [
     '',
@@ -42,4 +43,20 @@ export function formatBootstrap(result: Bootstrapped, apiUrl?: string): string {
   ];
   if (apiUrl) lines.push(`  Try: curl -H "Authorization: Bearer ${result.secret}" ${apiUrl}/v2/ping`);
   return lines.join('\n') + '\n\n';
+}
+
+/**
+ * Writes the announcement to `path`, readable by its owner only, for a daemon whose stdout is the
+ * journal. The file is created anew with mode 0600, so it is never readable by others, not even
+ * for a moment (a file left by an earlier data directory is replaced).
+ */
+export function writeBootstrapFile(path: string, announcement: string): void {
+  rmSync(path, { force: true });
+  const fd = openSync(path, 'wx', 0o600);
+  try {
+    writeSync(fd, `# Written by the Postilion daemon on its first start. Store the key elsewhere, then delete this file.\n${announcement}`);
+    fsyncSync(fd);
+  } finally {
+    closeSync(fd);
+  }
 }

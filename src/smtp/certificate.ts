@@ -1,5 +1,6 @@
 import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { dirname } from 'node:path';
+import { createSecureContext } from 'node:tls';
 import { generate } from 'selfsigned';
 
 export interface TlsFiles {
@@ -32,4 +33,25 @@ export async function loadOrCreateCertificate(certPath: string, keyPath: string,
   writeFileSync(keyPath, pems.private, { mode: 0o600 });
   writeFileSync(certPath, pems.cert);
   return { cert: Buffer.from(pems.cert), key: Buffer.from(pems.private), created: true };
+}
+
+/**
+ * The certificate and key as they are on disk now, for a reload (SIGHUP): both must be readable
+ * and be a pair, or this throws and the listeners keep the pair they have. Never creates one.
+ */
+export function readCertificate(certPath: string, keyPath: string): { cert: Buffer; key: Buffer } {
+  const read = (path: string) => {
+    try {
+      return readFileSync(path);
+    } catch (err) {
+      throw new Error(`cannot read ${path}: ${(err as NodeJS.ErrnoException).code ?? (err as Error).message}`);
+    }
+  };
+  const pair = { cert: read(certPath), key: read(keyPath) };
+  try {
+    createSecureContext(pair);
+  } catch (err) {
+    throw new Error(`${certPath} and ${keyPath} are not a certificate and its key: ${(err as Error).message}`);
+  }
+  return pair;
 }

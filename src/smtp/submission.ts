@@ -107,6 +107,11 @@ export class SubmissionListeners {
   async close(): Promise<void> {
     await Promise.all(this.servers.map((s) => closeServer(s.server)));
   }
+
+  /** A new certificate and key (SIGHUP) for the TLS handshakes from now on; open sessions keep theirs. */
+  reloadTls(tls: { cert: Buffer; key: Buffer }): void {
+    for (const { server } of this.servers) server.updateSecureContext({ cert: tls.cert, key: tls.key });
+  }
 }
 
 /** Password checks (scrypt, in libuv's pool) running at once per listener; more wait their turn. */
