@@ -125,6 +125,8 @@ export class Accounts {
 
   /** Adds a user (found by email, or created) to the account with a role; 409 if already a member. */
   async addMember(accountId: string, input: { email: string; name?: string; role: MemberRole }): Promise<MemberRecord> {
+    // A user's name is a name like an account's or a key's label: no control characters.
+    if (input.name !== undefined && !isPrintable(input.name)) throw badRequest('name must not contain control characters');
     return this.mutex.run(`user:${input.email.toLowerCase()}`, async () => {
       await this.require(accountId);
       const now = iso(this.clock.now());

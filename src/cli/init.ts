@@ -18,7 +18,8 @@ export function initCommand(program: Command, io: CliIo, setExit: (code: number)
     .option('--name <name>', 'account name (default: Postilion)')
     .option('--website <url>', 'account website (default: https://<server.hostname>)')
     .option('--owner-email <email>', 'email of the account owner (default: postmaster@<server.hostname>)')
-    .action(async (opts: { name?: string; website?: string; ownerEmail?: string }) => {
+    .option('--shell', 'print the account id and the key as shell assignments (export ACCOUNT=…, export KEY=…), for eval "$(postilion init --shell)"')
+    .action(async (opts: { name?: string; website?: string; ownerEmail?: string; shell?: boolean }) => {
       const config = configFrom(program);
       try {
         const { accounts } = await new ControlClient(controlSocketPath(config)).listAccounts({});
@@ -41,7 +42,8 @@ export function initCommand(program: Command, io: CliIo, setExit: (code: number)
           website: opts.website ?? defaults.website,
           ownerEmail: opts.ownerEmail ?? defaults.ownerEmail,
         });
-        io.out(formatBootstrap(result));
+        // Ids and keys are [0-9a-z-] only: nothing in them needs quoting.
+        io.out(opts.shell ? `export ACCOUNT=${result.account.id}\nexport KEY=${result.secret}\n` : formatBootstrap(result));
       } finally {
         await core.store.close();
       }

@@ -43,6 +43,28 @@ for (const [path, item] of Object.entries(doc.paths)) {
   }
 }
 
+/** The operation object of `operationId` in the contract (its parameters and request body), or undefined. */
+export function contractOperation(operationId: string): (OperationDoc & { parameters?: unknown[]; requestBody?: unknown }) | undefined {
+  for (const item of Object.values(doc.paths)) {
+    for (const op of Object.values(item)) if (op?.operationId === operationId) return op;
+  }
+  return undefined;
+}
+
+/** What a local `$ref` (`#/components/...`) of the contract points at. */
+export function contractRef(ref: string): unknown {
+  return lookup(doc, ref);
+}
+
+/** Follows a local JSON pointer (`#/a/b`) in `document`. */
+export function lookup(document: unknown, ref: string): unknown {
+  let node: unknown = document;
+  for (const part of ref.replace(/^#\//, '').split('/')) {
+    node = (node as Record<string, unknown> | undefined)?.[part.replace(/~1/g, '/').replace(/~0/g, '~')];
+  }
+  return node;
+}
+
 function escape(segment: string): string {
   return encodeURIComponent(segment.replace(/~/g, '~0').replace(/\//g, '~1'));
 }

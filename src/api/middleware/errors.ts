@@ -34,12 +34,13 @@ export async function errorResponses(ctx: ApiContext, next: Next): Promise<void>
     // The router answers these itself (with an Allow header); give them the error body too.
     if (ctx.status === 405 && !ctx.body) throw new AppError(405, 'method not allowed', { Allow: ctx.response.get('Allow') });
     // The router says 501 for any method it has no route for at all (TRACE, PROPFIND, …): where
-    // the path exists, the method is just not allowed there.
+    // the path exists, the method is just not allowed there; where it does not, there is nothing
+    // to apply any method to, so the answer is the same 404 a GET gets.
     if (ctx.status === 501 && !ctx.body) {
       const allow = ctx.response.get('Allow');
       if (allow) throw new AppError(405, 'method not allowed', { Allow: allow });
       ctx.remove('Allow');
-      throw new AppError(501, 'unsupported HTTP method');
+      throw new AppError(404, 'not found');
     }
   } catch (err) {
     const { status, message, headers, unexpected } = describe(err);

@@ -86,6 +86,16 @@ describe('account and members resources', () => {
     expect(res.body.message).to.equal('the account owner cannot be removed');
   });
 
+  it('refuses a member name with control characters (CR/LF, NUL) with 400, and adds no one', async () => {
+    const before = (await call(server, 'GET', `${base}/members`)).body.data.length;
+    for (const name of ['Dev\r\nBcc: x@example.org', 'Dev\u0000', 'Dev\u001b[31m', 'Dev\u202e']) {
+      const res = await call(server, 'POST', `${base}/members`, { body: { email: 'ctl@example.com', name, role: 'Developer' }, operationId: 'addAccountMember' });
+      expect(res.status, name).to.equal(400);
+      expect(res.body).to.deep.equal({ message: 'name must not contain control characters' });
+    }
+    expect((await call(server, 'GET', `${base}/members`)).body.data).to.have.length(before);
+  });
+
   it('refuses a bad member email or user id', async () => {
     expect((await call(server, 'POST', `${base}/members`, { body: { email: 'nope', role: 'Developer' } })).status).to.equal(400);
     expect((await call(server, 'POST', `${base}/members`, { body: { email: 'a@b.example' } })).status).to.equal(400);

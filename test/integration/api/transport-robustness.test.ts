@@ -63,16 +63,16 @@ describe('HTTP transport robustness', () => {
       expect(loud(lines)).to.deep.equal([]);
     });
 
-    it('answers a method no route has (PROPFIND) with 405 and Allow on a known path, 501 elsewhere, both with the error body', async () => {
+    it('answers a method no route has (PROPFIND) with 405 and Allow on a known path, 404 elsewhere, both with the error body', async () => {
       const known = await rawRequest(server.url, `PROPFIND /v2/accounts/${server.accountId}/api-keys HTTP/1.1\r\nHost: x\r\n\r\n`);
       expect(known?.status).to.equal(405);
       expect(known?.headers.allow).to.equal('HEAD, GET, POST');
       expect(known?.json).to.deep.equal({ message: 'method not allowed' });
       const unknown = await rawRequest(server.url, 'PROPFIND /nowhere HTTP/1.1\r\nHost: x\r\n\r\n');
-      expect(unknown?.status).to.equal(501);
+      expect(unknown?.status).to.equal(404);
       expect(unknown?.headers.allow).to.equal(undefined);
-      expect(unknown?.json).to.deep.equal({ message: 'unsupported HTTP method' });
-      await logged(lines, (l) => l.msg === 'request' && l.status === 501);
+      expect(unknown?.json).to.deep.equal({ message: 'not found' });
+      await logged(lines, (l) => l.msg === 'request' && l.status === 404);
       expect(loud(lines)).to.deep.equal([]);
     });
 
