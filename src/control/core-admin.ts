@@ -6,7 +6,8 @@ import type { Domains } from '../domains/domains.ts';
 import type { Rotator } from '../domains/rotator.ts';
 import { everyItem } from '../store/page.ts';
 import type { AccountRecord, ApiKeyRecord, DomainRecord } from '../store/records.ts';
-import { badRequest } from '../util/errors.ts';
+import { badRequest, notFound } from '../util/errors.ts';
+import { DnsUnavailableError } from '../domains/resolver.ts';
 import { isUuid } from '../util/ids.ts';
 import type {
   AccountInput,
@@ -99,8 +100,12 @@ export class CoreAdmin implements AdminOperations {
   }
 
   async checkDomain(input: DomainInput): Promise<DomainView> {
-    const checked = await this.s.dnsChecker.check(await this.s.domains.byName(input.name));
-    if (!checked) throw badRequest('DNS could not be asked (no lookup was answered); check dns.servers');
+    const domain = await this.s.domains.byName(input.name);
+    const checked = await this.s.dnsChecker.check(domain).catch((err: unknown) => {
+      if (err instanceof DnsUnavailableError) throw badRequest(`DNS could not be asked: ${err.detail}; check dns.servers`);
+      throw err;
+    });
+    if (!checked) throw notFound(`domain ${input.name} not found`);
     return this.domain(checked);
   }
 

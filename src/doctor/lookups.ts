@@ -1,7 +1,7 @@
 import { Resolver } from 'node:dns/promises';
 import ipaddr from 'ipaddr.js';
 import type { Config } from '../config/schema.ts';
-import { createResolver, DnsUnavailableError, stripDot, type DnsResolver } from '../domains/resolver.ts';
+import { createResolver, DnsUnavailableError, resolverName as nameResolver, stripDot, type DnsResolver } from '../domains/resolver.ts';
 import { codeOf } from './check.ts';
 
 /** What one DNS question got: the answers (empty: no such record), or why it got none. */
@@ -27,8 +27,7 @@ export interface Lookups {
 
 /** Who answers: the configured resolvers, else the system's (as /etc/resolv.conf names them). */
 export function resolverName(config: Config): string {
-  if (config.dns.servers.length > 0) return `dns.servers ${config.dns.servers.join(', ')}`;
-  return `the system's resolvers ${new Resolver().getServers().join(', ') || '(none found)'}`;
+  return nameResolver(config.dns.servers);
 }
 
 export function createLookups(config: Config): Lookups {

@@ -6,18 +6,24 @@ import { DnsUnavailableError, stripDot, type DnsResolver } from './resolver.ts';
 /** Whether each record is published: true, false, or null when DNS could not be asked. */
 export type CheckResult = Map<string, boolean | null>;
 
-/** Looks every record up (in parallel) and judges it. */
+/**
+ * Looks every record up (in parallel) and judges it. When not one lookup was answered, the
+ * first failure is thrown (a DnsUnavailableError naming the question, the resolver and the code).
+ */
 export async function checkRecords(resolver: DnsResolver, records: ExpectedRecord[], identity: Identity): Promise<CheckResult> {
+  let failure: DnsUnavailableError | null = null;
   const results = await Promise.all(
     records.map(async (record): Promise<[string, boolean | null]> => {
       try {
         return [record.key, await isPublished(resolver, record, identity)];
       } catch (err) {
-        if (err instanceof DnsUnavailableError) return [record.key, null];
-        throw err;
+        if (!(err instanceof DnsUnavailableError)) throw err;
+        failure ??= err;
+        return [record.key, null];
       }
     }),
   );
+  if (failure && results.every(([, found]) => found === null)) throw failure;
   return new Map(results);
 }
 

@@ -7,7 +7,7 @@ import type { KeyedMutex } from '../util/keyed-mutex.ts';
 import { iso, type Clock } from '../util/time.ts';
 import { checkRecords } from './checks.ts';
 import { expectedRecords, type ExpectedRecord, type Identity } from './records.ts';
-import type { DnsResolver } from './resolver.ts';
+import { DnsUnavailableError, type DnsResolver } from './resolver.ts';
 
 export interface PresentedRecord extends ExpectedRecord {
   propagated: boolean;
@@ -38,18 +38,26 @@ export class DnsChecker {
   async checkNow(domain: DomainRecord): Promise<DomainRecord> {
     const last = domain.dns.checkedAt === null ? null : Date.parse(domain.dns.checkedAt);
     if (last !== null && this.clock.now() - last < this.cacheMs) return domain;
-    const checked = await this.check(domain);
+    let checked: DomainRecord | null;
+    try {
+      checked = await this.check(domain);
+    } catch (err) {
+      // The tenant gets the error code; the resolver asked is the operator's (log, CLI).
+      if (err instanceof DnsUnavailableError) throw new AppError(503, `DNS is unavailable right now (${err.code}), please try again later`);
+      throw err;
+    }
     if (checked) return checked;
-    // Deleted while it was being looked up: say so rather than blame DNS.
-    if (!(await this.repo.get(domain.id))) throw notFound('domain not found');
-    throw new AppError(503, 'DNS is unavailable right now, please try again later');
+    // Deleted while it was being looked up.
+    throw notFound('domain not found');
   }
 
-  /** Re-checks one domain; null when no lookup could be answered (the stored state is kept). */
+  /**
+   * Re-checks one domain; null when it was deleted meanwhile. When no lookup could be answered,
+   * throws the DnsUnavailableError (the stored state is kept).
+   */
   async check(domain: DomainRecord): Promise<DomainRecord | null> {
     const records = expectedRecords(domain, this.identity);
     const found = await checkRecords(this.resolver, records, this.identity);
-    if ([...found.values()].every((v) => v === null)) return null;
     return this.mutex.run(`domain:${domain.id}`, async () => {
       const current = await this.repo.get(domain.id);
       if (!current) return null;
@@ -103,7 +111,7 @@ export class DnsChecker {
         const next = await this.check(domain);
         if (next && next.dns.valid !== domain.dns.valid) changed++;
       } catch (err) {
-        onError(domain, err);
+        onError(domain, err instanceof DnsUnavailableError ? err.detail : err);
       }
     }
     return changed;

@@ -2,6 +2,7 @@ import type { DomainsRepo } from '../store/domains-repo.ts';
 import type { DomainRecord } from '../store/records.ts';
 import type { Store } from '../store/store.ts';
 import { notFound } from '../util/errors.ts';
+import { DnsUnavailableError } from './resolver.ts';
 import type { KeyedMutex } from '../util/keyed-mutex.ts';
 import { iso, type Clock } from '../util/time.ts';
 import type { DkimKeyStore } from './dkim-keys.ts';
@@ -34,7 +35,11 @@ export class Rotator {
    * Without a standby, `force` creates one so that it can be published first.
    */
   async rotate(domain: DomainRecord, force = false): Promise<RotationOutcome> {
-    const checked = (await this.checker.check(domain)) ?? domain;
+    // DNS unanswered: decide on what the last check found (a rotation needs the standby published).
+    const checked = (await this.checker.check(domain).catch((err: unknown) => {
+      if (err instanceof DnsUnavailableError) return null;
+      throw err;
+    })) ?? domain;
     return this.mutex.run(`domain:${domain.id}`, async () => {
       const current = await this.repo.get(domain.id);
       // Deleted meanwhile: writing it back would resurrect it without its key files.

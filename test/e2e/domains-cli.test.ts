@@ -61,6 +61,22 @@ describe('postilion domains (CLI)', function () {
     expect(unknown.stderr).to.contain('not found');
   });
 
+  it('names the question, the resolver asked and its error code when DNS does not answer a check', async () => {
+    dns.failing = true;
+    try {
+      const res = await cli('domains', 'check', 'example.com');
+      expect(res.code).to.equal(2);
+      expect(res.stderr).to.contain('DNS could not be asked: DNS lookup failed: ESERVFAIL');
+      expect(res.stderr).to.contain(`asked dns.servers ${dns.address}`);
+      expect(res.stderr, res.stderr).to.match(/\((TXT|CNAME|MX) ([a-z0-9_-]+\.)*example\.com, asked/);
+    } finally {
+      dns.failing = false;
+    }
+    // What the last check found is kept.
+    const list = await cli('domains', 'list', '--account', account);
+    expect(list.stdout).to.match(/^example\.com\tdns_valid=true\t/m);
+  });
+
   it('refuses a bad domain name with a clear message', async () => {
     const res = await cli('domains', 'add', 'not a domain', '--account', account);
     expect(res.code).to.equal(2);
