@@ -46,6 +46,8 @@ import { Suppressions } from './accounts/suppressions.ts';
 import { SuppressionsRepo } from './store/suppressions-repo.ts';
 import { SmtpCredentials } from './accounts/smtp-credentials.ts';
 import { SmtpCredentialsRepo } from './store/smtp-credentials-repo.ts';
+import { Webhooks } from './webhooks/webhooks.ts';
+import { WebhooksRepo } from './store/webhooks-repo.ts';
 import { fileURLToPath } from 'node:url';
 import { Relay } from './message/relay.ts';
 import { AuthThrottle } from './smtp/auth-throttle.ts';
@@ -82,6 +84,8 @@ export interface Core {
   suppressions: Suppressions;
   /** SMTP submission credentials: the API manages them, the SMTP listener authenticates with them. */
   smtpCredentials: SmtpCredentials;
+  /** Webhook resources; their secrets are sealed with keys/webhook-secrets.key. */
+  webhooks: Webhooks;
   events: EventRecorder;
   clock: Clock;
 }
@@ -108,6 +112,7 @@ export async function openCore(config: Config, clock: Clock = systemClock): Prom
     ed25519: config.dkim.ed25519,
   });
   const messagesRepo = new MessagesRepo(store);
+  const allowNetworks = config.webhooks.allow_networks.map(parseCidr);
   const accountsRepo = new AccountsRepo(store);
   const acceptor = new Acceptor(store, messagesRepo, events, clock);
   const dnsChecker = new DnsChecker(store, domainsRepo, resolver, events, domainLocks, clock, identityOf(config), config.domains.check_cache_seconds * 1000);
@@ -134,6 +139,9 @@ export async function openCore(config: Config, clock: Clock = systemClock): Prom
     accountsRepo,
     suppressions: new Suppressions(store, new SuppressionsRepo(store), domainsRepo, events, clock),
     smtpCredentials: new SmtpCredentials(store, new SmtpCredentialsRepo(store), domainsRepo, clock),
+    webhooks: new Webhooks(store, new WebhooksRepo(store), domainsRepo, SecretBox.loadOrCreate(join(config.keys.dir, 'webhook-secrets.key')), resolver, {
+      allowNetworks: () => allowNetworks,
+    }, clock),
     events,
     clock,
   };
@@ -214,6 +222,7 @@ export class Daemon {
       messages: core.messages,
       suppressions: core.suppressions,
       smtpCredentials: core.smtpCredentials,
+      webhooks: core.webhooks,
       idempotency: core.idempotency,
       rateLimiter: this.rateLimiter,
       refusalLimiter: this.refusalLimiter,
@@ -434,7 +443,7 @@ export class Daemon {
     const listenerShape = (c: Config) => ({ host: c.api.host, port: c.api.port, tls: { enabled: c.api.tls.enabled, host: c.api.tls.host, port: c.api.tls.port } });
     // The submission certificate and key are re-read below; the rest of smtp needs a restart.
     const smtpShape = (c: Config) => ({ ...c.smtp, submission: { ...c.smtp.submission, cert: null, key: null } });
-    const restartNeeded: string[] = (['data', 'keys', 'server', 'dns', 'domains', 'dkim', 'messages', 'delivery'] as const).filter((k) => !same(next[k], this.config[k]));
+    const restartNeeded: string[] = (['data', 'keys', 'server', 'dns', 'domains', 'dkim', 'messages', 'delivery', 'metrics'] as const).filter((k) => !same(next[k], this.config[k]));
     if (!same(smtpShape(next), smtpShape(this.config))) restartNeeded.push('smtp');
     if (!same(listenerShape(next), listenerShape(this.config))) restartNeeded.push('api listeners');
     if (next.api.idempotency.purge_schedule !== this.config.api.idempotency.purge_schedule) {
@@ -450,7 +459,7 @@ export class Daemon {
     if (smtpTls) this.submission?.reloadTls(smtpTls);
     // What needs a restart stays as the running daemon has it; of smtp, only the re-read certificate paths change.
     const smtp = smtpTls ? { ...this.config.smtp, submission: { ...this.config.smtp.submission, cert: submission.cert, key: submission.key } } : this.config.smtp;
-    const kept = { data: this.config.data, keys: this.config.keys, server: this.config.server, dns: this.config.dns, domains: this.config.domains, dkim: this.config.dkim, messages: this.config.messages, delivery: this.config.delivery, smtp };
+    const kept = { data: this.config.data, keys: this.config.keys, server: this.config.server, dns: this.config.dns, domains: this.config.domains, dkim: this.config.dkim, messages: this.config.messages, delivery: this.config.delivery, metrics: this.config.metrics, smtp };
     this.config = { ...next, ...kept };
     const tlsReloaded = [...(tls ? ['api'] : []), ...(smtpTls ? ['smtp-submission'] : [])];
     this.log.info({ restart_needed_for: restartNeeded, tls_reloaded: tlsReloaded }, 'configuration reloaded');

@@ -22,6 +22,8 @@ import { pingRoutes } from './routes/ping/index.ts';
 import { messageRoutes } from './routes/messages/index.ts';
 import { suppressionRoutes } from './routes/suppressions/index.ts';
 import { smtpCredentialRoutes } from './routes/smtp-credentials/index.ts';
+import { webhookRoutes } from './routes/webhooks/index.ts';
+import type { Webhooks } from '../webhooks/webhooks.ts';
 import type { SmtpCredentials } from '../accounts/smtp-credentials.ts';
 import type { Suppressions } from '../accounts/suppressions.ts';
 import { v1Authenticate, v1Send } from './routes/v1/index.ts';
@@ -48,6 +50,7 @@ export interface ApiDeps {
   messages: Messages;
   suppressions: Suppressions;
   smtpCredentials: SmtpCredentials;
+  webhooks: Webhooks;
   idempotency: Idempotency;
   rateLimiter: RateLimiter;
   /** Refused authentications per client address (v2 and v1). */
@@ -77,6 +80,7 @@ export function buildApp(deps: ApiDeps): Koa<ApiState> {
     ...messageRoutes(deps.sender, deps.messages, deps.domains),
     ...suppressionRoutes(deps.suppressions),
     ...smtpCredentialRoutes(deps.smtpCredentials, deps.domains),
+    ...webhookRoutes(deps.webhooks),
   ];
   const refusals = limitRefusals(deps.refusalLimiter);
   const auth = authenticate(deps.apiKeys, deps.accounts);

@@ -83,7 +83,8 @@ export const OPERATIONS = {
   deleteRoute: { method: 'DELETE', path: `${A}/routes/:route_id`, security: any('routes:delete') },
 
   getWebhooks: { method: 'GET', path: `${A}/webhooks`, security: any('webhooks:read') },
-  createWebhook: { method: 'POST', path: `${A}/webhooks`, security: any('webhooks:write'), idempotent: true },
+  // The 201 carries the secret: its replay is stored encrypted, under the ordinary rules.
+  createWebhook: { method: 'POST', path: `${A}/webhooks`, security: any('webhooks:write'), idempotent: true, sealed: true },
   getWebhook: { method: 'GET', path: `${A}/webhooks/:webhook_id`, security: any('webhooks:read') },
   updateWebhook: { method: 'PUT', path: `${A}/webhooks/:webhook_id`, security: any('webhooks:write') },
   deleteWebhook: { method: 'DELETE', path: `${A}/webhooks/:webhook_id`, security: any('webhooks:delete') },

@@ -179,6 +179,10 @@ export const configSchema = z.strictObject({
       }).prefault({}),
     }).prefault({}),
   }).prefault({}),
+  webhooks: z.strictObject({
+    allow_networks: cidrList
+      .describe('networks (CIDR) webhook URLs may point into although private, loopback or otherwise special (e.g. "10.0.0.0/8", "127.0.0.1/32"); empty: public addresses only'),
+  }).prefault({}),
   shutdown: z.strictObject({
     grace_seconds: z.number().min(0).max(600).default(30)
       .describe('on SIGTERM, how long in-flight work may take before connections are cut'),

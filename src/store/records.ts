@@ -277,3 +277,42 @@ export interface MessageRecord {
   isBounceNotification: boolean;
   referenceMessageId: number | null;
 }
+
+/** The ten event flags of a webhook, named as in the API (reference-api §5.1). */
+export const WEBHOOK_FLAGS = [
+  'on_reception',
+  'on_delivered',
+  'on_transient_error',
+  'on_failed',
+  'on_bounced',
+  'on_suppressed',
+  'on_opened',
+  'on_clicked',
+  'on_suppression_created',
+  'on_dns_error',
+] as const;
+export type WebhookFlag = (typeof WEBHOOK_FLAGS)[number];
+
+/**
+ * An outbound event notification endpoint. `secret` is sealed (AES-256-GCM, key in keys/): it
+ * must be read back to sign, so it cannot be a hash. `domains` as for SMTP credentials: by id,
+ * with the name they had. The counters are written by each delivery attempt's outcome batch.
+ */
+export interface WebhookRecord {
+  v: 1;
+  id: string;
+  accountId: string;
+  name: string;
+  url: string;
+  enabled: boolean;
+  flags: Record<WebhookFlag, boolean>;
+  scope: 'global' | 'scoped';
+  domains: Array<{ id: string; name: string }>;
+  secret: string;
+  successCount: number;
+  errorCount: number;
+  errorsSinceLastSuccess: number;
+  lastRequestAt: string | null;
+  createdAt: string;
+  updatedAt: string;
+}

@@ -32,6 +32,8 @@ export const FAMILIES = [
   'smtpCredentialsByAccount',
   'smtpCredentialsByUsername',
   'smtpCredentialsByDomain',
+  'webhooks',
+  'webhooksByAccount',
 ] as const;
 /**
  * Families kept in memory after the first read (see ReadCache), with how many records of each at
@@ -47,6 +49,8 @@ const CACHED: CacheLimits = new Map<Family, number>([
   // Read on every SMTP AUTH and MAIL FROM.
   ['smtpCredentials', 50_000],
   ['smtpCredentialsByUsername', 50_000],
+  // Read for every stored event by the webhook fan-out.
+  ['webhooks', 50_000],
   // Read three times per delivery (taken, checked under its lock, its outcome) and then written,
   // which drops it: what stays are mostly the records in the queue's memory (delivery.ready_limit,
   // 2,000 by default; a larger limit gets fewer hits). Lists read around it (MessagesRepo).

@@ -1,0 +1,222 @@
+import http from 'node:http';
+import https from 'node:https';
+import type { LookupAddress, LookupOptions } from 'node:dns';
+import type { Socket } from 'node:net';
+import { performance } from 'node:perf_hooks';
+import type { Cidr } from '../util/cidr.ts';
+import { signatureHeaders } from '../webhooks/signing.ts';
+import { parseTargetUrl, TargetRefusedError, type HostResolver } from './http-target.ts';
+import { bareHost, isIpLiteral, isLocalName, refusedAddress } from './target-address.ts';
+
+/**
+ * The HTTP dispatcher's client: one signed JSON POST per call, an outcome object back, nothing
+ * stored. Connections are kept alive and reused per origin (node's agents pool by host and
+ * port); redirects are never followed; the address actually dialled is checked against the
+ * target rules at connect time, so a name re-pointed at a private address after it was saved
+ * (DNS rebinding) is refused there.
+ */
+
+export interface HttpClientOptions {
+  /** The configured resolver (`dns.servers`): the one the URL was checked with when saved. */
+  resolver: HostResolver;
+  /** `webhooks.allow_networks`, read per request so that a reload takes effect. */
+  allowNetworks: () => readonly Cidr[];
+  /** The whole exchange, connect to last byte read (default 10 s, reference-api §5.4). */
+  timeoutMs?: number;
+  /** Connections per origin (default 4). */
+  maxSocketsPerOrigin?: number;
+  /** Response bytes kept for the outcome (default 4 KiB); the rest is read and dropped. */
+  keepResponseBytes?: number;
+  /** A response longer than this is cut off, and its connection closed (default 64 KiB). */
+  drainResponseBytes?: number;
+  userAgent?: string;
+}
+
+/** One signed delivery: the same `id` on every attempt, a fresh `timestampSeconds` on each. */
+export interface SignedPost {
+  url: string;
+  /** The JSON body, exactly as signed and sent. */
+  body: string;
+  id: string;
+  timestampSeconds: number;
+  /** The webhook's (or route's) secret in clear: the HMAC key is its UTF-8 bytes. */
+  secret: string;
+}
+
+export interface HttpOutcome {
+  /** A 2xx answer. Anything else (3xx included), a timeout or a connection error is a failure. */
+  ok: boolean;
+  /** The status received, or null when none was (connection refused, timeout before headers). */
+  status: number | null;
+  /** What went wrong, for the delivery record and logs; null when ok. At most a few hundred characters. */
+  error: string | null;
+  /** The first bytes of the response body (at most keepResponseBytes), as text. */
+  responseText: string;
+  durationMs: number;
+}
+
+const DEFAULTS = { timeoutMs: 10_000, maxSocketsPerOrigin: 4, keepResponseBytes: 4096, drainResponseBytes: 64 * 1024 };
+const MAX_ERROR_TEXT = 300;
+const IDLE_TIMEOUT_MS = 4_000;
+
+type LookupCallback = (err: NodeJS.ErrnoException | null, address: string | LookupAddress[], family?: number) => void;
+
+export class HttpClient {
+  private readonly http: http.Agent;
+  private readonly https: https.Agent;
+  private readonly settings: typeof DEFAULTS;
+
+  constructor(private readonly options: HttpClientOptions) {
+    this.settings = {
+      timeoutMs: options.timeoutMs ?? DEFAULTS.timeoutMs,
+      maxSocketsPerOrigin: options.maxSocketsPerOrigin ?? DEFAULTS.maxSocketsPerOrigin,
+      keepResponseBytes: options.keepResponseBytes ?? DEFAULTS.keepResponseBytes,
+      drainResponseBytes: options.drainResponseBytes ?? DEFAULTS.drainResponseBytes,
+    };
+    // An idle connection is closed after 4 s, before a receiver with node's default keep-alive
+    // timeout (5 s) closes it under a request (agents also honour a `Keep-Alive: timeout=` hint).
+    const agentOptions = { keepAlive: true, timeout: IDLE_TIMEOUT_MS, maxSockets: this.settings.maxSocketsPerOrigin, lookup: this.lookup };
+    this.http = new http.Agent(agentOptions);
+    this.https = new https.Agent(agentOptions);
+  }
+
+  /** Signs and POSTs `post.body` (webhook-id, webhook-timestamp, webhook-signature). */
+  postSigned(post: SignedPost): Promise<HttpOutcome> {
+    return this.postJson(post.url, post.body, { ...signatureHeaders(post.secret, post.id, post.timestampSeconds, post.body) });
+  }
+
+  /** POSTs a JSON body with extra headers; never throws, every failure is an outcome. */
+  async postJson(target: string, body: string, headers: Record<string, string>): Promise<HttpOutcome> {
+    const started = performance.now();
+    const outcome = (status: number | null, error: string | null, responseText = ''): HttpOutcome => ({
+      ok: error === null,
+      status,
+      error: error === null ? null : error.slice(0, MAX_ERROR_TEXT),
+      responseText,
+      durationMs: Math.round(performance.now() - started),
+    });
+    let url: URL;
+    try {
+      url = parseTargetUrl(target);
+      // A literal address is dialled without a lookup: check it here.
+      const host = bareHost(url);
+      const why = isIpLiteral(host) ? refusedAddress(host, this.options.allowNetworks()) : null;
+      if (why) throw new TargetRefusedError(`refused to connect to ${host}: ${why}`);
+    } catch (err) {
+      return outcome(null, (err as Error).message);
+    }
+    try {
+      const { status, text } = await this.exchange(url, body, headers);
+      if (status >= 200 && status < 300) return outcome(status, null, text);
+      if (status >= 300 && status < 400) return outcome(status, `HTTP ${status}: redirects are not followed`, text);
+      return outcome(status, `HTTP ${status}`, text);
+    } catch (err) {
+      return outcome((err as { status?: number }).status ?? null, describe(err));
+    }
+  }
+
+  /** Closes every pooled connection; requests still in flight end with a failed outcome. */
+  close(): void {
+    this.http.destroy();
+    this.https.destroy();
+  }
+
+  private exchange(url: URL, body: string, headers: Record<string, string>): Promise<{ status: number; text: string }> {
+    const { timeoutMs, keepResponseBytes, drainResponseBytes } = this.settings;
+    const payload = Buffer.from(body, 'utf8');
+    const isHttps = url.protocol === 'https:';
+    return new Promise((resolve, reject) => {
+      const req = (isHttps ? https : http).request(url, {
+        method: 'POST',
+        agent: isHttps ? this.https : this.http,
+        lookup: this.lookup,
+        headers: {
+          ...headers,
+          'content-type': 'application/json',
+          'content-length': String(payload.length),
+          'user-agent': this.options.userAgent ?? 'Postilion-Webhooks/1',
+        },
+      });
+      let status: number | undefined;
+      const timer = setTimeout(() => req.destroy(Object.assign(new Error(`timed out after ${timeoutMs / 1000} s`), { status })), timeoutMs);
+      const fail = (err: Error) => {
+        clearTimeout(timer);
+        reject(Object.assign(err, { status }));
+      };
+      req.on('error', fail);
+      req.on('socket', (socket: Socket) => {
+        // Defence in depth: whatever resolved the name, the peer actually reached must pass.
+        if (!socket.connecting) return;
+        socket.once('connect', () => {
+          const why = socket.remoteAddress ? refusedAddress(socket.remoteAddress, this.options.allowNetworks()) : null;
+          if (why) req.destroy(new TargetRefusedError(`refused to connect to ${socket.remoteAddress}: ${why}`));
+        });
+      });
+      req.on('response', (res) => {
+        status = res.statusCode ?? 0;
+        const kept: Buffer[] = [];
+        let keptBytes = 0;
+        let seen = 0;
+        res.on('data', (chunk: Buffer) => {
+          seen += chunk.length;
+          if (keptBytes < keepResponseBytes) {
+            const part = chunk.subarray(0, keepResponseBytes - keptBytes);
+            kept.push(part);
+            keptBytes += part.length;
+          }
+          // The answer is known; a receiver streaming without end is not read forever.
+          if (seen > drainResponseBytes) {
+            clearTimeout(timer);
+            res.destroy();
+            resolve({ status: status!, text: Buffer.concat(kept).toString('utf8') });
+          }
+        });
+        res.on('end', () => {
+          clearTimeout(timer);
+          resolve({ status: status!, text: Buffer.concat(kept).toString('utf8') });
+        });
+        res.on('error', fail);
+      });
+      req.end(payload);
+    });
+  }
+
+  /**
+   * The agents' DNS lookup: the configured resolver, and the target rules applied to every
+   * address found. A name with any refused address is refused as a whole, as when it was saved.
+   */
+  private readonly lookup = (hostname: string, options: LookupOptions, callback: LookupCallback): void => {
+    const found = isIpLiteral(hostname)
+      ? Promise.resolve([hostname])
+      : isLocalName(hostname)
+        ? Promise.resolve(['127.0.0.1', '::1'])
+        : this.options.resolver.addresses(hostname);
+    found.then(
+      (addresses) => {
+        const family = options.family === 4 || options.family === 6 ? options.family : 0;
+        const list = addresses
+          .map((address) => ({ address, family: address.includes(':') ? 6 : 4 }))
+          .filter((a) => family === 0 || a.family === family);
+        if (list.length === 0) return callback(lookupError(`${hostname} has no usable address`, 'ENOTFOUND'), '');
+        const allow = this.options.allowNetworks();
+        for (const a of list) {
+          const why = refusedAddress(a.address, allow);
+          if (why) return callback(lookupError(`refused to connect to ${hostname}: it resolves to ${a.address}, ${why}`, 'ETARGETREFUSED'), '');
+        }
+        if (options.all) callback(null, list);
+        else callback(null, list[0]!.address, list[0]!.family);
+      },
+      (err: Error) => callback(lookupError(`could not resolve ${hostname}: ${err.message}`, 'EAI_AGAIN'), ''),
+    );
+  };
+}
+
+function lookupError(message: string, code: string): NodeJS.ErrnoException {
+  return Object.assign(new Error(message), { code });
+}
+
+function describe(err: unknown): string {
+  const e = err as NodeJS.ErrnoException;
+  if (e.code && !e.message.includes(e.code)) return `${e.message} (${e.code})`;
+  return e.message || String(err);
+}

@@ -1,0 +1,41 @@
+import { createHmac, randomInt } from 'node:crypto';
+
+/**
+ * Standard-Webhooks-shaped signatures with one deliberate deviation (reference-api §5.3): the
+ * HMAC key is the UTF-8 bytes of the whole secret string, prefix included, not a base64-decoded
+ * `whsec_` value. Stock verifiers work in raw-key mode (`new Webhook(secret, { format: 'raw' })`).
+ */
+
+export const WEBHOOK_SECRET_PREFIX = 'aha-whsec-';
+export const WEBHOOK_SECRET_PATTERN = /^aha-whsec-[A-Za-z0-9]{64}$/;
+const ALPHANUMERIC = 'ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789';
+
+/** `aha-whsec-` + 64 characters of [A-Za-z0-9] from the CSPRNG (randomInt is unbiased). */
+export function newWebhookSecret(): string {
+  let out = WEBHOOK_SECRET_PREFIX;
+  for (let i = 0; i < 64; i++) out += ALPHANUMERIC[randomInt(ALPHANUMERIC.length)];
+  return out;
+}
+
+/** `v1,<base64 HMAC-SHA256 of "{id}.{timestamp}.{body}">`, keyed with the secret's UTF-8 bytes. */
+export function signPayload(secret: string, id: string, timestampSeconds: number, body: string | Buffer): string {
+  const mac = createHmac('sha256', Buffer.from(secret, 'utf8'));
+  mac.update(`${id}.${timestampSeconds}.`);
+  mac.update(body);
+  return `v1,${mac.digest('base64')}`;
+}
+
+/** The three headers of a signed delivery. */
+export interface SignatureHeaders {
+  'webhook-id': string;
+  'webhook-timestamp': string;
+  'webhook-signature': string;
+}
+
+export function signatureHeaders(secret: string, id: string, timestampSeconds: number, body: string | Buffer): SignatureHeaders {
+  return {
+    'webhook-id': id,
+    'webhook-timestamp': String(timestampSeconds),
+    'webhook-signature': signPayload(secret, id, timestampSeconds, body),
+  };
+}

@@ -1,0 +1,274 @@
+import type { DomainsRepo } from '../store/domains-repo.ts';
+import type { Page, PageRequest } from '../store/page.ts';
+import { WEBHOOK_FLAGS, type DomainRecord, type WebhookFlag, type WebhookRecord } from '../store/records.ts';
+import type { Store } from '../store/store.ts';
+import type { WebhooksRepo } from '../store/webhooks-repo.ts';
+import { checkTargetUrl, TargetRefusedError, type HostResolver } from '../delivery/http-target.ts';
+import type { Cidr } from '../util/cidr.ts';
+import { isValidDomain, normalizeDomain } from '../util/domain-name.ts';
+import { badRequest, conflict, forbidden, notFound } from '../util/errors.ts';
+import { newId } from '../util/ids.ts';
+import { KeyedMutex } from '../util/keyed-mutex.ts';
+import type { SecretBox } from '../util/secret-box.ts';
+import { isPrintable } from '../util/text.ts';
+import { iso, type Clock } from '../util/time.ts';
+import { newWebhookSecret } from './signing.ts';
+
+/** Webhooks per account: the listing and the fan-out read an account's webhooks whole. */
+export const MAX_WEBHOOKS_PER_ACCOUNT = 1000;
+/** Domains one scoped webhook may name. */
+export const MAX_WEBHOOK_DOMAINS = 100;
+
+export type WebhookFlags = Record<WebhookFlag, boolean>;
+
+export interface NewWebhook {
+  name: string;
+  url: string;
+  enabled: boolean;
+  flags: WebhookFlags;
+  scope: 'global' | 'scoped';
+  /** Required (non-empty) for `scoped`; ignored for `global`. */
+  domains: string[];
+}
+
+/** A partial update: absent fields are unchanged (reference-api §5.1). */
+export interface WebhookChanges {
+  name?: string;
+  url?: string;
+  enabled?: boolean;
+  flags?: Partial<WebhookFlags>;
+  scope?: 'global' | 'scoped';
+  /** Replaces the associations when the resulting scope is `scoped`; absent keeps them. */
+  domains?: string[];
+}
+
+export interface WebhookFilter {
+  enabled?: boolean;
+  flags?: Partial<WebhookFlags>;
+}
+
+/**
+ * Whether the caller may write a webhook reaching `domain`, or (null) a global one, or a scoped
+ * one left with no domain. Absent for the operator, who may do anything.
+ */
+export type MayWrite = (domain: string | null) => boolean;
+
+export interface WebhookSettings {
+  /** `webhooks.allow_networks`: read on every check, so a reload takes effect. */
+  allowNetworks: () => readonly Cidr[];
+}
+
+/**
+ * Webhook resources: CRUD for the API, and (for the fan-out and the dispatcher) an account's
+ * webhooks and a webhook's secret in clear. The secret is generated here, returned once, and
+ * kept sealed with its own key.
+ */
+export class Webhooks {
+  constructor(
+    private readonly store: Store,
+    private readonly repo: WebhooksRepo,
+    private readonly domains: DomainsRepo,
+    private readonly box: SecretBox,
+    private readonly resolver: HostResolver,
+    private readonly settings: WebhookSettings,
+    private readonly clock: Clock,
+    private readonly locks = new KeyedMutex(),
+  ) {}
+
+  /** Creates a webhook; the secret is returned here and never again. */
+  async create(accountId: string, input: NewWebhook, may?: MayWrite): Promise<{ webhook: WebhookRecord; secret: string }> {
+    const name = checkName(input.name);
+    const names = input.scope === 'scoped' ? domainNames(input.domains, true) : [];
+    if (may) checkMay(may, input.scope, names, 'create');
+    const domains = await this.resolveDomains(accountId, names);
+    const url = await this.checkUrl(input.url);
+    return this.locks.run(`account:${accountId}`, async () => {
+      if ((await this.repo.countOfAccount(accountId)) >= MAX_WEBHOOKS_PER_ACCOUNT) {
+        throw conflict(`an account may have at most ${MAX_WEBHOOKS_PER_ACCOUNT} webhooks`);
+      }
+      const secret = newWebhookSecret();
+      const now = iso(this.clock.now());
+      const webhook: WebhookRecord = {
+        v: 1,
+        id: newId(),
+        accountId,
+        name,
+        url,
+        enabled: input.enabled,
+        flags: { ...input.flags },
+        scope: input.scope,
+        domains,
+        secret: this.box.seal(secret),
+        successCount: 0,
+        errorCount: 0,
+        errorsSinceLastSuccess: 0,
+        lastRequestAt: null,
+        createdAt: now,
+        updatedAt: now,
+      };
+      await this.store.commit(this.repo.create(webhook));
+      return { webhook, secret };
+    });
+  }
+
+  /**
+   * One page of the account's webhooks matching `filter`, in creation order; with `domainNames`
+   * (a domain-scoped key) only those associated with at least one of them.
+   */
+  async list(accountId: string, domainNames: string[] | null, filter: WebhookFilter, req: PageRequest): Promise<Page<WebhookRecord>> {
+    const readable = domainNames === null ? null : new Set(domainNames.map(normalizeDomain));
+    const all = await this.repo.ofAccount(accountId);
+    const matching: WebhookRecord[] = [];
+    for (const webhook of all) {
+      if (filter.enabled !== undefined && webhook.enabled !== filter.enabled) continue;
+      if (filter.flags && Object.entries(filter.flags).some(([flag, value]) => webhook.flags[flag as WebhookFlag] !== value)) continue;
+      if (readable && !(await this.domainsOf(webhook)).some((d) => readable.has(d))) continue;
+      matching.push(webhook);
+    }
+    return pageOf(matching, req);
+  }
+
+  /** The account's webhook; another account's is not found, as an unknown one. */
+  async get(accountId: string, id: string): Promise<WebhookRecord> {
+    const webhook = await this.repo.get(id);
+    if (!webhook || webhook.accountId !== accountId) throw notFound('webhook not found');
+    return webhook;
+  }
+
+  /**
+   * A partial update. The caller must be allowed to write the webhook as it is and as it will
+   * be. Switching to `scoped` needs a non-empty `domains` in the same request; switching to
+   * `global` drops the associations; `domains: []` on a scoped webhook clears them (it then
+   * matches no event until domains are added).
+   */
+  async update(accountId: string, id: string, changes: WebhookChanges, may?: MayWrite): Promise<WebhookRecord> {
+    const name = changes.name === undefined ? undefined : checkName(changes.name);
+    const requested = changes.domains === undefined ? undefined : domainNames(changes.domains, false);
+    const url = changes.url === undefined ? undefined : await this.checkUrl(changes.url);
+    return this.locks.run(`webhook:${id}`, async () => {
+      const current = await this.get(accountId, id);
+      const scope = changes.scope ?? current.scope;
+      if (scope === 'scoped' && current.scope === 'global' && (requested === undefined || requested.length === 0)) {
+        throw badRequest('domains must name at least one domain when a webhook becomes scoped');
+      }
+      if (may) {
+        checkMay(may, current.scope, await this.domainsOf(current), 'update');
+      }
+      let domains = current.domains;
+      if (scope === 'global') domains = [];
+      else if (requested !== undefined) domains = await this.resolveDomains(accountId, requested);
+      if (may) {
+        const reached = scope === 'scoped' && requested === undefined ? await this.domainsOf(current) : domains.map((d) => d.name);
+        checkMay(may, scope, reached, 'update');
+      }
+      const next: WebhookRecord = {
+        ...current,
+        name: name ?? current.name,
+        url: url ?? current.url,
+        enabled: changes.enabled ?? current.enabled,
+        flags: { ...current.flags, ...definedOnly(changes.flags ?? {}) },
+        scope,
+        domains,
+        updatedAt: iso(this.clock.now()),
+      };
+      await this.store.commit(this.repo.update(next));
+      return next;
+    });
+  }
+
+  /** Deletes the webhook; `may` must allow every domain it reaches (or a global one). */
+  async delete(accountId: string, id: string, may?: MayWrite): Promise<WebhookRecord> {
+    return this.locks.run(`webhook:${id}`, async () => {
+      const webhook = await this.get(accountId, id);
+      if (may) checkMay(may, webhook.scope, await this.domainsOf(webhook), 'delete');
+      await this.store.commit(this.repo.delete(webhook));
+      return webhook;
+    });
+  }
+
+  /**
+   * The names of the webhook's associated domains that still exist in its account. A deleted
+   * domain drops out here (and a new domain of the same name has another id).
+   */
+  async domainsOf(webhook: WebhookRecord): Promise<string[]> {
+    const found = await Promise.all(webhook.domains.map((d) => this.domains.get(d.id)));
+    return found.filter((d): d is DomainRecord => d !== undefined && d.accountId === webhook.accountId).map((d) => d.name);
+  }
+
+  /** Every webhook of the account, in creation order (the fan-out filters by flag and domain). */
+  ofAccount(accountId: string): Promise<WebhookRecord[]> {
+    return this.repo.ofAccount(accountId);
+  }
+
+  /** The secret in clear, to sign a delivery with. */
+  secretOf(webhook: WebhookRecord): string {
+    return this.box.open(webhook.secret);
+  }
+
+  private async checkUrl(text: string): Promise<string> {
+    try {
+      return (await checkTargetUrl(text, this.resolver, this.settings.allowNetworks())).href;
+    } catch (err) {
+      if (err instanceof TargetRefusedError) throw badRequest(err.message);
+      throw err;
+    }
+  }
+
+  private async resolveDomains(accountId: string, names: string[]): Promise<WebhookRecord['domains']> {
+    const out: WebhookRecord['domains'] = [];
+    for (const domainName of names) {
+      const domain = await this.domains.getByName(domainName);
+      if (!domain || domain.accountId !== accountId) throw badRequest(`domain ${domainName} is not a domain of this account`);
+      out.push({ id: domain.id, name: domain.name });
+    }
+    return out;
+  }
+}
+
+/** Writing a webhook needs `…:write:all` when it is global (or scoped to nothing), else every domain. */
+function checkMay(may: MayWrite, scope: 'global' | 'scoped', domains: string[], verb: 'create' | 'update' | 'delete'): void {
+  if (scope === 'global' || domains.length === 0) {
+    if (!may(null)) throw forbidden(`this API key may not ${verb} webhooks that are not scoped to its domains`);
+    return;
+  }
+  const denied = domains.find((d) => !may(d));
+  if (denied !== undefined) throw forbidden(`this API key may not ${verb} webhooks of ${denied}`);
+}
+
+function checkName(text: string): string {
+  const name = text.trim();
+  if (name.length === 0 || name.length > 255) throw badRequest('name must be 1 to 255 characters');
+  if (!isPrintable(name)) throw badRequest('name must not contain control characters');
+  return name;
+}
+
+/** Normalised, valid and distinct; at least one when `required`. */
+function domainNames(requested: string[], required: boolean): string[] {
+  const names = [...new Set(requested.map(normalizeDomain))];
+  if (required && names.length === 0) throw badRequest('domains must name at least one domain for a scoped webhook');
+  if (names.length > MAX_WEBHOOK_DOMAINS) throw badRequest(`domains may name at most ${MAX_WEBHOOK_DOMAINS} domains`);
+  const invalid = names.find((n) => !isValidDomain(n));
+  if (invalid !== undefined) throw badRequest(`invalid domain name "${invalid}" in domains`);
+  return names;
+}
+
+function definedOnly(flags: Partial<WebhookFlags>): Partial<WebhookFlags> {
+  return Object.fromEntries(Object.entries(flags).filter(([flag, v]) => v !== undefined && (WEBHOOK_FLAGS as readonly string[]).includes(flag)));
+}
+
+/** A page of `items` (sorted by id) after or before a cursor id. */
+function pageOf(items: WebhookRecord[], req: PageRequest): Page<WebhookRecord> {
+  let start: number;
+  let end: number;
+  if (req.before !== undefined) {
+    end = items.findIndex((w) => w.id >= req.before!);
+    if (end === -1) end = items.length;
+    start = Math.max(0, end - req.limit);
+  } else {
+    start = req.after === undefined ? 0 : items.findIndex((w) => w.id > req.after!);
+    if (start === -1) start = items.length;
+    end = Math.min(items.length, start + req.limit);
+  }
+  const page = items.slice(start, end);
+  return { items: page, keys: page.map((w) => w.id), hasNext: end < items.length, hasPrevious: start > 0 };
+}
