@@ -40,7 +40,15 @@ import { Router } from './delivery/router.ts';
 import { SmtpPool } from './delivery/smtp-pool.ts';
 import { DeliveryQueue } from './queue/delivery-queue.ts';
 import { Outcomes } from './queue/outcomes.ts';
-import { Scheduler } from './queue/scheduler.ts';
+import { JobEngine } from './queue/engine.ts';
+import { messageKind } from './queue/message-kind.ts';
+import { JobIndex } from './store/job-index.ts';
+import { JobsRepo } from './store/jobs-repo.ts';
+import { MetaRepo, migrate } from './store/meta.ts';
+import { HttpClient } from './delivery/http.ts';
+import { WebhookCounters } from './webhooks/counters.ts';
+import { WebhookDeliveries } from './webhooks/deliveries.ts';
+import { WebhookFanout } from './webhooks/fanout.ts';
 import { DsnSender } from './queue/dsn-sender.ts';
 import { Suppressions } from './accounts/suppressions.ts';
 import { SuppressionsRepo } from './store/suppressions-repo.ts';
@@ -86,7 +94,16 @@ export interface Core {
   smtpCredentials: SmtpCredentials;
   /** Webhook resources; their secrets are sealed with keys/webhook-secrets.key. */
   webhooks: Webhooks;
+  webhooksRepo: WebhooksRepo;
+  webhookCounters: WebhookCounters;
   events: EventRecorder;
+  eventsRepo: EventsRepo;
+  /** The job engine's due-time index, its HTTP job records and the meta family (cursors, suspensions). */
+  jobIndex: JobIndex;
+  jobs: JobsRepo;
+  meta: MetaRepo;
+  /** What the schema migration on open did (empty when the store was current). */
+  migrations: string[];
   clock: Clock;
 }
 
@@ -97,13 +114,24 @@ export function identityOf(config: Config): Identity {
 export async function openCore(config: Config, clock: Clock = systemClock): Promise<Core> {
   const box = SecretBox.loadOrCreate(join(config.keys.dir, 'secret-box.key'));
   const store = await Store.open(resolve(config.data.dir));
+  let migrations: string[];
+  try {
+    migrations = await migrate(store);
+  } catch (err) {
+    await store.close();
+    throw err;
+  }
   const apiKeysRepo = new ApiKeysRepo(store);
   const domainsRepo = new DomainsRepo(store);
   const dkimKeys = new DkimKeyStore(join(resolve(config.keys.dir), 'dkim'));
   const domainLocks = new KeyedMutex();
   const keyLocks = new KeyedMutex();
   const resolver = createResolver({ servers: config.dns.servers, timeoutMs: config.dns.timeout_ms, tries: config.dns.tries });
-  const events = new EventRecorder(new EventsRepo(store), clock);
+  const eventsRepo = new EventsRepo(store);
+  const events = new EventRecorder(eventsRepo, clock);
+  const jobIndex = new JobIndex(store);
+  const webhookCounters = new WebhookCounters(store);
+  const webhooksRepo = new WebhooksRepo(store);
   const domains = new Domains(store, domainsRepo, apiKeysRepo, dkimKeys, domainLocks, keyLocks, clock, {
     trackingSubdomain: config.domains.tracking_subdomain,
     returnPathSubdomain: config.domains.return_path_subdomain,
@@ -139,10 +167,17 @@ export async function openCore(config: Config, clock: Clock = systemClock): Prom
     accountsRepo,
     suppressions: new Suppressions(store, new SuppressionsRepo(store), domainsRepo, events, clock),
     smtpCredentials: new SmtpCredentials(store, new SmtpCredentialsRepo(store), domainsRepo, clock),
-    webhooks: new Webhooks(store, new WebhooksRepo(store), domainsRepo, SecretBox.loadOrCreate(join(config.keys.dir, 'webhook-secrets.key')), resolver, {
+    webhooks: new Webhooks(store, webhooksRepo, domainsRepo, SecretBox.loadOrCreate(join(config.keys.dir, 'webhook-secrets.key')), resolver, {
       allowNetworks: () => allowNetworks,
-    }, clock),
+    }, clock, webhookCounters),
+    webhooksRepo,
+    webhookCounters,
     events,
+    eventsRepo,
+    jobIndex,
+    jobs: new JobsRepo(store, jobIndex),
+    meta: new MetaRepo(store),
+    migrations,
     clock,
   };
 }
@@ -162,7 +197,10 @@ export interface DaemonOptions {
 export class Daemon {
   private readonly listeners: ApiListener[] = [];
   private readonly jobs: ScheduledTask[] = [];
-  private delivery: { scheduler: Scheduler; pool: SmtpPool } | null = null;
+  private engine: JobEngine | null = null;
+  private pool: SmtpPool | null = null;
+  private fanout: WebhookFanout | null = null;
+  private http: HttpClient | null = null;
   private control: ControlServer | null = null;
   private submission: SubmissionListeners | null = null;
   private metricsListener: MetricsListener | null = null;
@@ -211,6 +249,7 @@ export class Daemon {
   private async startComponents(announce: (text: string) => void): Promise<void> {
     const { config, core_: core, log } = this;
     log.info({ data_dir: core.store.dir }, 'store opened');
+    for (const step of core.migrations) log.info({ step }, 'store migrated');
 
     const app = buildApp({
       log,
@@ -260,13 +299,16 @@ export class Daemon {
         async () => {
           const purged = await core.messages.purge();
           const suppressions = await core.suppressions.purgeExpired();
-          log.info({ ...purged, suppressions }, 'message retention and expired suppressions purge done');
+          const cutoff = core.clock.now() - config.events.retention_days * 86_400_000;
+          const events = await core.eventsRepo.purgeBefore(cutoff);
+          const failedJobs = await core.jobs.purgeFailedBefore(cutoff);
+          log.info({ ...purged, suppressions, events, failed_jobs: failedJobs }, 'message retention, expired suppressions and old events purge done');
         },
         { name: 'message-retention', noOverlap: true },
       ),
     );
 
-    if (config.delivery.enabled) this.delivery = this.startDelivery();
+    this.engine = await this.startEngine();
     this.control = await this.startControl();
     if (config.smtp.submission.enabled) this.submission = await this.startSubmission();
 
@@ -291,8 +333,52 @@ export class Daemon {
     }
   }
 
-  /** The delivery engine: scheduler → deliverer (router, SMTP sessions, DKIM) → outcomes. */
-  private startDelivery(): { scheduler: Scheduler; pool: SmtpPool } {
+  /**
+   * The job engine with its kinds: outbound mail (deliverer: router, SMTP sessions, DKIM →
+   * outcomes) when delivery is on, and webhook deliveries fed by the fan-out of stored events.
+   */
+  private async startEngine(): Promise<JobEngine> {
+    const { config, core_: core, log } = this;
+    const d = config.delivery;
+    const engine = new JobEngine(core.jobIndex, {
+      dispatchers: {
+        smtp: { concurrency: d.concurrency, perDestination: d.per_destination, readyLimit: d.ready_limit },
+        http: { concurrency: config.webhooks.concurrency, perDestination: config.webhooks.per_origin, readyLimit: config.webhooks.ready_limit },
+      },
+      destinations: d.destinations,
+      suspended: (await core.meta.suspended()).keys(),
+    }, core.clock, log);
+    if (d.enabled) this.startDelivery(engine);
+
+    const allowNetworks = config.webhooks.allow_networks.map(parseCidr);
+    const http = new HttpClient({ resolver: core.resolver, allowNetworks: () => allowNetworks, maxSocketsPerOrigin: config.webhooks.per_origin });
+    this.http = http;
+    const deliveries = new WebhookDeliveries({
+      store: core.store,
+      jobs: core.jobs,
+      webhooks: core.webhooksRepo,
+      counters: core.webhookCounters,
+      secretOf: (webhook) => core.webhooks.secretOf(webhook),
+      disable: (id) => core.webhooks.disable(id),
+      post: (post) => http.postSigned(post),
+      clock: core.clock,
+      log,
+      notify: (dueMs) => engine.notify(dueMs),
+      pause: (destination, untilMs) => engine.pause(destination, untilMs),
+    });
+    engine.register(deliveries);
+    core.webhooks.onEnabled = (webhook) => {
+      void deliveries.release(webhook.id).catch((err: unknown) => log.error({ err, webhook_id: webhook.id }, 'could not resume held webhook deliveries'));
+    };
+    this.fanout = new WebhookFanout(core.store, core.meta, core.webhooks, core.jobs, core.clock, log, (dueMs) => engine.notify(dueMs));
+    await this.fanout.start();
+    engine.start();
+    log.info({ delivery: d.enabled, concurrency: d.concurrency, webhook_concurrency: config.webhooks.concurrency }, 'job engine started');
+    return engine;
+  }
+
+  /** Outbound mail on the engine: router, SMTP pool, deliverer, outcomes. */
+  private startDelivery(engine: JobEngine): void {
     const { config, core_: core, log } = this;
     const d = config.delivery;
     const rulesFile = d.bounce_rules ? resolve(d.bounce_rules) : fileURLToPath(new URL('../config/bounce-rules', import.meta.url));
@@ -323,24 +409,19 @@ export class Daemon {
     const dsn = new DsnSender(core.domainsRepo, core.accountsRepo, core.messagesRepo, core.acceptor, config.server.hostname);
     const outcomes = new Outcomes(core.messages, core.messagesRepo, core.events, retry, core.suppressions, dsn);
     const queue = new DeliveryQueue(deliverer, outcomes, core.suppressions, { get: (id) => core.messages.current(id) }, core.clock, log);
-    const scheduler = new Scheduler(core.messagesRepo, (m, transactionDone) => queue.process(m, transactionDone), {
-      concurrency: d.concurrency,
-      perDestination: d.per_destination,
-      readyLimit: d.ready_limit,
-    }, core.clock, log);
-    queue.attach(scheduler);
-    core.messages.deliveringWith((id) => scheduler.holds(id));
+    engine.register(messageKind(core.messagesRepo, queue, (domain) => router.mxSet(domain)));
+    queue.attach(engine);
+    core.messages.deliveringWith((id) => engine.holds('message', id));
     core.acceptor.onAccepted((records, bodies) => {
       // Sandbox mail is never sent and scheduled mail waits: only sends due now ask for a body soon.
       // Each, once dealt with, lets its hold go (DeliveryQueue.process).
       const sends = new Map<string, number>();
       for (const record of records) if (announcedSend(record)) sends.set(record.bodyId, (sends.get(record.bodyId) ?? 0) + 1);
       deliverer.remember(bodies, sends);
-      for (const record of records) scheduler.notify(Date.parse(record.dueAt));
+      for (const record of records) engine.notify(Date.parse(record.dueAt));
     });
-    scheduler.start();
+    this.pool = pool;
     log.info({ rules: rules.length, concurrency: d.concurrency }, 'delivery started');
-    return { scheduler, pool };
   }
 
   /** The control socket the CLI's queue and admin commands talk to while the daemon holds the store. */
@@ -353,10 +434,12 @@ export class Daemon {
       events: core.events,
       clock: core.clock,
       log,
+      jobs: jobStore(core),
       daemon: {
-        delivery: this.delivery
-          ? { scheduler: this.delivery.scheduler, limits: { concurrency: d.concurrency, perDestination: d.per_destination, readyLimit: d.ready_limit } }
+        delivery: this.engine && this.pool
+          ? { scheduler: engineView(this.engine), limits: { concurrency: d.concurrency, perDestination: d.per_destination, readyLimit: d.ready_limit } }
           : null,
+        engine: this.engine,
       },
     });
     return ControlServer.start(controlSocketPath(config), { queue, admin: new CoreAdmin(core) }, log);
@@ -425,9 +508,19 @@ export class Daemon {
     return this.submission?.ports ?? [];
   }
 
-  /** The delivery scheduler, for tests and the operator's queue view (null when delivery is off). */
-  get scheduler(): Scheduler | null {
-    return this.delivery?.scheduler ?? null;
+  /** The job engine, for tests and the operator's queue view (null when mail delivery is off). */
+  get scheduler(): JobEngine | null {
+    return this.pool ? this.engine : null;
+  }
+
+  /** The job engine (mail and webhooks). */
+  get jobEngine(): JobEngine {
+    return this.engine!;
+  }
+
+  /** The webhook fan-out (tests wait for it to catch up). */
+  get webhookFanout(): WebhookFanout {
+    return this.fanout!;
   }
 
   /**
@@ -443,7 +536,7 @@ export class Daemon {
     const listenerShape = (c: Config) => ({ host: c.api.host, port: c.api.port, tls: { enabled: c.api.tls.enabled, host: c.api.tls.host, port: c.api.tls.port } });
     // The submission certificate and key are re-read below; the rest of smtp needs a restart.
     const smtpShape = (c: Config) => ({ ...c.smtp, submission: { ...c.smtp.submission, cert: null, key: null } });
-    const restartNeeded: string[] = (['data', 'keys', 'server', 'dns', 'domains', 'dkim', 'messages', 'delivery', 'metrics'] as const).filter((k) => !same(next[k], this.config[k]));
+    const restartNeeded: string[] = (['data', 'keys', 'server', 'dns', 'domains', 'dkim', 'messages', 'delivery', 'metrics', 'events', 'webhooks'] as const).filter((k) => !same(next[k], this.config[k]));
     if (!same(smtpShape(next), smtpShape(this.config))) restartNeeded.push('smtp');
     if (!same(listenerShape(next), listenerShape(this.config))) restartNeeded.push('api listeners');
     if (next.api.idempotency.purge_schedule !== this.config.api.idempotency.purge_schedule) {
@@ -459,7 +552,7 @@ export class Daemon {
     if (smtpTls) this.submission?.reloadTls(smtpTls);
     // What needs a restart stays as the running daemon has it; of smtp, only the re-read certificate paths change.
     const smtp = smtpTls ? { ...this.config.smtp, submission: { ...this.config.smtp.submission, cert: submission.cert, key: submission.key } } : this.config.smtp;
-    const kept = { data: this.config.data, keys: this.config.keys, server: this.config.server, dns: this.config.dns, domains: this.config.domains, dkim: this.config.dkim, messages: this.config.messages, delivery: this.config.delivery, metrics: this.config.metrics, smtp };
+    const kept = { data: this.config.data, keys: this.config.keys, server: this.config.server, dns: this.config.dns, domains: this.config.domains, dkim: this.config.dkim, messages: this.config.messages, delivery: this.config.delivery, metrics: this.config.metrics, events: this.config.events, webhooks: this.config.webhooks, smtp };
     this.config = { ...next, ...kept };
     const tlsReloaded = [...(tls ? ['api'] : []), ...(smtpTls ? ['smtp-submission'] : [])];
     this.log.info({ restart_needed_for: restartNeeded, tls_reloaded: tlsReloaded }, 'configuration reloaded');
@@ -476,10 +569,12 @@ export class Daemon {
         this.submission?.close(),
         this.metricsListener?.close(),
       ]);
-      if (this.delivery) {
-        // Transactions in flight finish (within the grace period); queued work stays in the store.
-        await this.delivery.scheduler.stop(graceMs);
-        this.delivery.pool.close();
+      await this.fanout?.stop();
+      if (this.engine) {
+        // Attempts in flight finish (within the grace period); queued work stays in the store.
+        await this.engine.stop(graceMs);
+        this.pool?.close();
+        this.http?.close();
       }
       for (const job of this.jobs) await job.stop();
       await this.core_.store.close();
@@ -510,6 +605,16 @@ function instrument(config: Config, core: Core, log: Logger): Metrics {
   core.signer.onSigned = (algorithm) => metrics.dkimSignatures.inc({ algorithm });
   log.debug('metrics instruments attached');
   return metrics;
+}
+
+/** What the operator's queue view reads of HTTP jobs and suspensions. */
+export function jobStore(core: Core): NonNullable<ConstructorParameters<typeof QueueAdmin>[0]['jobs']> {
+  return { index: core.jobIndex, repo: core.jobs, webhooks: core.webhooksRepo, meta: core.meta };
+}
+
+/** The engine as the operator's view of mail sees it. */
+function engineView(engine: JobEngine): { snapshot: JobEngine['snapshot']; wake: () => Promise<void>; holds: (id: string) => boolean } {
+  return { snapshot: () => engine.snapshot(), wake: () => engine.wake(), holds: (id) => engine.holds('message', id) };
 }
 
 function apiSettings(config: Config): ApiSettings {

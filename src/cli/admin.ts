@@ -4,7 +4,7 @@ import { ControlClient, NoDaemonError } from '../control/client.ts';
 import { CoreAdmin } from '../control/core-admin.ts';
 import { controlSocketPath, type QueueOperations } from '../control/protocol.ts';
 import { QueueAdmin } from '../control/queue-admin.ts';
-import { openCore, type Core } from '../daemon.ts';
+import { jobStore, openCore, type Core } from '../daemon.ts';
 import { configFrom } from './main.ts';
 
 /** What the admin commands ask: the queue, and the accounts, keys and domains. */
@@ -43,7 +43,7 @@ export async function onAdmin<T>(program: Command, op: (admin: AdminOperations) 
 /** The operations over a store this process opened: no daemon, so no scheduler to ask or wake. */
 function localOperations(core: Core): Operations {
   return {
-    queue: new QueueAdmin({ messages: core.messages, repo: core.messagesRepo, events: core.events, clock: core.clock, daemon: null }),
+    queue: new QueueAdmin({ messages: core.messages, repo: core.messagesRepo, events: core.events, clock: core.clock, jobs: jobStore(core), daemon: null }),
     admin: new CoreAdmin(core),
   };
 }

@@ -1,4 +1,4 @@
-import type { PurgeResult, QueueList, QueueStatus, RetryResult } from '../control/protocol.ts';
+import type { PurgeResult, QueueList, QueueStatus, RetryResult, SuspendResult } from '../control/protocol.ts';
 
 /** How the queue commands print for people; `--json` prints the objects themselves. */
 
@@ -17,17 +17,35 @@ export function formatStatus(s: QueueStatus): string {
   }
   const t = s.totals;
   lines.push(`queued: ${t.queued}  (due now ${t.due}, waiting for retry ${t.deferred}, scheduled for later ${t.scheduled})`);
-  if (s.destinations.length === 0) return `${lines.join('\n')}\n`;
+  const sections = [`${lines.join('\n')}\n`];
+  if (s.destinations.length > 0) {
+    const headers = ['DESTINATION', 'QUEUED', 'DUE', 'DEFERRED', 'SCHEDULED', 'OLDEST', 'NEXT ATTEMPT'];
+    const rows = s.destinations.map((d) =>
+      [d.destination, d.queued, d.due, d.deferred, d.scheduled, age(now - Date.parse(d.oldest_created_at)), when(d.next_attempt_at, now)].map(String),
+    );
+    sections.push(table(headers, rows, new Set([1, 2, 3, 4])));
+  }
+  if (s.jobs.length > 0) {
+    const headers = ['JOBS', 'DESTINATION', 'PENDING', 'DUE', 'HELD', 'FAILED', 'NEXT ATTEMPT'];
+    const rows = s.jobs.map((j) => [j.kind, j.destination, j.pending, j.due, j.held, j.failed, j.next_attempt_at ? when(j.next_attempt_at, now) : '-'].map(String));
+    sections.push(table(headers, rows, new Set([2, 3, 4, 5])));
+  }
+  const engine = s.daemon?.engine ?? [];
+  if (engine.length > 0) {
+    const headers = ['ENGINE DESTINATION', 'DISPATCHER', 'READY', 'RUNNING', 'CONCURRENCY', 'RATE', 'STATE'];
+    const rows = engine.map((d) => [d.destination, d.dispatcher, d.ready, d.running, d.concurrency, d.rate === null ? '-' : `${d.rate}/s`, d.suspended ? 'suspended' : d.paused_until ? `down, retried ${when(d.paused_until, now)}` : 'active'].map(String));
+    sections.push(table(headers, rows, new Set([2, 3, 4])));
+  } else if (s.suspended.length > 0) {
+    sections.push(`suspended: ${s.suspended.map((d) => `${d.destination} (since ${d.since})`).join(', ')}\n`);
+  }
+  return sections.join('\n');
+}
 
-  const live = new Map((s.daemon?.scheduler?.destinations ?? []).map((d) => [d.destination, d]));
-  const headers = ['DESTINATION', 'QUEUED', 'DUE', 'DEFERRED', 'SCHEDULED', 'OLDEST', 'NEXT ATTEMPT'];
-  if (s.daemon?.scheduler) headers.push('READY', 'RUNNING');
-  const rows = s.destinations.map((d) => {
-    const row = [d.destination, d.queued, d.due, d.deferred, d.scheduled, age(now - Date.parse(d.oldest_created_at)), when(d.next_attempt_at, now)].map(String);
-    if (s.daemon?.scheduler) row.push(String(live.get(d.destination)?.ready ?? 0), String(live.get(d.destination)?.running ?? 0));
-    return row;
-  });
-  return `${lines.join('\n')}\n\n${table(headers, rows, new Set([1, 2, 3, 4, 7, 8]))}`;
+export function formatSuspend(r: SuspendResult, daemon: boolean): string {
+  const state = r.suspended ? 'suspended' : 'resumed';
+  const already = r.changed ? '' : ` (it already was ${r.suspended ? 'suspended' : 'active'})`;
+  const effect = daemon ? 'the daemon applies it now' : 'no daemon runs: it applies when the daemon starts';
+  return `${r.destination}: ${state}${already}; ${effect}\n`;
 }
 
 export function formatList(list: QueueList): string {

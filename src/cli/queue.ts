@@ -3,7 +3,7 @@ import type { QueueOperations, Selection } from '../control/protocol.ts';
 import { badRequest } from '../util/errors.ts';
 import { onDaemonOrStore } from './admin.ts';
 import type { CliIo } from './main.ts';
-import { formatList, formatPurge, formatRetry, formatStatus } from './queue-format.ts';
+import { formatList, formatPurge, formatRetry, formatStatus, formatSuspend } from './queue-format.ts';
 
 /** One queue operation on the running daemon or, when none answers, on the store opened directly. */
 function onQueue<T>(program: Command, op: (queue: QueueOperations) => Promise<T>): Promise<{ result: T; daemon: boolean }> {
@@ -30,7 +30,7 @@ function limitOf(value: string): number {
 const json = (value: unknown) => `${JSON.stringify(value, null, 2)}\n`;
 
 export function queueCommands(program: Command, io: CliIo): Command {
-  const queue = new Command('queue').description('what is queued for delivery, and why it waits; retry or purge it');
+  const queue = new Command('queue').description('what is queued (mail and webhook deliveries), and why it waits; retry or purge mail; suspend or resume a destination');
   queue
     .command('status')
     .description('queued messages by state and by destination (recipient domain), with the scheduler\'s live figures')
@@ -78,5 +78,18 @@ export function queueCommands(program: Command, io: CliIo): Command {
       const { result } = await onQueue(program, (q) => q.purge(selectionOf(ids, opts)));
       io.out(opts.json ? json(result) : formatPurge(result));
     });
+  for (const verb of ['suspend', 'resume'] as const) {
+    queue
+      .command(verb)
+      .description(verb === 'suspend'
+        ? 'stop starting jobs for a destination (an MX set or a webhook URL origin, as status shows it); jobs wait, in flight ones finish; kept across restarts'
+        : 'start jobs for a suspended destination again')
+      .argument('<destination>', 'an MX set ("mx1.example.net,mx2.example.net"), a domain, or a URL origin ("https://hooks.example.com")')
+      .option('--json', 'print JSON')
+      .action(async (destination: string, opts: { json?: boolean }) => {
+        const { result, daemon } = await onQueue(program, (q) => q[verb](destination));
+        io.out(opts.json ? json(result) : formatSuspend(result, daemon));
+      });
+  }
   return queue;
 }

@@ -81,7 +81,7 @@ export const configSchema = z.strictObject({
     enabled: z.boolean().default(true).describe('deliver accepted mail (off: mail stays queued)'),
     concurrency: z.number().int().min(1).max(1000).default(20).describe('SMTP transactions in flight at once, in total'),
     per_destination: z.number().int().min(1).max(100).default(5)
-      .describe('SMTP transactions in flight at once per destination (recipient domain)'),
+      .describe('SMTP transactions in flight at once per destination (MX set)'),
     ready_limit: z.number().int().min(10).max(100_000).default(2000)
       .describe('due messages held in memory, waiting for a connection (the rest wait in the store)'),
     messages_per_connection: z.number().int().min(1).max(10_000).default(100).describe('messages sent over one connection before it is closed'),
@@ -104,6 +104,11 @@ export const configSchema = z.strictObject({
       .transform((map) => Object.fromEntries(Object.entries(map).map(([name, to]) => [normalizeDomain(name), to])))
       .describe('per recipient domain, deliver to this host instead of its MX (relaying set-ups, tests)'),
     smarthost: target.nullable().default(null).describe('deliver everything not in transport to this host instead of MX'),
+    destinations: z.record(z.string().min(1).max(2048), z.strictObject({
+      concurrency: z.number().int().min(1).max(1000).optional().describe('jobs in flight at once for this destination'),
+      rate: z.number().gt(0).max(100_000).optional().describe('jobs started per second at most'),
+    })).default({})
+      .describe('limits of single destinations of the job engine: an MX set ("mx1.example.net,mx2.example.net", sorted host names) or a webhook URL origin ("https://hooks.example.com")'),
     bounce_rules: z.string().default('').describe('reply classification rules file (empty: the bundled config/bounce-rules)'),
     retry: z.strictObject({
       first_delay_seconds: z.number().int().min(1).max(86_400).default(300).describe('wait after the first deferral; doubles per attempt'),
@@ -179,7 +184,14 @@ export const configSchema = z.strictObject({
       }).prefault({}),
     }).prefault({}),
   }).prefault({}),
+  events: z.strictObject({
+    retention_days: z.number().int().min(1).max(3650).default(30).describe('stored events older than this are purged by the daily retention job'),
+  }).prefault({}),
   webhooks: z.strictObject({
+    concurrency: z.number().int().min(1).max(1000).default(64).describe('webhook deliveries in flight at once, in total'),
+    per_origin: z.number().int().min(1).max(100).default(4).describe('webhook deliveries in flight at once per URL origin (scheme, host, port)'),
+    ready_limit: z.number().int().min(10).max(100_000).default(10_000)
+      .describe('due webhook deliveries held in memory; the rest wait in the store'),
     allow_networks: cidrList
       .describe('networks (CIDR) webhook URLs may point into although private, loopback or otherwise special (e.g. "10.0.0.0/8", "127.0.0.1/32"); empty: public addresses only'),
   }).prefault({}),

@@ -16,7 +16,7 @@ import {
   type NewDomainInput,
   type NewKeyInput,
   type RotationView, type VerifyDomainInput } from './admin-protocol.ts';
-import type { ListQuery, PurgeResult, QueueList, QueueOperations, QueueStatus, RetryResult, Selection } from './protocol.ts';
+import type { ListQuery, PurgeResult, QueueList, QueueOperations, QueueStatus, RetryResult, Selection, SuspendResult } from './protocol.ts';
 
 /** No daemon listens on the control socket (none, or a file left by a crash): nothing was sent. */
 export class NoDaemonError extends Error {
@@ -47,6 +47,14 @@ export class ControlClient implements QueueOperations, AdminOperations {
 
   purge(selection: Selection): Promise<PurgeResult> {
     return this.call('POST', '/v1/queue/purge', selection);
+  }
+
+  suspend(destination: string): Promise<SuspendResult> {
+    return this.call('POST', '/v1/queue/suspend', { destination });
+  }
+
+  resume(destination: string): Promise<SuspendResult> {
+    return this.call('POST', '/v1/queue/resume', { destination });
   }
 
   createAccount(input: NewAccountInput): Promise<AccountView> {

@@ -11,6 +11,45 @@ export interface QueueOperations {
   list(query: ListQuery): Promise<QueueList>;
   retry(selection: Selection): Promise<RetryResult>;
   purge(selection: Selection): Promise<PurgeResult>;
+  /** Stops starting jobs for a destination (an MX set or a URL origin) until resumed; kept across restarts. */
+  suspend(destination: string): Promise<SuspendResult>;
+  resume(destination: string): Promise<SuspendResult>;
+}
+
+export interface SuspendResult {
+  destination: string;
+  suspended: boolean;
+  /** false: it already was (or was not) suspended. */
+  changed: boolean;
+}
+
+/** Stored HTTP jobs (webhook deliveries, route POSTs) of one kind and destination (URL origin). */
+export interface JobFigures {
+  kind: string;
+  destination: string;
+  /** On the due-time index: waiting for their first or next attempt. */
+  pending: number;
+  /** Of those, due now. */
+  due: number;
+  /** Held while their webhook is disabled. */
+  held: number;
+  /** Attempts used up; kept until the retention purge. */
+  failed: number;
+  next_attempt_at: string | null;
+}
+
+/** A destination of the running engine: what it has in memory and its limits. */
+export interface EngineFigures {
+  destination: string;
+  dispatcher: 'smtp' | 'http';
+  kinds: string[];
+  ready: number;
+  running: number;
+  concurrency: number;
+  rate: number | null;
+  suspended: boolean;
+  /** Found down (connections refused or timed out): no job starts before this time. */
+  paused_until: string | null;
 }
 
 /**
@@ -48,10 +87,14 @@ export interface SchedulerFigures {
 export interface QueueStatus {
   generated_at: string;
   /** null: no daemon runs, the figures were read from the store. */
-  daemon: { delivery_enabled: boolean; scheduler: SchedulerFigures | null } | null;
+  daemon: { delivery_enabled: boolean; scheduler: SchedulerFigures | null; engine: EngineFigures[] } | null;
   totals: QueueTotals;
-  /** Most queued first. */
+  /** Queued mail by recipient domain, most queued first. */
   destinations: DestinationFigures[];
+  /** HTTP jobs by kind and URL origin, most first. */
+  jobs: JobFigures[];
+  /** Destinations the operator suspended, with when. */
+  suspended: Array<{ destination: string; since: string }>;
 }
 
 export interface QueuedMessage {

@@ -6,7 +6,13 @@ import { isFinal } from '../message/retention.ts';
 import type { WriteOp } from '../store/group-commit.ts';
 import type { MessagesRepo } from '../store/messages-repo.ts';
 import type { MessageRecord, MessageStatus } from '../store/records.ts';
-import type { QueueSnapshot } from '../queue/scheduler.ts';
+import type { JobEngine, QueueSnapshot } from '../queue/engine.ts';
+import type { JobIndex } from '../store/job-index.ts';
+import type { JobsRepo } from '../store/jobs-repo.ts';
+import type { MetaRepo } from '../store/meta.ts';
+import type { JobRecord } from '../store/records.ts';
+import type { WebhooksRepo } from '../store/webhooks-repo.ts';
+import { isPrintable } from '../util/text.ts';
 import { isValidDomain, normalizeDomain } from '../util/domain-name.ts';
 import { domainOf } from '../util/email.ts';
 import { badRequest, notFound } from '../util/errors.ts';
@@ -25,6 +31,8 @@ import {
   type QueueStatus,
   type RetryResult,
   type Selection,
+  type JobFigures,
+  type SuspendResult,
 } from './protocol.ts';
 
 /** What the operator's view needs of a running scheduler. */
@@ -41,11 +49,17 @@ export interface QueueAdminOptions {
   clock: Clock;
   /** The daemon's log: one line per message changed. */
   log?: Logger;
+  /** The engine's HTTP jobs and the operator's suspensions; absent, status shows mail only (metrics). */
+  jobs?: { index: JobIndex; repo: JobsRepo; webhooks: WebhooksRepo; meta: MetaRepo };
   /** null: the store is open without a daemon (the CLI's direct path). */
   daemon: {
     delivery: { scheduler: QueueScheduler; limits: { concurrency: number; perDestination: number; readyLimit: number } } | null;
+    engine?: JobEngine | null;
   } | null;
 }
+
+/** An MX set, a domain, or a URL origin: what `queue suspend` names. */
+const DESTINATION = /^(?:https?:\/\/(?:[a-z0-9.-]+|\[[0-9a-f:.]+\])(?::\d{1,5})?|[a-z0-9_.-]+(?:,[a-z0-9_.-]+)*)$/i;
 
 /** Why a purged message failed: no remote server refused it, so no classification applies. */
 export const PURGE_CLASSIFICATION = 'Uncategorized';
@@ -89,7 +103,92 @@ export class QueueAdmin implements QueueOperations {
       if (message.dueAt < figures.next_attempt_at) figures.next_attempt_at = message.dueAt;
     }
     const destinations = [...byDestination.values()].sort((a, b) => b.queued - a.queued || a.destination.localeCompare(b.destination));
-    return { generated_at: iso(now), daemon: this.daemonFigures(), totals, destinations };
+    const suspended = this.o.jobs ? [...(await this.o.jobs.meta.suspended())].map(([destination, s]) => ({ destination, since: s.since })) : [];
+    return { generated_at: iso(now), daemon: this.daemonFigures(), totals, destinations, jobs: await this.jobFigures(now), suspended };
+  }
+
+  async suspend(destination: string): Promise<SuspendResult> {
+    const name = destinationName(destination);
+    const jobs = this.requireJobs();
+    const changed = !(await jobs.meta.suspended()).has(name);
+    if (changed) await jobs.meta.suspend(name, iso(this.o.clock.now()), 'operator');
+    this.o.daemon?.engine?.suspend(name);
+    return { destination: name, suspended: true, changed };
+  }
+
+  async resume(destination: string): Promise<SuspendResult> {
+    const name = destinationName(destination);
+    const jobs = this.requireJobs();
+    const changed = (await jobs.meta.suspended()).has(name);
+    if (changed) await jobs.meta.resume(name);
+    this.o.daemon?.engine?.resume(name);
+    return { destination: name, suspended: false, changed };
+  }
+
+  private requireJobs(): NonNullable<QueueAdminOptions['jobs']> {
+    if (!this.o.jobs) throw new Error('queue admin built without the job store');
+    return this.o.jobs;
+  }
+
+  /** Stored HTTP jobs by kind and URL origin: pending ones from the index, held and failed from their listings. */
+  private async jobFigures(now: number): Promise<JobFigures[]> {
+    if (!this.o.jobs) return [];
+    const { index, repo, webhooks } = this.o.jobs;
+    const figures = new Map<string, JobFigures>();
+    const origins = new Map<string, string>();
+    const originOf = async (job: JobRecord): Promise<string> => {
+      let origin = origins.get(job.targetId);
+      if (origin === undefined) {
+        const webhook = await webhooks.get(job.targetId);
+        try {
+          origin = webhook ? new URL(webhook.url).origin : 'webhook-deleted';
+        } catch {
+          origin = 'invalid-url';
+        }
+        origins.set(job.targetId, origin);
+      }
+      return origin;
+    };
+    const count = async (ids: string[]): Promise<void> => {
+      for (const job of await Promise.all(ids.map((id) => repo.get(id)))) {
+        if (!job) continue;
+        const destination = await originOf(job);
+        const key = `${job.kind} ${destination}`;
+        let f = figures.get(key);
+        if (!f) {
+          f = { kind: job.kind, destination, pending: 0, due: 0, held: 0, failed: 0, next_attempt_at: null };
+          figures.set(key, f);
+        }
+        if (job.state === 'pending') {
+          f.pending += 1;
+          if (Date.parse(job.dueAt) <= now) f.due += 1;
+          if (f.next_attempt_at === null || job.dueAt < f.next_attempt_at) f.next_attempt_at = job.dueAt;
+        } else if (job.state === 'held') f.held += 1;
+        else f.failed += 1;
+      }
+    };
+    for (const kind of ['webhook', 'route'] as const) {
+      let chunk: string[] = [];
+      for await (const { id } of index.entries(kind)) {
+        chunk.push(id);
+        if (chunk.length === READ_CHUNK) {
+          await count(chunk);
+          chunk = [];
+        }
+      }
+      await count(chunk);
+    }
+    let chunk: string[] = [];
+    for await (const id of repo.parked()) {
+      chunk.push(id);
+      if (chunk.length === READ_CHUNK) {
+        await count(chunk);
+        chunk = [];
+      }
+    }
+    await count(chunk);
+    const total = (f: JobFigures) => f.pending + f.held + f.failed;
+    return [...figures.values()].sort((a, b) => total(b) - total(a) || a.destination.localeCompare(b.destination));
   }
 
   async list(query: ListQuery): Promise<QueueList> {
@@ -245,10 +344,12 @@ export class QueueAdmin implements QueueOperations {
   private daemonFigures(): QueueStatus['daemon'] {
     if (!this.o.daemon) return null;
     const delivery = this.o.daemon.delivery;
-    if (!delivery) return { delivery_enabled: false, scheduler: null };
+    const engine = (this.o.daemon.engine?.destinations() ?? []).map(({ pausedUntil, ...d }) => ({ ...d, paused_until: pausedUntil === null ? null : iso(pausedUntil) }));
+    if (!delivery) return { delivery_enabled: false, scheduler: null, engine };
     const snap = delivery.scheduler.snapshot();
     return {
       delivery_enabled: true,
+      engine,
       scheduler: {
         running: snap.running,
         ready: snap.ready,
@@ -315,4 +416,12 @@ async function eachLimited<T>(items: T[], fn: (item: T) => Promise<void>): Promi
     while (next < items.length) await fn(items[next++]!);
   };
   await Promise.all(Array.from({ length: Math.min(PARALLEL_UPDATES, items.length) }, worker));
+}
+
+function destinationName(text: string): string {
+  const name = text.trim().toLowerCase();
+  if (name.length === 0 || name.length > 2048 || !isPrintable(name) || !DESTINATION.test(name)) {
+    throw badRequest(`"${text.slice(0, 100)}" is not a destination: give an MX set as queue status shows it (mx1.example.net,mx2.example.net), a domain, or a URL origin (https://hooks.example.com)`);
+  }
+  return name;
 }

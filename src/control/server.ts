@@ -31,6 +31,7 @@ export interface ControlHandlers {
  *   GET  /v1/queue/messages?domain=&account=&state=&limit=
  *   POST /v1/queue/retry   {ids?, domain?, account?, all?}
  *   POST /v1/queue/purge   {ids?, domain?, account?, all?}
+ *   POST /v1/queue/suspend {destination}   POST /v1/queue/resume {destination}
  *   POST /v1/admin/<operation>   the operation's argument (see admin-protocol.ts)
  *
  * Errors answer `{ "message": … }` with the AppError's status; an unexpected failure 500. A body
@@ -124,6 +125,15 @@ async function handle(req: IncomingMessage, res: ServerResponse, { queue, admin 
       case 'POST /v1/queue/purge': {
         const result = await queue.purge(selection(await readJson(req, QUEUE_BODY_LIMIT)));
         log.info({ op: 'queue purge', purged: result.purged, in_delivery: result.in_delivery }, 'operator purged queued messages');
+        return send(res, 200, result);
+      }
+      case 'POST /v1/queue/suspend':
+      case 'POST /v1/queue/resume': {
+        const body = await readJson(req, QUEUE_BODY_LIMIT);
+        const destination = (body as { destination?: unknown } | null)?.destination;
+        if (typeof destination !== 'string') throw badRequest('destination must be a string');
+        const result = url.pathname.endsWith('/suspend') ? await queue.suspend(destination) : await queue.resume(destination);
+        log.info({ op: `queue ${url.pathname.slice('/v1/queue/'.length)}`, destination: result.destination, changed: result.changed }, 'operator changed a destination');
         return send(res, 200, result);
       }
       default:

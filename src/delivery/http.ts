@@ -53,6 +53,11 @@ export interface HttpOutcome {
   /** The first bytes of the response body (at most keepResponseBytes), as text. */
   responseText: string;
   durationMs: number;
+  /**
+   * No answer came from the origin at all: the connection was refused, reset or timed out, or
+   * its name did not resolve. The origin is down, rather than refusing this request.
+   */
+  unreachable: boolean;
 }
 
 const DEFAULTS = { timeoutMs: 10_000, maxSocketsPerOrigin: 4, keepResponseBytes: 4096, drainResponseBytes: 64 * 1024 };
@@ -88,12 +93,13 @@ export class HttpClient {
   /** POSTs a JSON body with extra headers; never throws, every failure is an outcome. */
   async postJson(target: string, body: string, headers: Record<string, string>): Promise<HttpOutcome> {
     const started = performance.now();
-    const outcome = (status: number | null, error: string | null, responseText = ''): HttpOutcome => ({
+    const outcome = (status: number | null, error: string | null, responseText = '', unreachable = false): HttpOutcome => ({
       ok: error === null,
       status,
       error: error === null ? null : error.slice(0, MAX_ERROR_TEXT),
       responseText,
       durationMs: Math.round(performance.now() - started),
+      unreachable,
     });
     let url: URL;
     try {
@@ -111,7 +117,8 @@ export class HttpClient {
       if (status >= 300 && status < 400) return outcome(status, `HTTP ${status}: redirects are not followed`, text);
       return outcome(status, `HTTP ${status}`, text);
     } catch (err) {
-      return outcome((err as { status?: number }).status ?? null, describe(err));
+      const status = (err as { status?: number }).status ?? null;
+      return outcome(status, describe(err), '', status === null && !(err instanceof TargetRefusedError) && (err as NodeJS.ErrnoException).code !== 'ETARGETREFUSED');
     }
   }
 

@@ -70,6 +70,18 @@ export class Router {
     return reachable.length > 0 ? reachable : found;
   }
 
+  /**
+   * The MX set of a domain: its mail hosts' names, sorted and joined with commas, so every domain
+   * a provider hosts shares one set of limits. The domain itself when it has none to name (a DNS
+   * failure, a null MX).
+   */
+  async mxSet(domain: string): Promise<string> {
+    await this.hops(domain);
+    const found = this.mxCache.get(domain)?.hops;
+    if (!Array.isArray(found) || found.length === 0) return domain;
+    return [...new Set(found.map((hop) => hop.name.toLowerCase()))].sort().join(',');
+  }
+
   /** Marks a hop as not answering, so the next messages try the others first. */
   markUnreachable(hop: Hop): void {
     if (this.options.unreachableMs > 0) this.unreachable.set(hopKey(hop), this.clock.now() + this.options.unreachableMs);

@@ -5,14 +5,13 @@ import type { MessageRecord } from '../store/records.ts';
 import { domainOf } from '../util/email.ts';
 import type { Clock } from '../util/time.ts';
 import type { Outcomes, SuppressionList } from './outcomes.ts';
-import type { Scheduler } from './scheduler.ts';
 
 /**
  * What happens to one due message: expired → failed; sandbox → simulated; a suppressed
  * recipient → suppressed, unsent; otherwise one delivery attempt and its outcome. A deferral re-arms the scheduler for the new due time.
  */
 export class DeliveryQueue {
-  private scheduler: Scheduler | null = null;
+  private scheduler: { notify(dueMs: number): void } | null = null;
 
   constructor(
     private readonly deliverer: Deliverer,
@@ -23,7 +22,7 @@ export class DeliveryQueue {
     private readonly log: Logger,
   ) {}
 
-  attach(scheduler: Scheduler): void {
+  attach(scheduler: { notify(dueMs: number): void }): void {
     this.scheduler = scheduler;
   }
 

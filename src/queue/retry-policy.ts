@@ -46,3 +46,26 @@ export function retryHintMs(text: string): number | undefined {
   if (!m) return undefined;
   return Math.min(Number(m[1]) * UNIT_MS[m[2]!.toLowerCase()]!, 24 * 3_600_000);
 }
+
+/**
+ * The retry schedule of an HTTP job kind (reference-api §5.4): after n failed attempts the next
+ * one comes n^exponent seconds later, ±jitter; `attempts` in all.
+ */
+export interface HttpSchedule {
+  attempts: number;
+  exponent: number;
+  jitter: number;
+}
+
+/** Each HTTP kind's schedule, as data: webhooks 6 attempts over ≈16 minutes, routes 12 over ≈11 hours. */
+export const HTTP_SCHEDULES = {
+  webhook: { attempts: 6, exponent: 4, jitter: 0.1 },
+  route: { attempts: 12, exponent: 4, jitter: 0.1 },
+} as const satisfies Record<string, HttpSchedule>;
+
+/** When to try again after `failed` failed attempts (≥ 1), or null when none is left. */
+export function nextHttpAttemptAt(failed: number, now: number, schedule: HttpSchedule, random: () => number = Math.random): number | null {
+  if (failed >= schedule.attempts) return null;
+  const base = failed ** schedule.exponent * 1000;
+  return now + Math.round(base * (1 + schedule.jitter * (2 * random() - 1)));
+}

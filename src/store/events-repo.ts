@@ -1,6 +1,7 @@
 import type { WriteOp } from './group-commit.ts';
 import type { EventRecord } from './records.ts';
 import type { Store } from './store.ts';
+import { idFloor } from '../util/ids.ts';
 
 /** Events in time order (ids are UUIDv7), and per account. */
 export class EventsRepo {
@@ -23,5 +24,19 @@ export class EventsRepo {
       if (out.length >= limit) break;
     }
     return out;
+  }
+
+  /** Deletes events made before `beforeMs` (their ids are UUIDv7), in batches; returns how many. */
+  async purgeBefore(beforeMs: number): Promise<number> {
+    let purged = 0;
+    for (;;) {
+      const old = (await this.store.families.events.values({ lt: idFloor(beforeMs), limit: 1000 }).all()) as EventRecord[];
+      if (old.length === 0) return purged;
+      await this.store.commit(old.flatMap((event): WriteOp[] => [
+        { type: 'del', family: 'events', key: event.id },
+        { type: 'del', family: 'eventsByAccount', key: `${event.accountId}:${event.id}` },
+      ]));
+      purged += old.length;
+    }
   }
 }

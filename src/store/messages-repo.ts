@@ -6,6 +6,7 @@ import type { MessageRecord, MessageStatus } from './records.ts';
 import type { Store, Sublevel } from './store.ts';
 import { idFloor } from '../util/ids.ts';
 import { timeKey } from '../util/time.ts';
+import { JobIndex } from './job-index.ts';
 
 /** What the message list may be filtered on; every field narrows the result (tags: any of them). */
 export interface MessageFilter {
@@ -31,7 +32,11 @@ export const BODY_CHUNK_BYTES = 64 * 1024;
  * reference; the due-time index the delivery engine reads; and the retention expiry index.
  */
 export class MessagesRepo {
-  constructor(private readonly store: Store) {}
+  private readonly index: JobIndex;
+
+  constructor(private readonly store: Store) {
+    this.index = new JobIndex(store);
+  }
 
   get(id: string): Promise<MessageRecord | undefined> {
     return this.store.get<MessageRecord>('messages', id);
@@ -82,43 +87,23 @@ export class MessagesRepo {
     ];
   }
 
-  /** Puts the message on the due-time index at its `dueAt`. */
+  /** Puts the message on the job engine's due-time index at its `dueAt`. */
   schedule(record: MessageRecord): WriteOp[] {
-    return [{ type: 'put', family: 'schedule', key: scheduleKey(record), value: record.id }];
+    return [this.index.put('message', record.id, Date.parse(record.dueAt))];
   }
 
   unschedule(record: MessageRecord): WriteOp[] {
-    return [{ type: 'del', family: 'schedule', key: scheduleKey(record) }];
+    return [this.index.del('message', record.id, Date.parse(record.dueAt))];
   }
 
-  /** Ids on the due-time index due at or before `nowMs`, earliest first, at most `limit`. */
-  async due(nowMs: number, limit: number): Promise<Array<{ key: string; id: string }>> {
-    const keys = (await this.store.families.schedule.keys({ lt: `${timeKey(nowMs)};`, limit }).all()) as string[];
-    return keys.map((key) => ({ key, id: key.slice(key.indexOf(':') + 1) }));
-  }
-
-  /** Removes one due-time entry by its key (an entry whose message is gone or final). */
-  dropDue(key: string): Promise<void> {
-    return this.store.commit([{ type: 'del', family: 'schedule', key }]);
-  }
-
-  /** The due time of the earliest entry after `nowMs`, or null when none. */
-  async nextDue(nowMs: number): Promise<number | null> {
-    const [key] = (await this.store.families.schedule.keys({ gt: `${timeKey(nowMs)};`, limit: 1 }).all()) as string[];
-    return key === undefined ? null : Number(key.slice(0, key.indexOf(':')));
-  }
-
-  /** Every entry of the due-time index, in due order (the operator's queue view). */
+  /** Every message entry of the due-time index, in due order (the operator's queue view). */
   async *scheduled(): AsyncGenerator<{ dueMs: number; id: string }> {
-    for await (const key of this.store.families.schedule.keys()) {
-      const k = key as string;
-      yield { dueMs: Number(k.slice(0, k.indexOf(':'))), id: k.slice(k.indexOf(':') + 1) };
-    }
+    for await (const { dueMs, id } of this.index.entries('message')) yield { dueMs, id };
   }
 
   /** Whether the message still has an entry on the due-time index. */
-  async isScheduled(record: MessageRecord): Promise<boolean> {
-    return (await this.store.get<string>('schedule', scheduleKey(record))) !== undefined;
+  isScheduled(record: MessageRecord): Promise<boolean> {
+    return this.index.has('message', record.id, Date.parse(record.dueAt));
   }
 
   /** Ops storing a body from its chunks (each at most BODY_CHUNK_BYTES). */
@@ -222,9 +207,7 @@ function expiryKeys(m: MessageRecord): string[] {
   return keys;
 }
 
-function scheduleKey(m: MessageRecord): string {
-  return `${timeKey(Date.parse(m.dueAt))}:${m.id}`;
-}
+
 
 function chunkKey(bodyId: string, index: number): string {
   return `${bodyId}:${index.toString().padStart(6, '0')}`;

@@ -316,3 +316,26 @@ export interface WebhookRecord {
   createdAt: string;
   updatedAt: string;
 }
+
+/**
+ * A job of an HTTP kind: one webhook delivery (one event to one webhook) or one route POST. Its
+ * id is the `webhook-id` header, the same on every attempt. The request body is built from the
+ * event when it is sent; the record holds only where the job stands.
+ */
+export interface JobRecord {
+  v: 1;
+  id: string;
+  kind: 'webhook' | 'route';
+  accountId: string;
+  /** The webhook (or route) it is for. */
+  targetId: string;
+  eventId: string;
+  /** pending: on the due-time index; held: its target is disabled; failed: attempts used up. */
+  state: 'pending' | 'held' | 'failed';
+  /** Failed attempts so far. */
+  attempts: number;
+  dueAt: string;
+  createdAt: string;
+  updatedAt: string;
+  lastAttempt: { at: string; status: number; error: string | null; durationMs: number } | null;
+}

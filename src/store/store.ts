@@ -34,6 +34,10 @@ export const FAMILIES = [
   'smtpCredentialsByDomain',
   'webhooks',
   'webhooksByAccount',
+  'webhookCounters',
+  'jobs',
+  'jobsHeld',
+  'jobsFailed',
 ] as const;
 /**
  * Families kept in memory after the first read (see ReadCache), with how many records of each at

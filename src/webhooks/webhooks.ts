@@ -13,6 +13,7 @@ import type { SecretBox } from '../util/secret-box.ts';
 import { isPrintable } from '../util/text.ts';
 import { iso, type Clock } from '../util/time.ts';
 import { newWebhookSecret } from './signing.ts';
+import type { WebhookCounters } from './counters.ts';
 
 /** Webhooks per account: the listing and the fan-out read an account's webhooks whole. */
 export const MAX_WEBHOOKS_PER_ACCOUNT = 1000;
@@ -72,8 +73,12 @@ export class Webhooks {
     private readonly resolver: HostResolver,
     private readonly settings: WebhookSettings,
     private readonly clock: Clock,
+    private readonly counters: WebhookCounters,
     private readonly locks = new KeyedMutex(),
   ) {}
+
+  /** Told (after the commit) when a disabled webhook is enabled again: its held deliveries resume. */
+  onEnabled: (webhook: WebhookRecord) => void = () => undefined;
 
   /** Creates a webhook; the secret is returned here and never again. */
   async create(accountId: string, input: NewWebhook, may?: MayWrite): Promise<{ webhook: WebhookRecord; secret: string }> {
@@ -125,14 +130,28 @@ export class Webhooks {
       if (readable && !(await this.domainsOf(webhook)).some((d) => readable.has(d))) continue;
       matching.push(webhook);
     }
-    return pageOf(matching, req);
+    const page = pageOf(matching, req);
+    return { ...page, items: await Promise.all(page.items.map((w) => this.counters.overlay(w))) };
   }
 
   /** The account's webhook; another account's is not found, as an unknown one. */
   async get(accountId: string, id: string): Promise<WebhookRecord> {
     const webhook = await this.repo.get(id);
     if (!webhook || webhook.accountId !== accountId) throw notFound('webhook not found');
-    return webhook;
+    return this.counters.overlay(webhook);
+  }
+
+  /**
+   * Disables a webhook whose deliveries keep failing (its deliveries are then held); false when
+   * it is gone or already disabled.
+   */
+  async disable(id: string): Promise<boolean> {
+    return this.locks.run(`webhook:${id}`, async () => {
+      const current = await this.repo.get(id);
+      if (!current || !current.enabled) return false;
+      await this.store.commit(this.repo.update({ ...current, enabled: false, updatedAt: iso(this.clock.now()) }));
+      return true;
+    });
   }
 
   /**
@@ -171,8 +190,10 @@ export class Webhooks {
         domains,
         updatedAt: iso(this.clock.now()),
       };
-      await this.store.commit(this.repo.update(next));
-      return next;
+      const enabled = next.enabled && !current.enabled;
+      await this.store.commit([...this.repo.update(next), ...(enabled ? [await this.counters.resetErrors(id)] : [])]);
+      if (enabled) this.onEnabled(next);
+      return this.counters.overlay(next);
     });
   }
 
@@ -181,7 +202,7 @@ export class Webhooks {
     return this.locks.run(`webhook:${id}`, async () => {
       const webhook = await this.get(accountId, id);
       if (may) checkMay(may, webhook.scope, await this.domainsOf(webhook), 'delete');
-      await this.store.commit(this.repo.delete(webhook));
+      await this.store.commit([...this.repo.delete(webhook), this.counters.forget(webhook.id)]);
       return webhook;
     });
   }

@@ -1,0 +1,492 @@
+import type { Logger } from 'pino';
+import type { JobIndex, JobKindName } from '../store/job-index.ts';
+import type { Clock } from '../util/time.ts';
+
+/** Records read from the store at once while filling the ready queues. */
+const READ_AHEAD = 32;
+
+export type DispatcherName = 'smtp' | 'http';
+
+/**
+ * A kind of job: which dispatcher runs it, how its record is read, where it goes (the
+ * destination whose limits apply) and what one attempt is. The attempt writes its outcome (new
+ * state, next due entry, events) in one batch, through `queue/transition.ts`.
+ */
+export interface JobKind<J = unknown> {
+  readonly name: JobKindName;
+  readonly dispatcher: DispatcherName;
+  /** The job's record, or null when there is nothing to do (gone, or final): its entry is dropped. */
+  load(id: string): Promise<J | null>;
+  /** When the record says the job is due; an entry at another time is stale and skipped. */
+  dueMs(job: J): number;
+  /** The destination whose limits apply: an MX set for SMTP, a URL origin for HTTP. */
+  destination(job: J): Promise<string>;
+  /** One attempt and its outcome. `release` frees the slot once no connection is used any more. */
+  run(job: J, release: () => void): Promise<void>;
+}
+
+export interface DispatcherLimits {
+  /** Jobs in flight at once, in total for the dispatcher. */
+  concurrency: number;
+  /** Jobs in flight at once per destination, unless the destination has its own. */
+  perDestination: number;
+  /** Jobs held in memory (ready + in flight); the rest wait in the store. */
+  readyLimit: number;
+}
+
+/** Limits the operator set for one destination (`delivery.destinations`). */
+export interface DestinationLimits {
+  concurrency?: number | undefined;
+  /** Jobs started per second at most. */
+  rate?: number | undefined;
+}
+
+export interface EngineOptions {
+  dispatchers: Record<DispatcherName, DispatcherLimits>;
+  destinations: Record<string, DestinationLimits>;
+  /** Destinations suspended when the engine starts (kept in the store by the operator's commands). */
+  suspended: Iterable<string>;
+}
+
+/** What is in memory now, for the operator. */
+export interface QueueSnapshot {
+  running: number;
+  ready: number;
+  destinations: Array<{ destination: string; ready: number; running: number }>;
+  nextWakeAt: number | null;
+}
+
+export interface EngineDestination {
+  destination: string;
+  dispatcher: DispatcherName;
+  kinds: JobKindName[];
+  ready: number;
+  running: number;
+  concurrency: number;
+  rate: number | null;
+  suspended: boolean;
+  /** Found down: no job starts before this time. */
+  pausedUntil: number | null;
+}
+
+interface Item {
+  kind: JobKind;
+  job: unknown;
+  ref: string;
+}
+
+interface Bucket {
+  tokens: number;
+  at: number;
+}
+
+/** One dispatcher's memory: ready queues per destination and what runs. */
+class Pool {
+  readonly ready = new Map<string, Item[]>();
+  readonly runningPer = new Map<string, number>();
+  readonly kindsPer = new Map<string, Set<JobKindName>>();
+  readyCount = 0;
+  /** Jobs in a transaction: what the limits count. */
+  running = 0;
+  /** Jobs taken and not finished (ready, running or recording an outcome). */
+  taken = 0;
+  /** More was due than fitted: read again when there is room. */
+  backlog = false;
+  constructor(readonly limits: DispatcherLimits) {}
+}
+
+/**
+ * The one job engine: takes due jobs of every kind from the store's due-time index into bounded
+ * ready queues per dispatcher and destination, and runs them within the dispatcher's, the
+ * destination's concurrency and rate, and not at all while the destination is suspended.
+ *
+ * No polling scan: the index is read when something may be due (start, a new job, the timer
+ * armed for the earliest future entry, room freed). A taken job keeps its entry on the index
+ * until its outcome moves or removes it in the outcome's batch: that is the lease. After a crash
+ * the entry is still due and the job runs again; only attempts in flight at the crash can be
+ * made twice.
+ */
+export class JobEngine {
+  private readonly kinds = new Map<JobKindName, JobKind>();
+  private readonly pools: Record<DispatcherName, Pool>;
+  private readonly taken = new Set<string>();
+  /** Taken jobs of suspended destinations are let go and not read again until resumed. */
+  private readonly skipped = new Map<string, string>();
+  private readonly suspended: Set<string>;
+  /** Destinations found down, with when to try them again (the kind that found it decides). */
+  private readonly paused = new Map<string, number>();
+  private readonly buckets = new Map<string, Bucket>();
+  private readonly runningIds = new Set<string>();
+  private unfinished = 0;
+  private timer: NodeJS.Timeout | null = null;
+  private wakeAt: number | null = null;
+  private rateTimer: NodeJS.Timeout | null = null;
+  private pumping: Promise<void> | null = null;
+  private pumpAgain = false;
+  private stopped = true;
+  private readonly idle = new Set<() => void>();
+
+  constructor(
+    private readonly index: JobIndex,
+    private readonly options: EngineOptions,
+    private readonly clock: Clock,
+    private readonly log: Logger,
+  ) {
+    this.pools = { smtp: new Pool(options.dispatchers.smtp), http: new Pool(options.dispatchers.http) };
+    this.suspended = new Set(options.suspended);
+  }
+
+  register<J>(kind: JobKind<J>): void {
+    this.kinds.set(kind.name, kind as unknown as JobKind);
+  }
+
+  start(): void {
+    this.stopped = false;
+    void this.wake();
+  }
+
+  /** A job became due at `dueMs` (new, retried, or moved by the operator). */
+  notify(dueMs: number): void {
+    if (this.stopped) return;
+    if (dueMs <= this.clock.now()) void this.wake();
+    else if (this.wakeAt === null || dueMs < this.wakeAt) this.arm(dueMs);
+  }
+
+  /** Reads what is due now (coalesced: one read at a time, one more if asked meanwhile). */
+  wake(): Promise<void> {
+    if (this.stopped) return Promise.resolve();
+    if (this.pumping) {
+      this.pumpAgain = true;
+      return this.pumping;
+    }
+    this.pumping = (async () => {
+      try {
+        do {
+          this.pumpAgain = false;
+          await this.pump();
+        } while (this.pumpAgain && !this.stopped);
+      } catch (err) {
+        this.log.error({ err }, 'job engine could not read the due-time index; retrying in 5 s');
+        this.arm(this.clock.now() + 5000);
+      } finally {
+        this.pumping = null;
+      }
+    })();
+    return this.pumping;
+  }
+
+  /** Stops taking work and waits (up to `graceMs`) for attempts in flight and their outcomes. */
+  async stop(graceMs: number): Promise<void> {
+    this.stopped = true;
+    this.disarm();
+    if (this.rateTimer) clearTimeout(this.rateTimer);
+    this.rateTimer = null;
+    for (const pool of Object.values(this.pools)) {
+      for (const items of pool.ready.values()) for (const item of items) this.let(pool, item.ref);
+      pool.ready.clear();
+      pool.readyCount = 0;
+    }
+    await this.pumping;
+    if (this.unfinished === 0) return;
+    await new Promise<void>((resolve) => {
+      const timeout = setTimeout(resolve, graceMs);
+      this.idle.add(() => {
+        clearTimeout(timeout);
+        resolve();
+      });
+    });
+  }
+
+  /** Stops starting jobs for the destination; those in flight finish. */
+  suspend(destination: string): void {
+    this.suspended.add(destination);
+    this.setAside(destination);
+  }
+
+  /**
+   * Starts no job for the destination before `untilMs` (it was found down): its ready jobs go
+   * back to the store, and are read again once the pause is over.
+   */
+  pause(destination: string, untilMs: number): void {
+    if ((this.paused.get(destination) ?? 0) >= untilMs) return;
+    this.paused.set(destination, untilMs);
+    this.setAside(destination);
+    this.notify(untilMs);
+  }
+
+  private setAside(destination: string): void {
+    for (const pool of Object.values(this.pools)) {
+      const items = pool.ready.get(destination);
+      if (!items) continue;
+      pool.ready.delete(destination);
+      pool.readyCount -= items.length;
+      for (const item of items) {
+        this.let(pool, item.ref);
+        this.skipped.set(item.ref, destination);
+      }
+    }
+  }
+
+  resume(destination: string): void {
+    if (!this.suspended.delete(destination)) return;
+    for (const [ref, dest] of this.skipped) if (dest === destination) this.skipped.delete(ref);
+    void this.wake();
+  }
+
+  isSuspended(destination: string): boolean {
+    return this.suspended.has(destination);
+  }
+
+  /** Suspended by the operator, or paused as down. */
+  private held(destination: string, now: number): boolean {
+    return this.suspended.has(destination) || (this.paused.get(destination) ?? 0) > now;
+  }
+
+  /** Pauses that are over: their set-aside jobs may be read again. */
+  private endPauses(now: number): void {
+    for (const [destination, until] of this.paused) {
+      if (until > now) continue;
+      this.paused.delete(destination);
+      if (this.suspended.has(destination)) continue;
+      for (const [ref, dest] of this.skipped) if (dest === destination) this.skipped.delete(ref);
+    }
+  }
+
+  /** The SMTP dispatcher's figures (the operator's queue view of mail). */
+  snapshot(): QueueSnapshot {
+    const pool = this.pools.smtp;
+    const names = new Set([...pool.ready.keys(), ...pool.runningPer.keys()]);
+    return {
+      running: pool.running,
+      ready: pool.readyCount,
+      destinations: [...names].map((destination) => ({
+        destination,
+        ready: pool.ready.get(destination)?.length ?? 0,
+        running: pool.runningPer.get(destination) ?? 0,
+      })),
+      nextWakeAt: this.wakeAt,
+    };
+  }
+
+  /** Every destination with jobs in memory or suspended, with its limits. */
+  destinations(): EngineDestination[] {
+    const out: EngineDestination[] = [];
+    for (const [dispatcher, pool] of Object.entries(this.pools) as Array<[DispatcherName, Pool]>) {
+      for (const destination of new Set([...pool.ready.keys(), ...pool.runningPer.keys()])) {
+        out.push(this.describe(dispatcher, pool, destination));
+      }
+    }
+    for (const destination of [...this.suspended, ...this.paused.keys()]) {
+      if (!out.some((d) => d.destination === destination)) out.push(this.describe(null, null, destination));
+    }
+    return out.sort((a, b) => a.destination.localeCompare(b.destination));
+  }
+
+  limitsOf(dispatcher: DispatcherName): DispatcherLimits {
+    return this.pools[dispatcher].limits;
+  }
+
+  /** Whether the job is in memory (ready or in flight): its outcome is pending. */
+  holds(kind: JobKindName, id: string): boolean {
+    return this.taken.has(`${kind}:${id}`);
+  }
+
+  private describe(dispatcher: DispatcherName | null, pool: Pool | null, destination: string): EngineDestination {
+    const limits = this.options.destinations[destination];
+    const d = dispatcher ?? (destination.includes('://') ? 'http' : 'smtp');
+    return {
+      destination,
+      dispatcher: d,
+      kinds: [...(pool?.kindsPer.get(destination) ?? [])],
+      ready: pool?.ready.get(destination)?.length ?? 0,
+      running: pool?.runningPer.get(destination) ?? 0,
+      concurrency: limits?.concurrency ?? this.pools[d].limits.perDestination,
+      rate: limits?.rate ?? null,
+      suspended: this.suspended.has(destination),
+      pausedUntil: (this.paused.get(destination) ?? 0) > this.clock.now() ? this.paused.get(destination)! : null,
+    };
+  }
+
+  private async pump(): Promise<void> {
+    const now = this.clock.now();
+    this.endPauses(now);
+    let next: number | null = null;
+    for (const kind of this.kinds.values()) {
+      await this.fill(kind, now);
+      const due = await this.index.nextDue(kind.name, now);
+      if (due !== null && (next === null || due < next)) next = due;
+    }
+    if (next !== null) this.arm(next);
+    else this.disarm();
+  }
+
+  /** Takes due jobs of one kind into its dispatcher's ready queues, as far as there is room. */
+  private async fill(kind: JobKind, now: number): Promise<void> {
+    const pool = this.pools[kind.dispatcher];
+    const room = pool.limits.readyLimit - pool.taken;
+    if (room <= 0) {
+      pool.backlog = true;
+      return;
+    }
+    // Taken and suspended jobs are still on the index: read past them.
+    const entries = (await this.index.due(kind.name, now, room + pool.taken + this.skipped.size)).filter(
+      ({ id }) => !this.taken.has(`${kind.name}:${id}`) && !this.skipped.has(`${kind.name}:${id}`),
+    );
+    let fresh = 0;
+    // Read a few records at once and start what can start after each read: the first attempts
+    // do not wait for the whole batch, and the reads overlap in the thread pool.
+    for (let at = 0; at < entries.length && fresh < room && !this.stopped; ) {
+      const slice = entries.slice(at, at + Math.min(READ_AHEAD, room - fresh));
+      at += slice.length;
+      const jobs = await Promise.all(slice.map(({ id }) => kind.load(id)));
+      const found: Array<{ job: unknown; ref: string }> = [];
+      for (const [i, { key, id }] of slice.entries()) {
+        const job = jobs[i];
+        const ref = `${kind.name}:${id}`;
+        if (this.stopped || this.taken.has(ref)) continue;
+        if (job === null || job === undefined) {
+          // Nothing to do (purged, or finished by a change that raced this read): the entry goes.
+          this.log.debug({ kind: kind.name, id }, 'dropping a due-time entry with nothing to do');
+          await this.index.drop(key);
+          continue;
+        }
+        // Its outcome moved it on since the index was read: not due any more.
+        if (kind.dueMs(job) > now) continue;
+        this.taken.add(ref);
+        pool.taken += 1;
+        found.push({ job, ref });
+        fresh += 1;
+      }
+      const destinations = await Promise.all(found.map(({ job }) => kind.destination(job).catch(() => 'unknown')));
+      for (const [i, { job, ref }] of found.entries()) this.enqueue(pool, kind, job, ref, destinations[i]!);
+      this.dispatch(pool);
+    }
+    pool.backlog = fresh >= room;
+  }
+
+  private enqueue(pool: Pool, kind: JobKind, job: unknown, ref: string, destination: string): void {
+    if (this.stopped) {
+      this.let(pool, ref);
+      return;
+    }
+    if (this.held(destination, this.clock.now())) {
+      this.let(pool, ref);
+      this.skipped.set(ref, destination);
+      return;
+    }
+    const list = pool.ready.get(destination) ?? [];
+    list.push({ kind, job, ref });
+    pool.ready.set(destination, list);
+    pool.readyCount += 1;
+    const kinds = pool.kindsPer.get(destination) ?? new Set();
+    kinds.add(kind.name);
+    pool.kindsPer.set(destination, kinds);
+  }
+
+  /** Lets a taken job go without running it (its entry stays on the index). */
+  private let(pool: Pool, ref: string): void {
+    if (this.taken.delete(ref)) pool.taken -= 1;
+  }
+
+  /** Starts what the limits allow, round-robin over destinations. */
+  private dispatch(pool: Pool): void {
+    let wait: number | null = null;
+    while (!this.stopped && pool.running < pool.limits.concurrency && pool.readyCount > 0) {
+      let started = false;
+      for (const [destination, list] of pool.ready) {
+        if (pool.running >= pool.limits.concurrency) break;
+        const limits = this.options.destinations[destination];
+        if ((pool.runningPer.get(destination) ?? 0) >= (limits?.concurrency ?? pool.limits.perDestination)) continue;
+        if (limits?.rate) {
+          const after = this.take(destination, limits.rate);
+          if (after > 0) {
+            wait = wait === null ? after : Math.min(wait, after);
+            continue;
+          }
+        }
+        const item = list.shift()!;
+        pool.readyCount -= 1;
+        // Move the destination to the back: the next one gets the next turn.
+        pool.ready.delete(destination);
+        if (list.length > 0) pool.ready.set(destination, list);
+        this.run(pool, destination, item);
+        started = true;
+      }
+      if (!started) break;
+    }
+    if (wait !== null && !this.rateTimer && !this.stopped) {
+      this.rateTimer = setTimeout(() => {
+        this.rateTimer = null;
+        for (const p of Object.values(this.pools)) this.dispatch(p);
+      }, Math.max(Math.ceil(wait), 1));
+      this.rateTimer.unref();
+    }
+  }
+
+  /** Takes a token of the destination's rate: 0 when taken, else the ms until one is there. */
+  private take(destination: string, rate: number): number {
+    const now = this.clock.now();
+    const bucket = this.buckets.get(destination) ?? { tokens: Math.max(rate, 1), at: now };
+    bucket.tokens = Math.min(Math.max(rate, 1), bucket.tokens + ((now - bucket.at) / 1000) * rate);
+    bucket.at = now;
+    this.buckets.set(destination, bucket);
+    if (bucket.tokens >= 1) {
+      bucket.tokens -= 1;
+      return 0;
+    }
+    return ((1 - bucket.tokens) / rate) * 1000;
+  }
+
+  private run(pool: Pool, destination: string, item: Item): void {
+    pool.running += 1;
+    this.unfinished += 1;
+    this.runningIds.add(item.ref);
+    pool.runningPer.set(destination, (pool.runningPer.get(destination) ?? 0) + 1);
+    // The slot is freed when the attempt no longer uses a connection, not when its outcome is on
+    // disk: a connection need not wait for an fsync. The job stays taken until then (its lease).
+    let released = false;
+    const release = (): void => {
+      if (released) return;
+      released = true;
+      pool.running -= 1;
+      const left = (pool.runningPer.get(destination) ?? 1) - 1;
+      if (left === 0) {
+        pool.runningPer.delete(destination);
+        if (!pool.ready.has(destination)) pool.kindsPer.delete(destination);
+      } else pool.runningPer.set(destination, left);
+      if (!this.stopped) this.dispatch(pool);
+    };
+    void item.kind
+      .run(item.job, release)
+      .catch((err: unknown) => this.log.error({ err, job: item.ref }, 'job failed unexpectedly'))
+      .finally(() => {
+        release();
+        this.unfinished -= 1;
+        this.runningIds.delete(item.ref);
+        this.let(pool, item.ref);
+        if (this.unfinished === 0) for (const done of this.idle) done();
+        if (this.stopped) return;
+        if (pool.backlog && pool.taken < pool.limits.readyLimit / 2) void this.wake();
+      });
+  }
+
+  private arm(atMs: number): void {
+    if (this.stopped) return;
+    if (this.timer) clearTimeout(this.timer);
+    this.wakeAt = atMs;
+    // Timers are capped so a changed clock is noticed within a minute.
+    const delay = Math.min(Math.max(atMs - this.clock.now(), 0), 60_000);
+    this.timer = setTimeout(() => {
+      this.timer = null;
+      this.wakeAt = null;
+      void this.wake();
+    }, delay);
+    this.timer.unref();
+  }
+
+  private disarm(): void {
+    if (this.timer) clearTimeout(this.timer);
+    this.timer = null;
+    this.wakeAt = null;
+  }
+}

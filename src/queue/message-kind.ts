@@ -1,0 +1,36 @@
+import { isFinal } from '../message/retention.ts';
+import type { MessagesRepo } from '../store/messages-repo.ts';
+import type { MessageRecord } from '../store/records.ts';
+import { domainOf } from '../util/email.ts';
+import type { DeliveryQueue } from './delivery-queue.ts';
+import type { JobKind } from './engine.ts';
+
+/** How long the engine waits for an MX set before it files the message under its domain. */
+const DESTINATION_WAIT_MS = 2000;
+
+/**
+ * Outbound mail as a job kind: the SMTP dispatcher, destinations by MX set, and
+ * DeliveryQueue's attempt and outcome rules.
+ */
+export function messageKind(repo: Pick<MessagesRepo, 'get'>, queue: Pick<DeliveryQueue, 'process'>, mxSet: (domain: string) => Promise<string>): JobKind<MessageRecord> {
+  return {
+    name: 'message',
+    dispatcher: 'smtp',
+    async load(id) {
+      const message = await repo.get(id);
+      return !message || isFinal(message.status) ? null : message;
+    },
+    dueMs: (message) => Date.parse(message.dueAt),
+    destination(message) {
+      const domain = domainOf(message.recipient);
+      // Sandbox mail is never sent: no need to ask DNS where it would go.
+      if (message.sandbox) return Promise.resolve(domain);
+      let timer: NodeJS.Timeout | undefined;
+      const late = new Promise<string>((resolve) => {
+        timer = setTimeout(() => resolve(domain), DESTINATION_WAIT_MS);
+      });
+      return Promise.race([mxSet(domain).catch(() => domain), late]).finally(() => clearTimeout(timer));
+    },
+    run: (message, release) => queue.process(message, release),
+  };
+}

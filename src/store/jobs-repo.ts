@@ -1,0 +1,84 @@
+import type { WriteOp } from './group-commit.ts';
+import type { JobIndex } from './job-index.ts';
+import type { JobRecord } from './records.ts';
+import type { Store } from './store.ts';
+import { timeKey } from '../util/time.ts';
+
+/**
+ * HTTP jobs (webhook deliveries, route POSTs) by id. A pending job has an entry on the due-time
+ * index at its `dueAt`; a held one (its webhook is disabled) is listed under its target until
+ * the target is enabled again; a failed one is kept, listed by the time it failed, until the
+ * retention purge. A job that succeeded is deleted.
+ */
+export class JobsRepo {
+  constructor(
+    private readonly store: Store,
+    private readonly index: JobIndex,
+  ) {}
+
+  get(id: string): Promise<JobRecord | undefined> {
+    return this.store.get<JobRecord>('jobs', id);
+  }
+
+  /** A new pending job and its due-time entry. */
+  create(job: JobRecord): WriteOp[] {
+    return [{ type: 'put', family: 'jobs', key: job.id, value: job }, this.index.put(job.kind, job.id, Date.parse(job.dueAt))];
+  }
+
+  /** Ops moving `current` to `next`: its record, its index entry, its held or failed listing. */
+  change(current: JobRecord, next: JobRecord | null): WriteOp[] {
+    const ops: WriteOp[] = [...this.leave(current)];
+    if (next === null) ops.push({ type: 'del', family: 'jobs', key: current.id });
+    else ops.push({ type: 'put', family: 'jobs', key: next.id, value: next }, ...this.enter(next));
+    return ops;
+  }
+
+  private leave(job: JobRecord): WriteOp[] {
+    if (job.state === 'pending') return [this.index.del(job.kind, job.id, Date.parse(job.dueAt))];
+    if (job.state === 'held') return [{ type: 'del', family: 'jobsHeld', key: heldKey(job) }];
+    return [{ type: 'del', family: 'jobsFailed', key: failedKey(job) }];
+  }
+
+  private enter(job: JobRecord): WriteOp[] {
+    if (job.state === 'pending') return [this.index.put(job.kind, job.id, Date.parse(job.dueAt))];
+    if (job.state === 'held') return [{ type: 'put', family: 'jobsHeld', key: heldKey(job), value: job.id }];
+    return [{ type: 'put', family: 'jobsFailed', key: failedKey(job), value: job.id }];
+  }
+
+  /** Ids of the jobs held for a target (a disabled webhook), at most `limit`. */
+  async heldFor(targetId: string, limit: number): Promise<string[]> {
+    const prefix = `${targetId}:`;
+    return (await this.store.families.jobsHeld.values({ gt: prefix, lt: `${prefix}\xff`, limit }).all()) as string[];
+  }
+
+  /** Deletes jobs that failed before `beforeMs`, with their listing; returns how many. */
+  async purgeFailedBefore(beforeMs: number): Promise<number> {
+    let purged = 0;
+    for (;;) {
+      const rows = (await this.store.families.jobsFailed.iterator({ lt: `${timeKey(beforeMs)};`, limit: 1000 }).all()) as Array<[string, string]>;
+      if (rows.length === 0) return purged;
+      const jobs = await Promise.all(rows.map(([, id]) => this.get(id)));
+      const ops: WriteOp[] = [];
+      for (const [i, [key, id]] of rows.entries()) {
+        ops.push({ type: 'del', family: 'jobsFailed', key });
+        if (jobs[i]?.state === 'failed') ops.push({ type: 'del', family: 'jobs', key: id });
+      }
+      await this.store.commit(ops);
+      purged += rows.length;
+    }
+  }
+
+  /** Every held and failed job id (the operator's view; pending ones are on the index). */
+  async *parked(): AsyncGenerator<string> {
+    for await (const id of this.store.families.jobsHeld.values()) yield id as string;
+    for await (const id of this.store.families.jobsFailed.values()) yield id as string;
+  }
+}
+
+function heldKey(job: JobRecord): string {
+  return `${job.targetId}:${job.id}`;
+}
+
+function failedKey(job: JobRecord): string {
+  return `${timeKey(Date.parse(job.updatedAt))}:${job.id}`;
+}
