@@ -5,7 +5,7 @@ import type { MessagesRepo } from '../store/messages-repo.ts';
 import type { DomainRecord, MessageRecord } from '../store/records.ts';
 import type { Clock } from '../util/time.ts';
 import { domainOf } from '../util/email.ts';
-import { retryHintMs } from '../queue/retry-policy.ts';
+import { retryHintMs } from '../bounce/retry-hint.ts';
 import { RecentBodies } from './recent-bodies.ts';
 import type { Router } from './router.ts';
 import type { SendReply, SmtpPool } from './smtp-pool.ts';

@@ -37,15 +37,8 @@ export function nextAttemptAt(input: RetryInput, policy: RetryPolicy, random: ()
   return deadline - input.now >= Math.min(policy.firstDelayMs, delay) / 2 ? deadline : null;
 }
 
-const HINT = /(?:try|retry|come back)(?: again)?(?: in| after)? (\d{1,5}) ?(s|sec|second|m|min|minute|h|hour)s?\b/i;
-const UNIT_MS: Record<string, number> = { s: 1000, sec: 1000, second: 1000, m: 60_000, min: 60_000, minute: 60_000, h: 3_600_000, hour: 3_600_000 };
-
-/** The wait a reply asks for ("4.7.0 try again in 5 minutes"), capped at a day; undefined if none. */
-export function retryHintMs(text: string): number | undefined {
-  const m = HINT.exec(text);
-  if (!m) return undefined;
-  return Math.min(Number(m[1]) * UNIT_MS[m[2]!.toLowerCase()]!, 24 * 3_600_000);
-}
+/** The wait a reply asks for: parsed with the other reply rules, in bounce/. */
+export { retryHintMs } from '../bounce/retry-hint.ts';
 
 /**
  * The retry schedule of an HTTP job kind (reference-api §5.4): after n failed attempts the next
