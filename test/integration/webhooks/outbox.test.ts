@@ -1,0 +1,107 @@
+import { expect } from 'chai';
+import type { TestServer } from '../../helpers/harness.ts';
+import { startMessageBed, type MessageBed } from '../../helpers/messages.ts';
+import { WebhookReceiver } from '../../helpers/webhook-receiver.ts';
+import { FANOUT_CONSUMER } from '../../../src/webhooks/fanout.ts';
+import type { EventRecord, JobRecord } from '../../../src/store/records.ts';
+import { newIdAt } from '../../../src/util/ids.ts';
+
+const DAY = 86_400_000;
+
+/**
+ * The events family as the outbox: the webhook fan-out's persisted cursor across restarts, no
+ * backlog sent on a first start, and the retention purge of old events and failed deliveries.
+ */
+const RECEPTION_ONLY = { on_reception: true };
+
+describe('events outbox', function () {
+  this.timeout(30_000);
+  let bed: MessageBed;
+  let receiver: WebhookReceiver;
+  let restarted: TestServer | null = null;
+
+  beforeEach(async () => {
+    receiver = await WebhookReceiver.start();
+    bed = await startMessageBed({ webhooks: { allow_networks: ['127.0.0.0/8'] } });
+  });
+
+  afterEach(async () => {
+    await restarted?.daemon.stop();
+    restarted = null;
+    await bed.stop();
+    await receiver.stop();
+  });
+
+  async function createWebhook(path: string): Promise<string> {
+    const res = await bed.api('POST', `/v2/accounts/${bed.server.accountId}/webhooks`, { body: { name: path, url: receiver.url(path), scope: 'global', ...RECEPTION_ONLY } });
+    expect(res.status, JSON.stringify(res.body)).to.equal(201);
+    receiver.secrets.set(path, res.body.secret);
+    return res.body.id;
+  }
+
+  it('events that landed while the fan-out was not running are fanned out after a restart, from the persisted cursor', async () => {
+    await createWebhook('/hook');
+    await bed.send({ sandbox: true, recipients: [{ email: 'first@example.org' }] });
+    await receiver.until((r) => r.length === 1);
+    // The fan-out stops (its cursor is written); events keep landing, as before a crash.
+    await bed.server.daemon.webhookFanout.stop();
+    const cursor = await bed.server.daemon.core.meta.cursor(FANOUT_CONSUMER);
+    expect(cursor).to.be.a('string');
+    for (const to of ['a@example.org', 'b@example.org']) await bed.send({ sandbox: true, recipients: [{ email: to }] });
+    await new Promise((r) => setTimeout(r, 200));
+    expect(receiver.received).to.have.length(1);
+
+    restarted = await bed.server.restart();
+    await receiver.until((r) => r.length === 3);
+    await restarted.daemon.webhookFanout.drained();
+    await new Promise((r) => setTimeout(r, 200));
+    // Up to 4 requests are in flight per origin: order is not kept.
+    expect(receiver.verified().map((d) => d.payload!.data.recipient).sort()).to.deep.equal(['a@example.org', 'b@example.org', 'first@example.org']);
+  });
+
+  it('a first start with events already stored sends no backlog: the cursor starts at the newest event', async () => {
+    await bed.send({ sandbox: true, recipients: [{ email: 'old@example.org' }] });
+    const store = bed.server.daemon.core.store;
+    const [newest] = (await store.families.events.keys({ reverse: true, limit: 1 }).all()) as string[];
+    // As a store written before webhooks were delivered: no cursor yet.
+    await store.commit([{ type: 'del', family: 'meta', key: `cursor:${FANOUT_CONSUMER}` }]);
+    await createWebhook('/hook');
+    restarted = await bed.server.restart();
+    expect(await restarted.daemon.core.meta.cursor(FANOUT_CONSUMER)).to.equal(newest);
+    await new Promise((r) => setTimeout(r, 300));
+    expect(receiver.received).to.have.length(0);
+  });
+
+  it('purges events older than the retention, with their account index, and failed deliveries', async () => {
+    const core = bed.server.daemon.core;
+    const now = Date.now();
+    const event = (days: number): EventRecord => ({
+      v: 1, id: newIdAt(now - days * DAY), accountId: bed.server.accountId, type: 'message.reception',
+      createdAt: new Date(now - days * DAY).toISOString(), data: { n: days },
+    });
+    const [old, recent] = [event(40), event(10)];
+    await core.store.commit([...core.eventsRepo.put(old), ...core.eventsRepo.put(recent)]);
+    const job = (id: string, days: number): JobRecord => ({
+      v: 1, id, kind: 'webhook', accountId: bed.server.accountId, targetId: 'w', eventId: old.id, state: 'pending', attempts: 0,
+      dueAt: new Date(now).toISOString(), createdAt: new Date(now).toISOString(), updatedAt: new Date(now).toISOString(), lastAttempt: null,
+    });
+    for (const [id, days] of [[newIdAt(now), 40], [newIdAt(now), 10]] as const) {
+      const pending = job(id, days);
+      await core.store.commit(core.jobs.create(pending));
+      await core.store.commit(core.jobs.change(pending, { ...pending, state: 'failed', attempts: 6, updatedAt: new Date(now - days * DAY).toISOString() }));
+    }
+    const cutoff = now - 30 * DAY;
+    expect(await core.eventsRepo.purgeBefore(cutoff)).to.equal(1);
+    const left = (await core.store.families.events.keys().all()) as string[];
+    expect(left).to.include(recent.id).and.not.include(old.id);
+    const indexed = (await core.store.families.eventsByAccount.keys().all()) as string[];
+    expect(indexed.some((k) => k.endsWith(old.id))).to.equal(false);
+    expect(indexed.some((k) => k.endsWith(recent.id))).to.equal(true);
+
+    expect(await core.jobs.purgeFailedBefore(cutoff)).to.equal(1);
+    const jobs = (await core.store.families.jobs.values().all()) as JobRecord[];
+    expect(jobs.map((j) => j.updatedAt)).to.deep.equal([new Date(now - 10 * DAY).toISOString()]);
+    expect(await core.store.families.jobsFailed.keys().all()).to.have.length(1);
+    expect(await core.eventsRepo.purgeBefore(cutoff)).to.equal(0);
+  });
+});
