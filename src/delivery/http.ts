@@ -54,8 +54,9 @@ export interface HttpOutcome {
   responseText: string;
   durationMs: number;
   /**
-   * No answer came from the origin at all: the connection was refused, reset or timed out, or
-   * its name did not resolve. The origin is down, rather than refusing this request.
+   * No answer came from the origin at all: the connection was refused or reset, or its name did
+   * not resolve. The origin is down, rather than refusing this request. (A timeout is not this:
+   * it is a failed attempt like a bad status.)
    */
   unreachable: boolean;
 }
@@ -118,7 +119,9 @@ export class HttpClient {
       return outcome(status, `HTTP ${status}`, text);
     } catch (err) {
       const status = (err as { status?: number }).status ?? null;
-      return outcome(status, describe(err), '', status === null && !(err instanceof TargetRefusedError) && (err as NodeJS.ErrnoException).code !== 'ETARGETREFUSED');
+      // A timeout is a failed attempt like a bad status; only an origin that answered nothing at once is down.
+      const refused = err instanceof TargetRefusedError || (err as NodeJS.ErrnoException).code === 'ETARGETREFUSED';
+      return outcome(status, describe(err), '', status === null && !refused && (err as { timedOut?: boolean }).timedOut !== true);
     }
   }
 
@@ -145,7 +148,7 @@ export class HttpClient {
         },
       });
       let status: number | undefined;
-      const timer = setTimeout(() => req.destroy(Object.assign(new Error(`timed out after ${timeoutMs / 1000} s`), { status })), timeoutMs);
+      const timer = setTimeout(() => req.destroy(Object.assign(new Error(`timed out after ${timeoutMs / 1000} s`), { status, timedOut: true })), timeoutMs);
       const fail = (err: Error) => {
         clearTimeout(timer);
         reject(Object.assign(err, { status }));

@@ -185,6 +185,7 @@ describe('HTTP client of the webhook dispatcher', () => {
     dns.zone.set('flip.test', 'A', ['127.0.0.1']);
     const outcome = await http.postSigned({ url: url('/hook', 'flip.test'), body: envelope(1), id: 'msg_f', timestampSeconds: now(), secret });
     expect(outcome.ok).to.equal(false);
+    expect(outcome.unreachable).to.equal(false);
     expect(outcome.error).to.include('refused');
     expect(receiver.received).to.deep.equal([]);
   });
@@ -193,7 +194,8 @@ describe('HTTP client of the webhook dispatcher', () => {
     receiver.routes.set('/slow', () => undefined);
     const started = Date.now();
     const outcome = await client({ timeoutMs: 300 }).postSigned({ url: url('/slow'), body: envelope(1), id: 'msg_slow', timestampSeconds: now(), secret });
-    expect(outcome).to.include({ ok: false, status: null });
+    // A timeout is a failed attempt, not an origin that is down.
+    expect(outcome).to.include({ ok: false, status: null, unreachable: false });
     expect(outcome.error).to.include('timed out after 0.3 s');
     expect(Date.now() - started).to.be.within(250, 3000);
     // Headers sent, then the body never ends: the timeout covers the whole exchange.
@@ -216,10 +218,11 @@ describe('HTTP client of the webhook dispatcher', () => {
     });
     const http = client();
     const refused = await http.postSigned({ url: `http://127.0.0.1:${closed}/`, body: '{}', id: 'msg_c', timestampSeconds: now(), secret });
-    expect(refused).to.include({ ok: false, status: null });
+    // Nothing answered at all: the origin is down (the dispatcher pauses it rather than spend attempts).
+    expect(refused).to.include({ ok: false, status: null, unreachable: true });
     expect(refused.error).to.include('ECONNREFUSED');
     const unknown = await http.postSigned({ url: 'http://nowhere.test/', body: '{}', id: 'msg_n', timestampSeconds: now(), secret });
-    expect(unknown).to.include({ ok: false, status: null });
+    expect(unknown).to.include({ ok: false, status: null, unreachable: true });
     expect(unknown.error).to.include('nowhere.test');
     const scheme = await http.postSigned({ url: 'ftp://receiver.test/', body: '{}', id: 'msg_f', timestampSeconds: now(), secret });
     expect(scheme.error).to.include('url scheme ftp is not allowed');
