@@ -20,8 +20,8 @@ export interface Delivery {
 export class WebhookReceiver {
   readonly received: Delivery[] = [];
   readonly secrets = new Map<string, string>();
-  /** The status to answer for a request; null drops the connection without an answer. */
-  answer: (delivery: Delivery) => number | null = (d) => (d.payload ? 204 : 400);
+  /** The status to answer for a request; null drops the connection, 'hang' never answers. */
+  answer: (delivery: Delivery) => number | null | 'hang' = (d) => (d.payload ? 204 : 400);
   private readonly sockets = new Set<Socket>();
   private readonly waiters = new Set<() => void>();
   private server!: Server;
@@ -86,7 +86,7 @@ export class WebhookReceiver {
       this.received.push(delivery);
       const status = this.answer(delivery);
       if (status === null) res.socket?.destroy();
-      else res.writeHead(status).end();
+      else if (status !== 'hang') res.writeHead(status).end();
       for (const wake of this.waiters) wake();
       this.waiters.clear();
     });
