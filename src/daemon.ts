@@ -365,11 +365,14 @@ export class Daemon {
       log,
       notify: (dueMs) => engine.notify(dueMs),
       pause: (destination, untilMs) => engine.pause(destination, untilMs),
+      unpause: (destination) => engine.unpause(destination),
     });
     engine.register(deliveries);
     core.webhooks.onEnabled = (webhook) => {
       void deliveries.release(webhook.id).catch((err: unknown) => log.error({ err, webhook_id: webhook.id }, 'could not resume held webhook deliveries'));
     };
+    const probes = await deliveries.probeParked();
+    if (probes > 0) log.info({ destinations: probes }, 'webhook origins that were down are probed again');
     this.fanout = new WebhookFanout(core.store, core.meta, core.webhooks, core.jobs, core.clock, log, (dueMs) => engine.notify(dueMs));
     await this.fanout.start();
     engine.start();

@@ -23,6 +23,12 @@ export interface JobKind<J = unknown> {
   destination(job: J): Promise<string>;
   /** One attempt and its outcome. `release` frees the slot once no connection is used any more. */
   run(job: J, release: () => void): Promise<void>;
+  /**
+   * Optional: takes due jobs of a destination that is paused as down off the due-time index
+   * (parks them in the store) so they are not read again and again while it is down. Without
+   * it they are set aside in memory until the pause ends.
+   */
+  setAside?(jobs: J[], destination: string): Promise<void>;
 }
 
 export interface DispatcherLimits {
@@ -214,6 +220,13 @@ export class JobEngine {
     this.notify(untilMs);
   }
 
+  /** The destination answers again: its pause ends now. */
+  unpause(destination: string): void {
+    if (!this.paused.delete(destination)) return;
+    if (!this.suspended.has(destination)) for (const [ref, dest] of this.skipped) if (dest === destination) this.skipped.delete(ref);
+    void this.wake();
+  }
+
   private setAside(destination: string): void {
     for (const pool of Object.values(this.pools)) {
       const items = pool.ready.get(destination);
@@ -358,8 +371,28 @@ export class JobEngine {
         fresh += 1;
       }
       const destinations = await Promise.all(found.map(({ job }) => kind.destination(job).catch(() => 'unknown')));
-      for (const [i, { job, ref }] of found.entries()) this.enqueue(pool, kind, job, ref, destinations[i]!);
+      const aside = new Map<string, Array<{ job: unknown; ref: string }>>();
+      for (const [i, { job, ref }] of found.entries()) {
+        const destination = destinations[i]!;
+        if (kind.setAside && !this.suspended.has(destination) && (this.paused.get(destination) ?? 0) > now) {
+          aside.set(destination, [...(aside.get(destination) ?? []), { job, ref }]);
+          continue;
+        }
+        this.enqueue(pool, kind, job, ref, destination);
+      }
       this.dispatch(pool);
+      // What was parked freed no room: read on.
+      if (aside.size > 0) this.pumpAgain = true;
+      for (const [destination, items] of aside) {
+        try {
+          await kind.setAside!(items.map((i) => i.job), destination);
+        } catch (err) {
+          this.log.error({ err, destination }, 'could not park the jobs of a destination that is down');
+          for (const { ref } of items) this.skipped.set(ref, destination);
+        }
+        for (const { ref } of items) this.let(pool, ref);
+        fresh -= items.length;
+      }
     }
     pool.backlog = fresh >= room;
   }

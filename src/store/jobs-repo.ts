@@ -7,7 +7,8 @@ import { timeKey } from '../util/time.ts';
 /**
  * HTTP jobs (webhook deliveries, route POSTs) by id. A pending job has an entry on the due-time
  * index at its `dueAt`; a held one (its webhook is disabled) is listed under its target until
- * the target is enabled again; a failed one is kept, listed by the time it failed, until the
+ * the target is enabled again; a parked one (its origin is down) under its origin until a probe
+ * gets through; a failed one is kept, listed by the time it failed, until the
  * retention purge. A job that succeeded is deleted.
  */
 export class JobsRepo {
@@ -36,13 +37,34 @@ export class JobsRepo {
   private leave(job: JobRecord): WriteOp[] {
     if (job.state === 'pending') return [this.index.del(job.kind, job.id, Date.parse(job.dueAt))];
     if (job.state === 'held') return [{ type: 'del', family: 'jobsHeld', key: heldKey(job) }];
+    if (job.state === 'parked') return [{ type: 'del', family: 'jobsParked', key: parkedKey(job) }];
     return [{ type: 'del', family: 'jobsFailed', key: failedKey(job) }];
   }
 
   private enter(job: JobRecord): WriteOp[] {
     if (job.state === 'pending') return [this.index.put(job.kind, job.id, Date.parse(job.dueAt))];
     if (job.state === 'held') return [{ type: 'put', family: 'jobsHeld', key: heldKey(job), value: job.id }];
+    if (job.state === 'parked') return [{ type: 'put', family: 'jobsParked', key: parkedKey(job), value: job.id }];
     return [{ type: 'put', family: 'jobsFailed', key: failedKey(job), value: job.id }];
+  }
+
+  /** Ids of the jobs parked while `destination` is down, at most `limit`. */
+  async parkedOn(destination: string, limit: number): Promise<string[]> {
+    const prefix = `${destination} `;
+    return (await this.store.families.jobsParked.values({ gt: prefix, lt: `${prefix}\xff`, limit }).all()) as string[];
+  }
+
+  /** Every destination with parked jobs, with its first job's id. */
+  async *parkedDestinations(): AsyncGenerator<{ destination: string; first: string }> {
+    let after = '';
+    for (;;) {
+      const [row] = (await this.store.families.jobsParked.iterator({ gt: after, limit: 1 }).all()) as Array<[string, string]>;
+      if (!row) return;
+      const destination = row[0].slice(0, row[0].lastIndexOf(' '));
+      yield { destination, first: row[1] };
+      // Past every key of this destination: the space sorts before what follows it.
+      after = `${destination} \xff`;
+    }
   }
 
   /** Ids of the jobs held for a target (a disabled webhook), at most `limit`. */
@@ -68,15 +90,21 @@ export class JobsRepo {
     }
   }
 
-  /** Every held and failed job id (the operator's view; pending ones are on the index). */
+  /** Every held, parked and failed job id (the operator's view; pending ones are on the index). */
   async *parked(): AsyncGenerator<string> {
     for await (const id of this.store.families.jobsHeld.values()) yield id as string;
+    for await (const id of this.store.families.jobsParked.values()) yield id as string;
     for await (const id of this.store.families.jobsFailed.values()) yield id as string;
   }
 }
 
 function heldKey(job: JobRecord): string {
   return `${job.targetId}:${job.id}`;
+}
+
+/** `<origin> <id>`: a space never appears in an origin, and sorts before every character of an id. */
+function parkedKey(job: JobRecord): string {
+  return `${job.parkedOn ?? ''} ${job.id}`;
 }
 
 function failedKey(job: JobRecord): string {

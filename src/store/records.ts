@@ -330,8 +330,13 @@ export interface JobRecord {
   /** The webhook (or route) it is for. */
   targetId: string;
   eventId: string;
-  /** pending: on the due-time index; held: its target is disabled; failed: attempts used up. */
-  state: 'pending' | 'held' | 'failed';
+  /**
+   * pending: on the due-time index; held: its target is disabled; parked: its destination is
+   * down (listed under `parkedOn` until a probe gets through); failed: attempts used up.
+   */
+  state: 'pending' | 'held' | 'parked' | 'failed';
+  /** The destination (URL origin) a parked job waits for. */
+  parkedOn?: string | undefined;
   /** Failed attempts so far. */
   attempts: number;
   dueAt: string;

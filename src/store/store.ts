@@ -37,6 +37,7 @@ export const FAMILIES = [
   'webhookCounters',
   'jobs',
   'jobsHeld',
+  'jobsParked',
   'jobsFailed',
 ] as const;
 /**

@@ -35,6 +35,8 @@ export interface WebhookDeliveriesDeps {
   notify: (dueMs: number) => void;
   /** Tells the engine to start nothing for a destination found down before `untilMs`. */
   pause: (destination: string, untilMs: number) => void;
+  /** Tells the engine the destination answers again. */
+  unpause: (destination: string) => void;
   random?: () => number;
   /**
    * Wall-clock time for `webhook-timestamp`: receivers check it against their own clock (±5
@@ -107,6 +109,49 @@ export class WebhookDeliveries implements JobKind<JobRecord> {
     await this.settle(job, webhook, outcome, log);
   }
 
+  /** Parks due jobs of an origin that is down: off the index, listed under the origin. */
+  async setAside(jobs: JobRecord[], destination: string): Promise<void> {
+    const at = iso(this.d.clock.now());
+    await this.d.store.commit(jobs.flatMap((job) => this.d.jobs.change(job, { ...job, state: 'parked', parkedOn: destination, updatedAt: at })));
+  }
+
+  /**
+   * After a restart nothing is known to be down: one parked job of each origin goes back on the
+   * index as a probe; when it gets an answer, the others follow.
+   */
+  async probeParked(): Promise<number> {
+    let probes = 0;
+    for await (const { destination, first } of this.d.jobs.parkedDestinations()) {
+      const job = await this.d.jobs.get(first);
+      if (job?.state !== 'parked') continue;
+      this.down.set(destination, { probes: 0, until: 0 });
+      await this.unpark([job]);
+      probes += 1;
+    }
+    return probes;
+  }
+
+  /** Moves the jobs parked for an origin back onto the index, due now. */
+  private async releaseParked(origin: string): Promise<number> {
+    let moved = 0;
+    for (;;) {
+      const ids = await this.d.jobs.parkedOn(origin, RELEASE_BATCH);
+      if (ids.length === 0) break;
+      const jobs = (await Promise.all(ids.map((id) => this.d.jobs.get(id)))).filter((j): j is JobRecord => j?.state === 'parked');
+      if (jobs.length === 0) break;
+      await this.unpark(jobs);
+      moved += jobs.length;
+    }
+    if (moved > 0) this.d.log.info({ destination: origin, jobs: moved }, 'webhook endpoint answers again: parked deliveries resume');
+    return moved;
+  }
+
+  private async unpark(jobs: JobRecord[]): Promise<void> {
+    const now = this.d.clock.now();
+    await this.d.store.commit(jobs.flatMap((job) => this.d.jobs.change(job, { ...job, state: 'pending', parkedOn: undefined, dueAt: iso(now), updatedAt: iso(now) })));
+    this.d.notify(now);
+  }
+
   /** Moves the jobs held for a webhook back onto the due-time index, due now. */
   async release(webhookId: string): Promise<number> {
     let moved = 0;
@@ -144,8 +189,10 @@ export class WebhookDeliveries implements JobKind<JobRecord> {
       const until = this.markDown(origin, now);
       next = { ...job, dueAt: iso(until), updatedAt: at, lastAttempt };
       this.d.pause(origin, until);
-    } else {
-      this.down.delete(origin);
+    } else if (this.down.delete(origin)) {
+      // It answers again: what waited for it follows.
+      this.d.unpause(origin);
+      void this.releaseParked(origin).catch((err: unknown) => log.error({ err, destination: origin }, 'could not resume parked webhook deliveries'));
     }
     if (!outcome.ok && next === null) {
       const attempts = job.attempts + 1;

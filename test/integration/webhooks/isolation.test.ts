@@ -1,4 +1,5 @@
 import { expect } from 'chai';
+import type { TestServer } from '../../helpers/harness.ts';
 import { startMessageBed, type MessageBed } from '../../helpers/messages.ts';
 import { WebhookReceiver } from '../../helpers/webhook-receiver.ts';
 
@@ -41,5 +42,41 @@ describe('webhook origins are isolated', function () {
     const origin = (await bed.server.daemon.jobEngine.destinations()).find((d) => d.destination === new URL(slow.url('/')).origin);
     expect(origin).to.include({ dispatcher: 'http', running: 4, concurrency: 4 });
     expect(origin!.ready).to.equal(36);
+  });
+
+  it('parks the deliveries of an origin that answers nothing, and after a restart probes it and sends them all, once each', async () => {
+    await hook(fast, '/down');
+    const port = fast.port;
+    const secrets = new Map(fast.secrets);
+    await fast.stop();
+    const recipients = Array.from({ length: 50 }, (_, i) => ({ email: `r${i}@example.org` }));
+    expect((await bed.send({ sandbox: true, recipients })).status).to.equal(202);
+    const store = bed.server.daemon.core.store;
+    const deadline = Date.now() + 10_000;
+    // The first attempts find it down: the rest are parked in the store, not held in memory.
+    while (((await store.families.jobsParked.keys().all()) as string[]).length < 40) {
+      if (Date.now() > deadline) throw new Error('the deliveries were never parked');
+      await new Promise((r) => setTimeout(r, 50));
+    }
+    const origin = new URL(fast.url('/')).origin;
+    const down = (await bed.server.daemon.jobEngine.destinations()).find((d) => d.destination === origin);
+    expect(down?.pausedUntil).to.be.a('number');
+    expect(down?.ready).to.equal(0);
+
+    let restarted: TestServer | null = null;
+    try {
+      restarted = await bed.server.restart();
+      fast = await WebhookReceiver.start(port);
+      for (const [path, secret] of secrets) fast.secrets.set(path, secret);
+      // The restarted daemon probes the origin with one parked job; its answer brings the rest.
+      bed.clock.advance(10 * 60_000);
+      await restarted.daemon.jobEngine.wake();
+      await fast.until((r) => r.length >= 50);
+      await new Promise((r) => setTimeout(r, 300));
+      expect(fast.verified().map((d) => d.payload!.data.recipient).sort()).to.deep.equal(recipients.map((r) => r.email).sort());
+      expect(await restarted.daemon.core.store.families.jobsParked.keys().all()).to.deep.equal([]);
+    } finally {
+      await restarted?.daemon.stop();
+    }
   });
 });
