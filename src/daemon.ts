@@ -32,6 +32,7 @@ import { MessagesRepo } from './store/messages-repo.ts';
 import { KeyedMutex } from './util/keyed-mutex.ts';
 import { parseCidr } from './util/cidr.ts';
 import { SecretBox } from './util/secret-box.ts';
+import { VerpTokens } from './util/verp.ts';
 import { systemClock, type Clock } from './util/time.ts';
 import { BounceRulesError, parseBounceRules, type BounceRule } from './bounce/rules.ts';
 import { ConfigError } from './config/load.ts';
@@ -47,7 +48,8 @@ import { JobsRepo } from './store/jobs-repo.ts';
 import { MetaRepo, migrate } from './store/meta.ts';
 import { HttpClient } from './delivery/http.ts';
 import { WebhookCounters } from './webhooks/counters.ts';
-import { WebhookDeliveries } from './webhooks/deliveries.ts';
+import { webhookTargets } from './webhooks/deliveries.ts';
+import { HttpJobs } from './queue/http-jobs.ts';
 import { WebhookFanout } from './webhooks/fanout.ts';
 import { DsnSender } from './queue/dsn-sender.ts';
 import { Suppressions } from './accounts/suppressions.ts';
@@ -102,6 +104,8 @@ export interface Core {
   jobIndex: JobIndex;
   jobs: JobsRepo;
   meta: MetaRepo;
+  /** Tokens of VERP return paths (key in keys/verp.key). */
+  verp: VerpTokens;
   /** What the schema migration on open did (empty when the store was current). */
   migrations: string[];
   clock: Clock;
@@ -177,6 +181,7 @@ export async function openCore(config: Config, clock: Clock = systemClock): Prom
     jobIndex,
     jobs: new JobsRepo(store, jobIndex),
     meta: new MetaRepo(store),
+    verp: new VerpTokens(SecretBox.loadOrCreate(join(config.keys.dir, 'verp.key')).rawKey()),
     migrations,
     clock,
   };
@@ -353,13 +358,16 @@ export class Daemon {
     const allowNetworks = config.webhooks.allow_networks.map(parseCidr);
     const http = new HttpClient({ resolver: core.resolver, allowNetworks: () => allowNetworks, maxSocketsPerOrigin: config.webhooks.per_origin });
     this.http = http;
-    const deliveries = new WebhookDeliveries({
+    const deliveries = new HttpJobs({
       store: core.store,
       jobs: core.jobs,
-      webhooks: core.webhooksRepo,
-      counters: core.webhookCounters,
-      secretOf: (webhook) => core.webhooks.secretOf(webhook),
-      disable: (id) => core.webhooks.disable(id),
+      targets: webhookTargets({
+        store: core.store,
+        webhooks: core.webhooksRepo,
+        counters: core.webhookCounters,
+        secretOf: (webhook) => core.webhooks.secretOf(webhook),
+        disable: (id) => core.webhooks.disable(id),
+      }),
       post: (post) => http.postSigned(post),
       clock: core.clock,
       log,
@@ -402,7 +410,7 @@ export class Daemon {
       commandTimeoutMs: d.command_timeout_ms,
       tlsRejectUnauthorized: d.tls_reject_unauthorized,
     });
-    const deliverer = new Deliverer(core.messagesRepo, core.domainsRepo, core.signer, router, pool, rules, core.clock);
+    const deliverer = new Deliverer(core.messagesRepo, core.domainsRepo, core.signer, router, pool, rules, core.clock, (id) => core.verp.token(id));
     const retry = {
       firstDelayMs: d.retry.first_delay_seconds * 1000,
       maxDelayMs: d.retry.max_delay_seconds * 1000,

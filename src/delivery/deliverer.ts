@@ -40,6 +40,8 @@ export class Deliverer {
     private readonly pool: SmtpPool,
     private readonly rules: readonly BounceRule[],
     clock: Clock,
+    /** The VERP token of a message's return path (util/verp.ts). */
+    private readonly verpToken: (messageId: string) => string,
   ) {
     this.bodies = new RecentBodies((bodyId) => this.messages.body(bodyId), undefined, () => clock.now());
   }
@@ -73,7 +75,7 @@ export class Deliverer {
       return internal('deferred', 'Uncategorized', `could not prepare the message: ${(err as Error).message}`);
     }
     // A DSN of ours goes out with the null return path, so that nothing answers it (RFC 5321 §4.5.5).
-    const from = message.isBounceNotification ? '' : returnPath(message, domain);
+    const from = message.isBounceNotification ? '' : returnPath(message, domain, this.verpToken);
     let last: { reply: SendReply; host: string } | null = null;
     for (const hop of route) {
       const reply = await this.pool.send(hop, from, message.recipient, raw);
@@ -123,8 +125,8 @@ export function announcedSend(message: MessageRecord): boolean {
 }
 
 /** VERP return path: bounces+<message token>@<return-path subdomain>.<domain>. */
-export function returnPath(message: MessageRecord, domain: DomainRecord): string {
-  return `bounces+${message.id.replace(/-/g, '')}@${domain.returnPathSubdomain}.${domain.name}`;
+export function returnPath(message: MessageRecord, domain: DomainRecord, token: (messageId: string) => string): string {
+  return `bounces+${token(message.id)}@${domain.returnPathSubdomain}.${domain.name}`;
 }
 
 function internal(outcome: Outcome, classification: Classification, text: string): Attempt {

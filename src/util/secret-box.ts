@@ -26,6 +26,11 @@ export class SecretBox {
     return new SecretBox(key);
   }
 
+  /** The key itself, for a box whose file holds a key of another use (a MAC key). */
+  rawKey(): Buffer {
+    return Buffer.from(this.key);
+  }
+
   seal(plaintext: string): string {
     const iv = randomBytes(12);
     const cipher = createCipheriv('aes-256-gcm', this.key, iv);

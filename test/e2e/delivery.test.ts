@@ -28,9 +28,9 @@ interface ApiMessage {
   delivery_attempts: Array<{ time: string; log: string; status: string }>;
 }
 
-/** The VERP token of a message: its id without dashes (bounces+<token>@rp.<domain>). */
+/** The message part of a VERP token: its id without dashes (bounces+<id><mac>@rp.<domain>). */
 const tokenOf = (id: string) => id.replace(/-/g, '');
-const tokenAt = (received: Received) => /^bounces\+([0-9a-f]{32})@rp\.example\.com$/.exec(received.from)?.[1] ?? `unknown:${received.from}`;
+const tokenAt = (received: Received) => /^bounces\+([0-9a-f]{32})[0-9a-f]{16}@rp\.example\.com$/.exec(received.from)?.[1] ?? `unknown:${received.from}`;
 /** The API id inside a Message-ID `<id@host>`. */
 const idOfMessageId = (messageId: string) => messageId.slice(1, messageId.indexOf('@'));
 const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms));
@@ -167,7 +167,7 @@ describe('e2e: delivery by the running daemon', function () {
     const [got] = await sink.waitFor(1);
     expect(got!.to).to.deep.equal(['rcpt@example.org']);
     const uuid = idOfMessageId(id!);
-    expect(got!.from).to.equal(`bounces+${tokenOf(uuid)}@rp.example.com`);
+    expect(got!.from).to.match(new RegExp(`^bounces\\+${tokenOf(uuid)}[0-9a-f]{16}@rp\\.example\\.com$`));
     expect(got!.raw).to.match(new RegExp(`^Message-ID: ${id!.replace(/[.+]/g, '\\$&')}\\r$`, 'mi'));
     expect(dns.queries).to.include('MX example.org');
 
