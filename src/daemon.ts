@@ -60,6 +60,7 @@ import { Webhooks } from './webhooks/webhooks.ts';
 import { WebhooksRepo } from './store/webhooks-repo.ts';
 import { fileURLToPath } from 'node:url';
 import { Relay } from './message/relay.ts';
+import { SubmissionSpool } from './message/spool.ts';
 import { AuthThrottle } from './smtp/auth-throttle.ts';
 import { loadOrCreateCertificate, readCertificate } from './smtp/certificate.ts';
 import { SubmissionListeners } from './smtp/submission.ts';
@@ -486,7 +487,7 @@ export class Daemon {
       {
         credentials: core.smtpCredentials,
         accounts: core.accounts,
-        relay: new Relay(core.domains, core.acceptor, core.clock, config.server.hostname),
+        relay: new Relay(core.domains, core.acceptor, core.clock, config.server.hostname, () => new SubmissionSpool(core.store, core.messagesRepo)),
         throttle: new AuthThrottle(s.auth_failures.limit, s.auth_failures.window_seconds * 1000, core.clock),
         log,
         observer: {

@@ -50,8 +50,10 @@ export class Deliverer {
    * Bodies just accepted, with the sends due now that will ask for them: their first delivery
    * need not read them back from the store.
    */
-  remember(bodies: ReadonlyArray<{ id: string; chunks: Buffer[] }>, sends: ReadonlyMap<string, number>): void {
+  remember(bodies: ReadonlyArray<{ id: string; chunks: Buffer[]; spooled?: number | undefined }>, sends: ReadonlyMap<string, number>): void {
     for (const body of bodies) {
+      // A large body written as it arrived is not all in memory: delivery reads it from the store.
+      if (body.spooled) continue;
       const count = sends.get(body.id) ?? 0;
       if (count > 0) this.bodies.put(body.id, body.chunks, count);
     }

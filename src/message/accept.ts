@@ -10,6 +10,11 @@ import { retentionTimes } from './retention.ts';
 export interface StoredBody {
   id: string;
   chunks: Buffer[];
+  /**
+   * Chunks of a large body already written while it was received (at indices 1 to `spooled`):
+   * `chunks[0]` is its first chunk (the header block) and the others follow the spooled ones.
+   */
+  spooled?: number | undefined;
 }
 
 /** One recipient's message: its header block and the body it shares. */
@@ -70,7 +75,7 @@ export class Acceptor {
   prepare(submission: Submission): { records: MessageRecord[]; ops: WriteOp[] } {
     const records = submission.messages.map((m) => this.record(submission, m));
     const ops: WriteOp[] = [];
-    for (const body of submission.bodies) ops.push(...this.repo.putBody(body.id, body.chunks));
+    for (const body of submission.bodies) ops.push(...this.repo.putBody(body.id, body.chunks, body.spooled ?? 0));
     for (const record of records) {
       ops.push(
         ...this.repo.put(record),

@@ -8,6 +8,7 @@ import type { Clock } from '../util/time.ts';
 import type { Acceptor, NewMessage } from './accept.ts';
 import { newMessageId } from './message-id.ts';
 import { prepareSubmitted } from './submitted.ts';
+import type { SpooledMessage, SubmissionSpool } from './spool.ts';
 import { rfc5322Date } from '../bounce/dsn.ts';
 
 /** Who relays: the credential's account, its domains (null: every domain), sandbox or not. */
@@ -36,6 +37,8 @@ export class Relay {
     private readonly acceptor: Acceptor,
     private readonly clock: Clock,
     private readonly hostname: string,
+    /** A spool for one message's DATA (large messages are written to the store as they arrive). */
+    readonly newSpool: () => SubmissionSpool,
   ) {}
 
   /** The sender domain for MAIL FROM: the account's, allowed to the credential, DNS valid. */
@@ -49,17 +52,24 @@ export class Relay {
     return domain;
   }
 
-  /** Accepts the DATA of one transaction; resolves once it is durably stored. */
-  async accept(relayer: Relayer, domain: DomainRecord, from: string, recipients: string[], raw: Buffer, client: RelayClient): Promise<MessageRecord[]> {
+  /**
+   * Accepts the DATA of one transaction, whole (`raw`) or written as it arrived (a large message:
+   * its header block is prepared here and its body chunks are already in the store); resolves
+   * once it is durably stored.
+   */
+  async accept(relayer: Relayer, domain: DomainRecord, from: string, recipients: string[], input: Buffer | SpooledMessage, client: RelayClient): Promise<MessageRecord[]> {
+    const spooled = Buffer.isBuffer(input) ? null : input;
+    const raw = spooled ? spooled.head : (input as Buffer);
     const now = this.clock.now();
     const first = newMessageId(domain.name, now);
     const helo = client.helo.replace(/[^A-Za-z0-9.:[\]-]/g, '').slice(0, 255) || 'unknown';
     const received = `Received: from ${helo} ([${client.address.replace(/^::ffff:/, '')}])\r\n\tby ${this.hostname} (Postilion) with ${client.tls ? 'ESMTPSA' : 'ESMTPA'} id ${first.id};\r\n\t${rfc5322Date(new Date(now))}`;
     const prepared = prepareSubmitted(raw, first.header, now, received);
     const o = prepared.options;
-    const bodyId = newId();
+    const bodyId = spooled?.bodyId ?? newId();
     const chunks: Buffer[] = [];
-    for (let at = 0; at < prepared.message.length; at += BODY_CHUNK_BYTES) chunks.push(prepared.message.subarray(at, at + BODY_CHUNK_BYTES));
+    if (spooled) chunks.push(prepared.message, ...spooled.tail);
+    else for (let at = 0; at < prepared.message.length; at += BODY_CHUNK_BYTES) chunks.push(prepared.message.subarray(at, at + BODY_CHUNK_BYTES));
     const messages: NewMessage[] = recipients.map((recipient, i) => ({
       id: i === 0 ? first.id : newMessageId(domain.name, now).id,
       messageId: prepared.messageId,
@@ -79,7 +89,7 @@ export class Relay {
       sandbox: sandbox ? (o.sandboxResult ?? 'deliver') : null,
       tracking: { open: o.trackOpens, click: o.trackClicks },
       retention: { metadata: o.metadataRetention, data: o.dataRetention },
-      bodies: [{ id: bodyId, chunks }],
+      bodies: [{ id: bodyId, chunks, spooled: spooled?.written }],
       messages,
     });
   }

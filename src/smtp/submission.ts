@@ -5,6 +5,7 @@ import type { Accounts } from '../accounts/accounts.ts';
 import type { DomainRecord } from '../store/records.ts';
 import type { Relay, Relayer } from '../message/relay.ts';
 import { isClientError } from '../message/relay.ts';
+import type { SpooledMessage, SubmissionSpool } from '../message/spool.ts';
 import { cidrContains, parseClientIp, type Cidr } from '../util/cidr.ts';
 import { isMailboxAddress } from '../util/email.ts';
 import { AuthAfterTlsServer, ENCRYPTION_REQUIRED } from './auth-after-tls.ts';
@@ -59,6 +60,8 @@ interface SessionUser {
 
 interface SessionState {
   domain?: DomainRecord;
+  /** The spool of a DATA under way: discarded when the session ends before it is settled. */
+  spool?: SubmissionSpool;
   /** Whether a message of this session was accepted. */
   accepted?: boolean;
   /** Whether the session was counted against its address (refused connections are not). */
@@ -169,6 +172,7 @@ function createServer(options: SubmissionOptions, deps: SubmissionDeps, secure: 
 
     onClose(session) {
       const state = stateOf(session);
+      if (state.spool?.unsettled) void state.spool.discard().catch((err: unknown) => log.error({ err }, 'could not delete the chunks of an unfinished message'));
       if (state.counted) {
         const open = (perAddress.get(session.remoteAddress) ?? 1) - 1;
         if (open > 0) perAddress.set(session.remoteAddress, open);
@@ -249,9 +253,14 @@ function createServer(options: SubmissionOptions, deps: SubmissionDeps, secure: 
 
     onData(stream, session, done) {
       const callback = decided('DATA', done);
-      collect(stream, options.maxMessageBytes).then(
+      const spool = relay.newSpool();
+      stateOf(session).spool = spool;
+      collect(stream, options.maxMessageBytes, spool).then(
         async (raw) => {
-          if (raw === null) return callback(reply(552, `5.3.4 Message too big: at most ${options.maxMessageBytes} bytes`));
+          if (raw === null) {
+            await spool.discard();
+            return callback(reply(552, `5.3.4 Message too big: at most ${options.maxMessageBytes} bytes`));
+          }
           const user = session.user as SessionUser;
           const domain = stateOf(session).domain!;
           const from = session.envelope.mailFrom ? session.envelope.mailFrom.address : '';
@@ -263,11 +272,14 @@ function createServer(options: SubmissionOptions, deps: SubmissionDeps, secure: 
             stateOf(session).accepted = true;
             callback(null, `2.0.0 Ok: queued as ${accepted[0]!.id}${accepted.length > 1 ? ` (+${accepted.length - 1} more)` : ''}`);
           } catch (err) {
+            await spool.discard();
             if (!isClientError(err)) throw err;
             callback(reply(550, `5.6.0 ${err.message}`));
           }
         },
       ).catch((err: unknown) => {
+        void spool.discard().catch(() => undefined);
+        if (isClientError(err)) return callback(reply(552, `5.3.4 ${err.message}`));
         log.error({ err }, 'SMTP DATA could not be stored');
         callback(reply(451, '4.3.0 The message could not be stored; try again'));
       });
@@ -275,16 +287,45 @@ function createServer(options: SubmissionOptions, deps: SubmissionDeps, secure: 
   }, (address) => mayAuthInClear(address, options.plainAuthFrom));
 }
 
-/** The message bytes, or null once over `limit` (the rest is read and dropped). */
-function collect(stream: SMTPServerDataStream, limit: number): Promise<Buffer | null> {
+/**
+ * The message, into the spool as it arrives (the client waits while a chunk is written): whole
+ * when small, else spooled; null once over `limit` (the rest is read and dropped).
+ */
+function collect(stream: SMTPServerDataStream, limit: number, spool: SubmissionSpool): Promise<Buffer | SpooledMessage | null> {
   return new Promise((resolve, reject) => {
-    const chunks: Buffer[] = [];
     let size = 0;
+    // The first failure is answered once the client has sent all its data.
+    let failure: unknown = null;
+    let writing: Promise<void> = Promise.resolve();
     stream.on('data', (chunk: Buffer) => {
       size += chunk.length;
-      if (size <= limit) chunks.push(chunk);
+      if (size > limit || failure !== null) return;
+      let write: Promise<void> | null;
+      try {
+        write = spool.add(chunk);
+      } catch (err) {
+        failure = err;
+        return;
+      }
+      if (!write) return;
+      // A chunk is being written: the client waits (the stream is resumed once it is on disk).
+      stream.pause();
+      writing = write.then(
+        () => void stream.resume(),
+        (err: unknown) => {
+          failure = err;
+          stream.resume();
+        },
+      );
     });
-    stream.on('end', () => resolve(stream.sizeExceeded || size > limit ? null : Buffer.concat(chunks, size)));
+    stream.on('end', () => {
+      void writing.then(() => {
+        if (failure !== null) return reject(failure);
+        if (stream.sizeExceeded || size > limit) return resolve(null);
+        const done = spool.finish();
+        resolve('raw' in done ? done.raw : done.spooled);
+      });
+    });
     stream.on('error', reject);
   });
 }

@@ -106,9 +106,23 @@ export class MessagesRepo {
     return this.index.has('message', record.id, Date.parse(record.dueAt));
   }
 
-  /** Ops storing a body from its chunks (each at most BODY_CHUNK_BYTES). */
-  putBody(bodyId: string, chunks: Buffer[]): WriteOp[] {
-    return chunks.map((chunk, i): WriteOp => ({ type: 'put', family: 'bodies', key: chunkKey(bodyId, i), value: chunk }));
+  /**
+   * Ops storing a body from its chunks. With `spooled` chunks already written at indices 1 to
+   * `spooled` (a large message written as it arrived), chunks[0] goes first and the rest after them.
+   */
+  putBody(bodyId: string, chunks: Buffer[], spooled = 0): WriteOp[] {
+    return chunks.map((chunk, i): WriteOp => ({ type: 'put', family: 'bodies', key: chunkKey(bodyId, i === 0 ? 0 : i + spooled), value: chunk }));
+  }
+
+  /** The op writing one chunk of a body as it arrives (index ≥ 1: the first is written last). */
+  spoolChunk(bodyId: string, index: number, chunk: Buffer): WriteOp {
+    return { type: 'put', family: 'bodies', key: chunkKey(bodyId, index), value: chunk };
+  }
+
+  /** Ops deleting every chunk written of a body (a spooled message that was refused). */
+  async dropChunks(bodyId: string): Promise<WriteOp[]> {
+    const keys = (await this.store.families.bodies.keys({ gt: `${bodyId}:`, lt: `${bodyId}:\xff` }).all()) as string[];
+    return keys.map((key) => ({ type: 'del', family: 'bodies', key }));
   }
 
   /** Records that `messageId` uses the body. */
