@@ -20,8 +20,11 @@ export interface Delivery {
 export class WebhookReceiver {
   readonly received: Delivery[] = [];
   readonly secrets = new Map<string, string>();
-  /** The status to answer for a request; null drops the connection, 'hang' never answers. */
-  answer: (delivery: Delivery) => number | null | 'hang' = (d) => (d.payload ? 204 : 400);
+  /**
+   * The status to answer for a request; null drops the connection, 'hang' never answers, a
+   * promise answers when it settles (a receiver the test holds and lets go).
+   */
+  answer: (delivery: Delivery) => number | null | 'hang' | Promise<number | null> = (d) => (d.payload ? 204 : 400);
   private readonly sockets = new Set<Socket>();
   private readonly waiters = new Set<() => void>();
   private server!: Server;
@@ -84,9 +87,15 @@ export class WebhookReceiver {
         delivery.error = (err as Error).message;
       }
       this.received.push(delivery);
+      const reply = (status: number | null | 'hang') => {
+        // A held answer may come after the client (or stop()) has closed the connection.
+        if (res.destroyed) return;
+        if (status === null) res.socket?.destroy();
+        else if (status !== 'hang') res.writeHead(status).end();
+      };
       const status = this.answer(delivery);
-      if (status === null) res.socket?.destroy();
-      else if (status !== 'hang') res.writeHead(status).end();
+      if (status instanceof Promise) void status.then(reply);
+      else reply(status);
       for (const wake of this.waiters) wake();
       this.waiters.clear();
     });

@@ -32,6 +32,7 @@ describe('Webhooks resource', () => {
     dns.zone.set('hooks.example.com', 'A', [PUBLIC_IP]);
     dns.zone.set('rebind.example.com', 'A', ['127.0.0.1']);
     dns.zone.set('mixed.example.com', 'A', [PUBLIC_IP, '10.0.0.7']);
+    dns.zone.set('metadata.example.com', 'A', ['169.254.169.254']);
     server = await startServer({ clock: new ManualClock(), config: { dns: { servers: [dns.address], timeout_ms: 1000, tries: 1 } } });
     account = `/v2/accounts/${server.accountId}`;
     base = `${account}/webhooks`;
@@ -228,6 +229,13 @@ describe('Webhooks resource', () => {
       ['http://[fe80::1]/', 'a link-local address'],
       ['http://localhost:3000/', 'a loopback name'],
       ['http://rebind.example.com/hook', 'resolves to 127.0.0.1, a loopback address'],
+      ['http://metadata.example.com/latest/meta-data/', 'resolves to 169.254.169.254, a link-local address'],
+      // Other spellings of the same addresses.
+      ['http://2130706433/hook', 'url host 127.0.0.1 is a loopback address'],
+      ['http://127.1/hook', 'url host 127.0.0.1 is a loopback address'],
+      ['http://[0:0:0:0:0:ffff:7f00:1]/hook', 'a loopback address'],
+      ['http://[::ffff:169.254.169.254]/', 'a link-local address'],
+      ['http://[::ffff:10.1.2.3]/hook', 'a private address'],
       ['http://mixed.example.com/hook', 'resolves to 10.0.0.7, a private address'],
       ['http://nowhere.example.com/hook', 'has no A or AAAA record'],
       ['https://user:pw@hooks.example.com/', 'must not contain a user name or password'],

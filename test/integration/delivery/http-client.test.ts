@@ -162,6 +162,64 @@ describe('HTTP client of the webhook dispatcher', () => {
     expect(receiver.received.map((r) => r.path)).to.deep.equal(['/moved', '/moved-here']);
   });
 
+  it('does not follow a redirect of any kind to a loopback, private or link-local target, by address or by name', async () => {
+    const locations = [
+      url('/landing'),
+      url('/landing', 'receiver.test'),
+      `http://[::1]:${receiver.port}/landing`,
+      `http://[::ffff:127.0.0.1]:${receiver.port}/landing`,
+      'http://10.1.2.3/landing',
+      'http://169.254.169.254/latest/meta-data/',
+    ];
+    const http = client();
+    const asked: string[] = [];
+    for (const [i, location] of locations.entries()) {
+      for (const status of [301, 302, 303, 307, 308]) {
+        const path = `/redirect-${i}-${status}`;
+        receiver.routes.set(path, (_req, res) => res.writeHead(status, { location }).end());
+        asked.push(path);
+        const outcome = await http.postSigned({ url: url(path), body: envelope(i), id: `msg_${path}`, timestampSeconds: now(), secret });
+        expect(outcome, `${status} to ${location}`).to.include({ ok: false, status, unreachable: false });
+        expect(outcome.error, `${status} to ${location}`).to.equal(`HTTP ${status}: redirects are not followed`);
+      }
+    }
+    // Only the first requests reached the receiver: nothing went to /landing.
+    expect(receiver.received.map((r) => r.path)).to.deep.equal(asked);
+  });
+
+  it('refuses at connect time private, link-local and IPv6 loopback targets, by address or by name, even with loopback allowed', async () => {
+    dns.zone.set('metadata.test', 'A', ['169.254.169.254']);
+    dns.zone.set('lan.test', 'A', ['10.1.2.3']);
+    // Loopback IPv4 is allowed (as in the tests' configuration); none of these is in it.
+    const http = client({ timeoutMs: 2000 });
+    const before = receiver.connections;
+    const refused: Array<[string, string]> = [
+      ['http://10.1.2.3/hook', 'refused to connect to 10.1.2.3: a private address'],
+      ['http://192.168.0.10/hook', 'refused to connect to 192.168.0.10: a private address'],
+      [`http://[::1]:${receiver.port}/hook`, 'refused to connect to ::1: a loopback address'],
+      ['http://169.254.169.254/latest/meta-data/', 'refused to connect to 169.254.169.254: a link-local address'],
+      ['http://[::ffff:169.254.169.254]/latest/meta-data/', 'a link-local address'],
+      ['http://[::ffff:10.1.2.3]/hook', 'a private address'],
+      ['http://metadata.test/latest/meta-data/', 'refused to connect to metadata.test: it resolves to 169.254.169.254, a link-local address'],
+      ['http://lan.test/hook', 'refused to connect to lan.test: it resolves to 10.1.2.3, a private address'],
+    ];
+    for (const [target, message] of refused) {
+      const outcome = await http.postSigned({ url: target, body: envelope(1), id: 'msg_p', timestampSeconds: now(), secret });
+      // Refused, not down: the origin is not paused and probed for ever.
+      expect(outcome, target).to.include({ ok: false, status: null, unreachable: false });
+      expect(outcome.error, target).to.include(message);
+    }
+    // With nothing allowed, IPv4 and IPv6 loopback alike.
+    const strict = client({ allow: [], timeoutMs: 2000 });
+    for (const host of ['127.0.0.1', '[::1]', '[::ffff:127.0.0.1]', 'receiver.test']) {
+      const outcome = await strict.postSigned({ url: url('/hook', host), body: envelope(1), id: 'msg_s', timestampSeconds: now(), secret });
+      expect(outcome, host).to.include({ ok: false, status: null, unreachable: false });
+      expect(outcome.error, host).to.include('a loopback address');
+    }
+    expect(receiver.connections).to.equal(before);
+    expect(receiver.received).to.deep.equal([]);
+  });
+
   it('refuses at connect time a name that resolves to loopback when loopback is not allowed (DNS rebinding)', async () => {
     const http = client({ allow: [] });
     const before = receiver.connections;

@@ -1,4 +1,5 @@
 import { expect } from 'chai';
+import type { JobRecord } from '../../../src/store/records.ts';
 import { startMessageBed, type MessageBed } from '../../helpers/messages.ts';
 import { startSink, type SmtpSink } from '../../helpers/smtp-sink.ts';
 import { assertWebhookPayload } from '../../helpers/webhook-contract.ts';
@@ -206,5 +207,82 @@ describe('webhook deliveries through the daemon', function () {
     for (const path of ['/a', '/b']) {
       expect(receiver.received.filter((d) => d.path === path).map((d) => d.payload?.data.recipient).sort()).to.deep.equal(['r0@example.org', 'r1@example.org', 'r2@example.org']);
     }
+  });
+
+  it('disables a webhook after 100 failed attempts in a row, holds its deliveries, and sends them once when it is enabled again', async () => {
+    const hook = await createWebhook('/flaky', { ...Object.fromEntries(FLAGS.map((f) => [f, false])), on_reception: true });
+    // 500 at once to the first 99 requests; later ones wait until the test lets them go.
+    const waiting: Array<() => void> = [];
+    let answered = 0;
+    receiver.answer = () => (++answered <= 99 ? 500 : new Promise<number>((resolve) => waiting.push(() => resolve(500))));
+    const letGo = (n: number) => waiting.splice(0, n).forEach((go) => go());
+    const until = async (probe: () => Promise<boolean>, what: string) => {
+      const deadline = Date.now() + 5000;
+      while (!(await probe())) {
+        if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
+        await new Promise((r) => setTimeout(r, 20));
+      }
+    };
+    // 150 deliveries: more than the 100 failures that disable it (at most 100 recipients a request).
+    for (const [first, count] of [[0, 100], [100, 50]] as const) {
+      const recipients = Array.from({ length: count }, (_, i) => ({ email: `r${first + i}@example.org` }));
+      expect((await bed.send({ sandbox: true, recipients })).status).to.equal(202);
+    }
+    // 99 failures, and the origin's 4 slots held by unanswered requests: still enabled.
+    await receiver.until((r) => r.length >= 99 + 4);
+    await settle();
+    expect(receiver.received).to.have.length(103);
+    expect(await getWebhook(hook.id)).to.include({ enabled: true, error_count: 99, errors_since_last_success: 99 });
+    // The 100th failure disables it. The slot it frees may start one more request before the
+    // disable lands; that one waits too.
+    letGo(1);
+    await until(async () => (await getWebhook(hook.id)).enabled === false, 'the webhook disabled');
+    await settle();
+    expect(receiver.received.length).to.be.within(103, 104);
+    letGo(waiting.length);
+    await settle();
+    // Those count too; nothing else was sent.
+    const failed = receiver.received.length;
+    expect(failed).to.be.within(103, 104);
+    expect(receiver.received.every((d) => d.payload !== null)).to.equal(true);
+    expect(await getWebhook(hook.id)).to.include({ enabled: false, error_count: failed, errors_since_last_success: failed, success_count: 0 });
+
+    const jobsOf = async () => ((await bed.server.daemon.core.store.families.jobs.values().all()) as JobRecord[]).filter((j) => j.targetId === hook.id);
+    expect(await jobsOf()).to.have.length(150);
+    // Later events get no delivery.
+    expect((await bed.send({ sandbox: true, recipients: [{ email: 'late@example.org' }] })).status).to.equal(202);
+    await settle();
+    expect(await jobsOf()).to.have.length(150);
+    // The retries come due (1 s ±10 %) and are held, not sent, like every delivery not tried yet.
+    await advance(2000);
+    await settle();
+    expect(receiver.received).to.have.length(failed);
+    const held = await jobsOf();
+    expect(held.map((j) => j.state)).to.deep.equal(Array(150).fill('held'));
+    expect(held.filter((j) => j.attempts === 1)).to.have.length(failed);
+    expect(held.filter((j) => j.attempts === 0)).to.have.length(150 - failed);
+
+    // Enabled again: the run of failures starts over, and the held deliveries go. The first
+    // answer is one more 500; its retry (after 16 s if it had failed before, else 1 s) and all
+    // the others succeed.
+    let resentCount = 0;
+    receiver.answer = () => (++resentCount === 1 ? 500 : 204);
+    const enabled = await bed.api('PUT', `${webhooksPath()}/${hook.id}`, { body: { enabled: true } });
+    expect(enabled.status, JSON.stringify(enabled.body)).to.equal(200);
+    expect(enabled.body).to.include({ enabled: true, errors_since_last_success: 0 });
+    await receiver.until((r) => r.length >= failed + 150);
+    await settle();
+    await advance(20_000);
+    await receiver.until((r) => r.length >= failed + 151);
+    await settle();
+    const resent = receiver.received.slice(failed);
+    expect(resent).to.have.length(151);
+    const ids = resent.map((d) => d.headers['webhook-id'] as string);
+    expect(new Set(ids)).to.deep.equal(new Set(held.map((j) => j.id)));
+    // Each held delivery once, and the one that failed once more.
+    expect(ids.filter((id) => id === ids[0])).to.have.length(2);
+    expect(resent.every((d) => d.payload !== null && d.payload.data.recipient !== 'late@example.org')).to.equal(true);
+    expect(await getWebhook(hook.id)).to.include({ enabled: true, success_count: 150, error_count: failed + 1, errors_since_last_success: 0 });
+    expect(await jobsOf()).to.deep.equal([]);
   });
 });

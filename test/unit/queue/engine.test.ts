@@ -1,0 +1,408 @@
+import { expect } from 'chai';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { createLogger } from '../../../src/logging/logger.ts';
+import { JobEngine, type DestinationLimits, type DispatcherLimits, type JobKind } from '../../../src/queue/engine.ts';
+import { HTTP_SCHEDULES, nextHttpAttemptAt } from '../../../src/queue/retry-policy.ts';
+import { JobIndex, type JobKindName } from '../../../src/store/job-index.ts';
+import { Store } from '../../../src/store/store.ts';
+import type { Clock } from '../../../src/util/time.ts';
+
+/**
+ * The job engine over a real store's due-time index, with a fake kind whose attempts the test
+ * finishes by hand: what starts, when, and how many at once. The clock is moved by hand; the
+ * engine's own timers (rate, wake-ups) are real but short.
+ */
+
+const T0 = Date.parse('2026-11-21T12:00:00Z');
+const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms));
+
+class TestClock implements Clock {
+  ms = T0;
+  now(): number {
+    return this.ms;
+  }
+}
+
+interface FakeJob {
+  id: string;
+  destination: string;
+  dueMs: number;
+  /** Set by the outcome: load() then finds nothing to do, as for a delivered message. */
+  done: boolean;
+}
+
+/**
+ * A kind whose attempts wait until the test finishes them (`finish`), or finish at once when
+ * `instant` holds for their destination. The outcome takes the job's entry off the index in its
+ * batch, as the real kinds' outcomes do.
+ */
+class FakeKind implements JobKind<FakeJob> {
+  readonly dispatcher;
+  readonly jobs = new Map<string, FakeJob>();
+  /** Attempts started, in order (ids). */
+  readonly started: string[] = [];
+  readonly finished: string[] = [];
+  readonly running = new Map<string, number>();
+  /** The most attempts in flight at once, per destination and in all. */
+  readonly peak = new Map<string, number>();
+  peakTotal = 0;
+  instant: (destination: string) => boolean = () => false;
+  private readonly gates = new Map<string, () => void>();
+
+  constructor(
+    readonly name: JobKindName,
+    private readonly store: Store,
+    private readonly index: JobIndex,
+  ) {
+    this.dispatcher = name === 'message' ? ('smtp' as const) : ('http' as const);
+  }
+
+  async add(id: string, destination: string, dueMs: number): Promise<void> {
+    this.jobs.set(id, { id, destination, dueMs, done: false });
+    await this.store.commit([this.index.put(this.name, id, dueMs)]);
+  }
+
+  async load(id: string): Promise<FakeJob | null> {
+    const job = this.jobs.get(id);
+    return job && !job.done ? { ...job } : null;
+  }
+
+  dueMs(job: FakeJob): number {
+    return job.dueMs;
+  }
+
+  async destination(job: FakeJob): Promise<string> {
+    return job.destination;
+  }
+
+  async run(job: FakeJob, release: () => void): Promise<void> {
+    this.started.push(job.id);
+    const now = (this.running.get(job.destination) ?? 0) + 1;
+    this.running.set(job.destination, now);
+    this.peak.set(job.destination, Math.max(this.peak.get(job.destination) ?? 0, now));
+    this.peakTotal = Math.max(this.peakTotal, this.total());
+    if (!this.instant(job.destination)) await new Promise<void>((resolve) => this.gates.set(job.id, resolve));
+    this.running.set(job.destination, this.running.get(job.destination)! - 1);
+    release();
+    this.jobs.get(job.id)!.done = true;
+    await this.store.commit([this.index.del(this.name, job.id, job.dueMs)]);
+    this.finished.push(job.id);
+  }
+
+  /** Ends the attempts in flight (all, or those of one destination). */
+  finish(destination?: string): number {
+    let n = 0;
+    for (const [id, open] of this.gates) {
+      if (destination !== undefined && this.jobs.get(id)!.destination !== destination) continue;
+      this.gates.delete(id);
+      open();
+      n += 1;
+    }
+    return n;
+  }
+
+  total(): number {
+    return [...this.running.values()].reduce((a, b) => a + b, 0);
+  }
+
+  runningAt(destination: string): number {
+    return this.running.get(destination) ?? 0;
+  }
+
+  startedAt(destination: string): string[] {
+    return this.started.filter((id) => this.jobs.get(id)!.destination === destination);
+  }
+
+  finishedAt(destination: string): string[] {
+    return this.finished.filter((id) => this.jobs.get(id)!.destination === destination);
+  }
+}
+
+/** Waits until `probe` holds (the engine works through promises and short timers). */
+async function until(probe: () => boolean, what: string, ms = 3000): Promise<void> {
+  const deadline = Date.now() + ms;
+  while (!probe()) {
+    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
+    await sleep(5);
+  }
+}
+
+describe('job engine', function () {
+  this.timeout(20_000);
+  let dir: string;
+  let store: Store;
+  let index: JobIndex;
+  let clock: TestClock;
+  let engines: JobEngine[];
+  let kinds: FakeKind[];
+
+  beforeEach(async () => {
+    dir = mkdtempSync(join(tmpdir(), 'postilion-engine-'));
+    store = await Store.open(dir);
+    index = new JobIndex(store);
+    clock = new TestClock();
+    engines = [];
+    kinds = [];
+  });
+
+  afterEach(async () => {
+    for (const kind of kinds) kind.finish();
+    for (const engine of engines) await engine.stop(1000);
+    await store.close();
+    rmSync(dir, { recursive: true, force: true });
+  });
+
+  const limits = (l: Partial<DispatcherLimits> = {}): DispatcherLimits => ({ concurrency: 100, perDestination: 100, readyLimit: 1000, ...l });
+
+  function engineWith(options: { smtp?: Partial<DispatcherLimits>; http?: Partial<DispatcherLimits>; destinations?: Record<string, DestinationLimits>; suspended?: string[] } = {}): { engine: JobEngine; kind: FakeKind; http: FakeKind } {
+    const engine = new JobEngine(index, {
+      dispatchers: { smtp: limits(options.smtp), http: limits(options.http) },
+      destinations: options.destinations ?? {},
+      suspended: options.suspended ?? [],
+    }, clock, createLogger('silent'));
+    const kind = new FakeKind('message', store, index);
+    const http = new FakeKind('webhook', store, index);
+    engine.register(kind);
+    engine.register(http);
+    engines.push(engine);
+    kinds.push(kind, http);
+    return { engine, kind, http };
+  }
+
+  async function addMany(kind: FakeKind, destination: string, n: number, dueMs = T0): Promise<string[]> {
+    // Ids never hold a colon: the index key is <kind>:<time>:<id>.
+    const label = destination.replace(/[^a-z0-9.]/gi, '_');
+    const ids = Array.from({ length: n }, (_, i) => `${label}-${String(i).padStart(3, '0')}`);
+    for (const id of ids) await kind.add(id, destination, dueMs);
+    return ids;
+  }
+
+  async function entries(kind: JobKindName): Promise<string[]> {
+    const out: string[] = [];
+    for await (const e of index.entries(kind)) out.push(e.id);
+    return out;
+  }
+
+  it('never runs more than the per-destination limit for one destination, and runs them all in turn', async () => {
+    const { engine, kind } = engineWith({ smtp: { perDestination: 3 } });
+    await addMany(kind, 'mx.a.test', 10);
+    engine.start();
+    await until(() => kind.runningAt('mx.a.test') === 3, 'three running');
+    // Nothing more starts while the three are in flight.
+    await sleep(50);
+    expect(kind.started).to.have.length(3);
+    while (kind.finished.length < 10) {
+      kind.finish();
+      await sleep(5);
+    }
+    expect(kind.peak.get('mx.a.test')).to.equal(3);
+    expect(new Set(kind.started).size).to.equal(10);
+    expect(await entries('message')).to.deep.equal([]);
+  });
+
+  it('a destination\'s own concurrency (delivery.destinations) overrides the per-destination limit', async () => {
+    const { engine, kind } = engineWith({ smtp: { perDestination: 5 }, destinations: { 'mx.one.test': { concurrency: 1 } } });
+    await addMany(kind, 'mx.one.test', 4);
+    await addMany(kind, 'mx.five.test', 8);
+    engine.start();
+    await until(() => kind.runningAt('mx.five.test') === 5 && kind.runningAt('mx.one.test') === 1, 'five and one running');
+    await sleep(50);
+    expect([kind.runningAt('mx.one.test'), kind.runningAt('mx.five.test')]).to.deep.equal([1, 5]);
+    while (kind.finished.length < 12) {
+      kind.finish();
+      await sleep(5);
+    }
+    expect(kind.peak.get('mx.one.test')).to.equal(1);
+    expect(kind.peak.get('mx.five.test')).to.equal(5);
+  });
+
+  it('never runs more than the dispatcher\'s concurrency across destinations, and dispatchers count apart', async () => {
+    const { engine, kind, http } = engineWith({ smtp: { concurrency: 5, perDestination: 4 }, http: { concurrency: 2, perDestination: 4 } });
+    for (const d of ['mx.a.test', 'mx.b.test', 'mx.c.test']) await addMany(kind, d, 4);
+    await addMany(http, 'https://hooks.test', 6);
+    engine.start();
+    await until(() => kind.total() === 5 && http.total() === 2, 'five SMTP and two HTTP running');
+    await sleep(50);
+    expect([kind.total(), http.total()]).to.deep.equal([5, 2]);
+    // Round-robin: the first five went to all three destinations, not one.
+    expect(new Set(kind.started.map((id) => kind.jobs.get(id)!.destination)).size).to.equal(3);
+    while (kind.finished.length < 12 || http.finished.length < 6) {
+      kind.finish();
+      http.finish();
+      await sleep(5);
+    }
+    expect(kind.peakTotal).to.equal(5);
+    expect(http.peakTotal).to.equal(2);
+  });
+
+  it('starts at most `rate` jobs per second of a destination, counted on the clock', async () => {
+    const { engine, kind } = engineWith({ destinations: { 'mx.slow.test': { rate: 5 } } });
+    kind.instant = () => true;
+    await addMany(kind, 'mx.slow.test', 12);
+    await addMany(kind, 'mx.free.test', 12);
+    engine.start();
+    // A full bucket: five at once, then none while the clock stands still. The other
+    // destination has no rate and is not held back.
+    await until(() => kind.startedAt('mx.free.test').length === 12, 'the destination without a rate done');
+    await until(() => kind.startedAt('mx.slow.test').length === 5, 'five started');
+    await sleep(300);
+    expect(kind.startedAt('mx.slow.test')).to.have.length(5);
+    // 200 ms on the clock give one token.
+    clock.ms += 200;
+    await until(() => kind.startedAt('mx.slow.test').length === 6, 'the sixth started', 2000);
+    await sleep(250);
+    expect(kind.startedAt('mx.slow.test')).to.have.length(6);
+    // A second gives five more (the bucket holds at most five).
+    clock.ms += 1000;
+    await until(() => kind.startedAt('mx.slow.test').length === 11, 'eleven started', 2000);
+    clock.ms += 10_000;
+    await sleep(250);
+    expect(kind.startedAt('mx.slow.test')).to.have.length(12);
+  });
+
+  it('holds a suspended destination (its jobs wait, those in flight finish) and releases it on resume', async () => {
+    const { engine, kind } = engineWith({ smtp: { perDestination: 2 }, suspended: ['mx.held.test'] });
+    await addMany(kind, 'mx.held.test', 3);
+    await addMany(kind, 'mx.other.test', 2);
+    engine.start();
+    await until(() => kind.runningAt('mx.other.test') === 2, 'the other destination running');
+    await sleep(50);
+    expect(kind.startedAt('mx.held.test')).to.deep.equal([]);
+    expect(engine.isSuspended('mx.held.test')).to.equal(true);
+    // New work for it waits too.
+    await kind.add('mx.held.test-new', 'mx.held.test', T0);
+    engine.notify(T0);
+    await sleep(50);
+    expect(kind.startedAt('mx.held.test')).to.deep.equal([]);
+    expect((await entries('message')).filter((id) => kind.jobs.get(id)?.destination === 'mx.held.test')).to.have.length(4);
+
+    engine.resume('mx.held.test');
+    await until(() => kind.runningAt('mx.held.test') === 2, 'two of the held destination running');
+    // Suspended again with two in flight: they finish, the other two wait.
+    engine.suspend('mx.held.test');
+    expect(kind.finish('mx.held.test')).to.equal(2);
+    await until(() => kind.finishedAt('mx.held.test').length === 2, 'the two in flight finished');
+    await sleep(50);
+    expect(kind.startedAt('mx.held.test')).to.have.length(2);
+    engine.resume('mx.held.test');
+    await until(() => kind.startedAt('mx.held.test').length === 4, 'the rest started');
+  });
+
+  it('holds a paused destination until the clock passes the pause, and others meanwhile', async () => {
+    const { engine, http } = engineWith();
+    http.instant = () => true;
+    engine.start();
+    engine.pause('https://down.test', T0 + 60_000);
+    await addMany(http, 'https://down.test', 3);
+    await addMany(http, 'https://up.test', 3);
+    engine.notify(T0);
+    await until(() => http.startedAt('https://up.test').length === 3, 'the other origin done');
+    expect(http.startedAt('https://down.test')).to.deep.equal([]);
+    expect(engine.destinations().find((d) => d.destination === 'https://down.test')?.pausedUntil).to.equal(T0 + 60_000);
+    clock.ms = T0 + 59_999;
+    await engine.wake();
+    await sleep(50);
+    expect(http.startedAt('https://down.test')).to.deep.equal([]);
+    clock.ms = T0 + 60_000;
+    await engine.wake();
+    await until(() => http.finishedAt('https://down.test').length === 3, 'the paused origin done');
+  });
+
+  it('lets another destination finish all its jobs while every slot of a stuck one is taken', async () => {
+    const { engine, http } = engineWith({ http: { concurrency: 8, perDestination: 4 } });
+    http.instant = (destination) => destination !== 'https://stuck.test';
+    await addMany(http, 'https://stuck.test', 20);
+    await addMany(http, 'https://fine.test', 30);
+    engine.start();
+    await until(() => http.finished.length === 30, 'the healthy origin done');
+    expect(http.finishedAt('https://fine.test')).to.have.length(30);
+    expect(http.runningAt('https://stuck.test')).to.equal(4);
+    expect(http.startedAt('https://stuck.test')).to.have.length(4);
+  });
+
+  // Pending: fails today (see the report of the tests for issue 15). Once a stuck destination's
+  // jobs fill half of the dispatcher's ready_limit, the engine reads the index again only when
+  // fewer than half are taken, so every other destination waits for the stuck one to drain
+  // (with webhooks' defaults, 5,000 hanging deliveries at 4 per 10 s: hours).
+  it.skip('reads on for other destinations when a stuck one fills the ready memory', async () => {
+    const { engine, http } = engineWith({ http: { concurrency: 8, perDestination: 4, readyLimit: 24 } });
+    http.instant = (destination) => destination !== 'https://stuck.test';
+    // Due first: the stuck origin's jobs are read first and take most of the memory.
+    await addMany(http, 'https://stuck.test', 20, T0 - 1000);
+    await addMany(http, 'https://fine.test', 30);
+    engine.start();
+    await until(() => http.finishedAt('https://fine.test').length === 30, 'the healthy origin done');
+  });
+
+  it('drops an entry whose job is gone (load finds nothing) and never runs it', async () => {
+    const { engine, kind } = engineWith();
+    kind.instant = () => true;
+    await kind.add('kept', 'mx.a.test', T0);
+    // An entry left behind with no record (purged, or finished by a change that raced the read).
+    await store.commit([index.put('message', 'ghost', T0 - 1000)]);
+    await kind.add('future', 'mx.a.test', T0 + 3_600_000);
+    expect(await entries('message')).to.deep.equal(['ghost', 'kept', 'future']);
+    engine.start();
+    await until(() => kind.finished.length === 1, 'the real job done');
+    await sleep(50);
+    expect(kind.started).to.deep.equal(['kept']);
+    expect(await entries('message')).to.deep.equal(['future']);
+  });
+
+  it('skips an entry whose record has moved to a later due time, and runs the job once when that time comes', async () => {
+    const { engine, kind } = engineWith();
+    kind.instant = () => true;
+    // The record says T0 + 1 h; an older entry at T0 - 1 s is still on the index.
+    await kind.add('moved', 'mx.a.test', T0 + 3_600_000);
+    await store.commit([index.put('message', 'moved', T0 - 1000)]);
+    engine.start();
+    await engine.wake();
+    await sleep(100);
+    expect(kind.started).to.deep.equal([]);
+    clock.ms = T0 + 3_600_000;
+    await engine.wake();
+    await until(() => kind.finished.length === 1, 'the job run at its time');
+    await engine.wake();
+    await sleep(100);
+    expect(kind.started).to.deep.equal(['moved']);
+    // The stale entry finds nothing to do once the job is done, and goes.
+    expect(await entries('message')).to.deep.equal([]);
+  });
+});
+
+describe('webhook retry schedule (HTTP_SCHEDULES.webhook)', () => {
+  const now = T0;
+  const delays = [1, 16, 81, 256, 625];
+
+  it('waits n⁴ s after the n-th failed attempt, spread by at most ±10 %', () => {
+    for (const [i, seconds] of delays.entries()) {
+      const failed = i + 1;
+      expect(nextHttpAttemptAt(failed, now, HTTP_SCHEDULES.webhook, () => 0.5)! - now, `after ${failed}`).to.equal(seconds * 1000);
+      expect(nextHttpAttemptAt(failed, now, HTTP_SCHEDULES.webhook, () => 0)! - now, `after ${failed}, earliest`).to.equal(Math.round(seconds * 1000 * 0.9));
+      expect(nextHttpAttemptAt(failed, now, HTTP_SCHEDULES.webhook, () => 1)! - now, `after ${failed}, latest`).to.equal(Math.round(seconds * 1000 * 1.1));
+      for (let k = 0; k < 50; k++) {
+        const delay = nextHttpAttemptAt(failed, now, HTTP_SCHEDULES.webhook)! - now;
+        expect(delay).to.be.within(seconds * 900, seconds * 1100);
+      }
+    }
+  });
+
+  it('gives up after the sixth attempt: 6 attempts in all', () => {
+    expect(HTTP_SCHEDULES.webhook.attempts).to.equal(6);
+    expect(nextHttpAttemptAt(6, now, HTTP_SCHEDULES.webhook, () => 0.5)).to.equal(null);
+    expect(nextHttpAttemptAt(7, now, HTTP_SCHEDULES.webhook, () => 0.5)).to.equal(null);
+    // Five waits between six attempts: 1 + 16 + 81 + 256 + 625 s ≈ 16.3 minutes.
+    let at = now;
+    let attempts = 1;
+    for (let failed = 1; ; failed++) {
+      const next = nextHttpAttemptAt(failed, at, HTTP_SCHEDULES.webhook, () => 0.5);
+      if (next === null) break;
+      at = next;
+      attempts += 1;
+    }
+    expect(attempts).to.equal(6);
+    expect(at - now).to.equal(979_000);
+  });
+});
