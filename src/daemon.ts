@@ -47,7 +47,7 @@ import { JobIndex } from './store/job-index.ts';
 import { JobsRepo } from './store/jobs-repo.ts';
 import { MetaRepo, migrate } from './store/meta.ts';
 import { HttpClient } from './delivery/http.ts';
-import { WebhookCounters } from './webhooks/counters.ts';
+import { TargetCounters } from './queue/target-counters.ts';
 import { webhookTargets } from './webhooks/deliveries.ts';
 import { HttpJobs } from './queue/http-jobs.ts';
 import { WebhookFanout } from './webhooks/fanout.ts';
@@ -60,10 +60,19 @@ import { Webhooks } from './webhooks/webhooks.ts';
 import { WebhooksRepo } from './store/webhooks-repo.ts';
 import { fileURLToPath } from 'node:url';
 import { Relay } from './message/relay.ts';
-import { SubmissionSpool } from './message/spool.ts';
+import { DataSpool } from './message/spool.ts';
 import { AuthThrottle } from './smtp/auth-throttle.ts';
 import { loadOrCreateCertificate, readCertificate } from './smtp/certificate.ts';
 import { SubmissionListeners } from './smtp/submission.ts';
+import { InboundListener } from './smtp/inbound.ts';
+import { InboundPolicy } from './inbound/policy.ts';
+import { Intake } from './inbound/intake.ts';
+import { readBounce, readComplaint, Reports } from './inbound/reports.ts';
+import { routeTargets } from './inbound/route-jobs.ts';
+import { authenticationResults } from './inbound/authentication.ts';
+import { InboundRepo } from './store/inbound-repo.ts';
+import { Routes } from './inbound/routes.ts';
+import { RoutesRepo } from './store/routes-repo.ts';
 import { controlSocketPath } from './control/protocol.ts';
 import { CoreAdmin } from './control/core-admin.ts';
 import { QueueAdmin } from './control/queue-admin.ts';
@@ -98,7 +107,7 @@ export interface Core {
   /** Webhook resources; their secrets are sealed with keys/webhook-secrets.key. */
   webhooks: Webhooks;
   webhooksRepo: WebhooksRepo;
-  webhookCounters: WebhookCounters;
+  webhookCounters: TargetCounters;
   events: EventRecorder;
   eventsRepo: EventsRepo;
   /** The job engine's due-time index, its HTTP job records and the meta family (cursors, suspensions). */
@@ -107,6 +116,11 @@ export interface Core {
   meta: MetaRepo;
   /** Tokens of VERP return paths (key in keys/verp.key). */
   verp: VerpTokens;
+  /** Messages received by the inbound MX. */
+  inboundRepo: InboundRepo;
+  /** Inbound routes; their secrets are sealed with keys/route-secrets.key. */
+  routes: Routes;
+  routeCounters: TargetCounters;
   /** What the schema migration on open did (empty when the store was current). */
   migrations: string[];
   clock: Clock;
@@ -135,8 +149,9 @@ export async function openCore(config: Config, clock: Clock = systemClock): Prom
   const eventsRepo = new EventsRepo(store);
   const events = new EventRecorder(eventsRepo, clock);
   const jobIndex = new JobIndex(store);
-  const webhookCounters = new WebhookCounters(store);
+  const webhookCounters = new TargetCounters(store, 'webhookCounters');
   const webhooksRepo = new WebhooksRepo(store);
+  const routeCounters = new TargetCounters(store, 'routeCounters');
   const domains = new Domains(store, domainsRepo, apiKeysRepo, dkimKeys, domainLocks, keyLocks, clock, {
     trackingSubdomain: config.domains.tracking_subdomain,
     returnPathSubdomain: config.domains.return_path_subdomain,
@@ -183,6 +198,9 @@ export async function openCore(config: Config, clock: Clock = systemClock): Prom
     jobs: new JobsRepo(store, jobIndex),
     meta: new MetaRepo(store),
     verp: new VerpTokens(SecretBox.loadOrCreate(join(config.keys.dir, 'verp.key')).rawKey()),
+    inboundRepo: new InboundRepo(store),
+    routes: new Routes(store, new RoutesRepo(store), domainsRepo, SecretBox.loadOrCreate(join(config.keys.dir, 'route-secrets.key')), resolver, () => allowNetworks, routeCounters, clock),
+    routeCounters,
     migrations,
     clock,
   };
@@ -209,6 +227,11 @@ export class Daemon {
   private http: HttpClient | null = null;
   private control: ControlServer | null = null;
   private submission: SubmissionListeners | null = null;
+  private inbound: InboundListener | null = null;
+  /** `config/bounce-rules` (or delivery.bounce_rules): replies and bounces are classified with them. */
+  private bounceRules: BounceRule[] = [];
+  /** The outcome rules of mail, shared by delivery and the inbound side (late bounces). */
+  private outcomes!: Outcomes;
   private metricsListener: MetricsListener | null = null;
   /** The daemon's Prometheus instruments (served by the metrics listener when it is on). */
   readonly metrics: Metrics;
@@ -268,6 +291,7 @@ export class Daemon {
       suppressions: core.suppressions,
       smtpCredentials: core.smtpCredentials,
       webhooks: core.webhooks,
+      routes: core.routes,
       idempotency: core.idempotency,
       rateLimiter: this.rateLimiter,
       refusalLimiter: this.refusalLimiter,
@@ -308,7 +332,8 @@ export class Daemon {
           const cutoff = core.clock.now() - config.events.retention_days * 86_400_000;
           const events = await core.eventsRepo.purgeBefore(cutoff);
           const failedJobs = await core.jobs.purgeFailedBefore(cutoff);
-          log.info({ ...purged, suppressions, events, failed_jobs: failedJobs }, 'message retention, expired suppressions and old events purge done');
+          const inbound = await core.inboundRepo.purgeBefore(cutoff);
+          log.info({ ...purged, suppressions, events, failed_jobs: failedJobs, inbound }, 'message retention, expired suppressions and old events purge done');
         },
         { name: 'message-retention', noOverlap: true },
       ),
@@ -317,6 +342,7 @@ export class Daemon {
     this.engine = await this.startEngine();
     this.control = await this.startControl();
     if (config.smtp.submission.enabled) this.submission = await this.startSubmission();
+    if (config.smtp.inbound.enabled) this.inbound = await this.startInbound();
 
     const handler = app.callback();
     this.listeners.push(await ApiListener.start({ host: config.api.host, port: config.api.port, log }, handler));
@@ -346,10 +372,21 @@ export class Daemon {
   private async startEngine(): Promise<JobEngine> {
     const { config, core_: core, log } = this;
     const d = config.delivery;
+    const rulesFile = d.bounce_rules ? resolve(d.bounce_rules) : fileURLToPath(new URL('../config/bounce-rules', import.meta.url));
+    this.bounceRules = readBounceRules(rulesFile);
+    const retry = {
+      firstDelayMs: d.retry.first_delay_seconds * 1000,
+      maxDelayMs: d.retry.max_delay_seconds * 1000,
+      maxAgeMs: d.retry.max_age_hours * 3_600_000,
+      jitter: d.retry.jitter,
+    };
+    const dsn = new DsnSender(core.domainsRepo, core.accountsRepo, core.messagesRepo, core.acceptor, config.server.hostname);
+    this.outcomes = new Outcomes(core.messages, core.messagesRepo, core.events, retry, core.suppressions, dsn);
     const engine = new JobEngine(core.jobIndex, {
       dispatchers: {
         smtp: { concurrency: d.concurrency, perDestination: d.per_destination, readyLimit: d.ready_limit },
-        http: { concurrency: config.webhooks.concurrency, perDestination: config.webhooks.per_origin, readyLimit: config.webhooks.ready_limit },
+        // One origin may hold a quarter of the memory: a slow endpoint never fills it for the others.
+        http: { concurrency: config.webhooks.concurrency, perDestination: config.webhooks.per_origin, readyLimit: config.webhooks.ready_limit, perDestinationReady: Math.max(10, Math.floor(config.webhooks.ready_limit / 4)) },
       },
       destinations: d.destinations,
       suspended: (await core.meta.suspended()).keys(),
@@ -359,7 +396,9 @@ export class Daemon {
     const allowNetworks = config.webhooks.allow_networks.map(parseCidr);
     const http = new HttpClient({ resolver: core.resolver, allowNetworks: () => allowNetworks, maxSocketsPerOrigin: config.webhooks.per_origin });
     this.http = http;
+    const down = new Map<string, { probes: number; until: number }>();
     const deliveries = new HttpJobs({
+      down,
       store: core.store,
       jobs: core.jobs,
       targets: webhookTargets({
@@ -380,6 +419,30 @@ export class Daemon {
     core.webhooks.onEnabled = (webhook) => {
       void deliveries.release(webhook.id).catch((err: unknown) => log.error({ err, webhook_id: webhook.id }, 'could not resume held webhook deliveries'));
     };
+    const routePosts = new HttpJobs({
+      store: core.store,
+      jobs: core.jobs,
+      targets: routeTargets({
+        route: (id) => core.routes.target(id),
+        secretOf: (route) => core.routes.secretOf(route),
+        disable: (id) => core.routes.disable(id),
+        counters: core.routeCounters,
+        repo: core.inboundRepo,
+        authenticate: (raw, arrival) => authenticationResults(raw, arrival, config.server.hostname, core.resolver),
+        spamScore: async () => 0,
+      }),
+      post: (post) => http.postSigned(post),
+      clock: core.clock,
+      log,
+      notify: (dueMs) => engine.notify(dueMs),
+      pause: (destination, untilMs) => engine.pause(destination, untilMs),
+      unpause: (destination) => engine.unpause(destination),
+      down,
+    });
+    engine.register(routePosts);
+    core.routes.onEnabled = (route) => {
+      void routePosts.release(route.id).catch((err: unknown) => log.error({ err, route_id: route.id }, 'could not resume held route POSTs'));
+    };
     const probes = await deliveries.probeParked();
     if (probes > 0) log.info({ destinations: probes }, 'webhook origins that were down are probed again');
     this.fanout = new WebhookFanout(core.store, core.meta, core.webhooks, core.jobs, core.clock, log, (dueMs) => engine.notify(dueMs));
@@ -393,8 +456,7 @@ export class Daemon {
   private startDelivery(engine: JobEngine): void {
     const { config, core_: core, log } = this;
     const d = config.delivery;
-    const rulesFile = d.bounce_rules ? resolve(d.bounce_rules) : fileURLToPath(new URL('../config/bounce-rules', import.meta.url));
-    const rules = readBounceRules(rulesFile);
+    const rules = this.bounceRules;
     const router = new Router(core.resolver, {
       mxPort: d.mx_port,
       tls: d.tls,
@@ -412,15 +474,7 @@ export class Daemon {
       tlsRejectUnauthorized: d.tls_reject_unauthorized,
     });
     const deliverer = new Deliverer(core.messagesRepo, core.domainsRepo, core.signer, router, pool, rules, core.clock, (id) => core.verp.token(id));
-    const retry = {
-      firstDelayMs: d.retry.first_delay_seconds * 1000,
-      maxDelayMs: d.retry.max_delay_seconds * 1000,
-      maxAgeMs: d.retry.max_age_hours * 3_600_000,
-      jitter: d.retry.jitter,
-    };
-    const dsn = new DsnSender(core.domainsRepo, core.accountsRepo, core.messagesRepo, core.acceptor, config.server.hostname);
-    const outcomes = new Outcomes(core.messages, core.messagesRepo, core.events, retry, core.suppressions, dsn);
-    const queue = new DeliveryQueue(deliverer, outcomes, core.suppressions, { get: (id) => core.messages.current(id) }, core.clock, log);
+    const queue = new DeliveryQueue(deliverer, this.outcomes, core.suppressions, { get: (id) => core.messages.current(id) }, core.clock, log);
     engine.register(messageKind(core.messagesRepo, queue, (domain) => router.mxSet(domain)));
     queue.attach(engine);
     core.messages.deliveringWith((id) => engine.holds('message', id));
@@ -487,13 +541,70 @@ export class Daemon {
       {
         credentials: core.smtpCredentials,
         accounts: core.accounts,
-        relay: new Relay(core.domains, core.acceptor, core.clock, config.server.hostname, () => new SubmissionSpool(core.store, core.messagesRepo)),
+        relay: new Relay(core.domains, core.acceptor, core.clock, config.server.hostname, () => new DataSpool(core.store, core.messagesRepo)),
         throttle: new AuthThrottle(s.auth_failures.limit, s.auth_failures.window_seconds * 1000, core.clock),
         log,
         observer: {
           session: (listener, result) => this.metrics.smtpSessions.inc({ listener, result }),
           command: (listener, command, result) => this.metrics.smtpCommands.inc({ listener, command, result }),
         },
+      },
+    );
+  }
+
+  /**
+   * The inbound MX: recipients decided by the InboundPolicy, messages stored by the Intake (route
+   * jobs for the engine), bounces and complaints taken in by Reports.
+   */
+  private async startInbound(): Promise<InboundListener> {
+    const { config, core_: core, log } = this;
+    const i = config.smtp.inbound;
+    const s = config.smtp.submission;
+    const tls = await loadOrCreateCertificate(resolve(config.keys.dir, s.cert), resolve(config.keys.dir, s.key), config.server.hostname);
+    const reports = new Reports({
+      readBounce: (raw) => readBounce(raw, this.bounceRules),
+      readComplaint: (raw) => readComplaint(raw),
+      verp: core.verp,
+      message: (id) => core.messages.current(id),
+      messagesByHeader: (accountId, header) => core.messagesRepo.findByMessageId(accountId, header),
+      lateBounce: (id, classification, text) => this.outcomes.lateBounce(id, classification, text),
+      complaint: (accountId, email, domain, reason) => core.suppressions.complaint(accountId, email, domain, reason),
+      log,
+    });
+    const intake = new Intake({
+      store: core.store,
+      repo: core.inboundRepo,
+      jobs: core.jobs,
+      events: core.events,
+      groupsByMessageId: async (routeId) => (await core.routes.target(routeId))?.groupByMessageId ?? false,
+      reports,
+      clock: core.clock,
+      log,
+      notify: (dueMs) => this.engine?.notify(dueMs),
+    });
+    const resumed = await intake.resume();
+    if (resumed > 0) log.info({ messages: resumed }, 'inbound bounces and complaints left by a stop taken in');
+    return InboundListener.start(
+      {
+        host: i.host,
+        port: i.port,
+        hostname: config.server.hostname,
+        tls,
+        maxMessageBytes: i.max_message_bytes,
+        maxRecipients: i.max_recipients,
+        maxConnectionsPerAddress: i.max_connections_per_address,
+        graceMs: config.shutdown.grace_seconds * 1000,
+      },
+      {
+        policy: new InboundPolicy({
+          domainByName: (name) => core.domainsRepo.getByName(name),
+          routesAt: (accountId, domain) => core.routes.routesAt(accountId, domain),
+          verp: core.verp,
+        }),
+        intake,
+        repo: core.inboundRepo,
+        newSpool: () => new DataSpool(core.store, core.messagesRepo),
+        log,
       },
     );
   }
@@ -506,6 +617,7 @@ export class Daemon {
       { name: 'api', ok: this.listeners.length === (config.api.tls.enabled ? 2 : 1) },
       { name: 'control', ok: this.control !== null },
       ...(config.smtp.submission.enabled ? [{ name: 'smtp-submission', ok: this.submission !== null }] : []),
+      ...(config.smtp.inbound.enabled ? [{ name: 'smtp-inbound', ok: this.inbound !== null }] : []),
     ];
   }
 
@@ -513,6 +625,11 @@ export class Daemon {
   get metricsUrl(): string {
     if (!this.metricsListener) throw new Error('the metrics listener is off (metrics.enabled: false)');
     return this.metricsListener.url;
+  }
+
+  /** The inbound MX listener's bound port (null when it is off). */
+  get inboundPort(): number | null {
+    return this.inbound?.port ?? null;
   }
 
   /** The SMTP submission listeners' bound ports (empty when submission is off). */
@@ -562,6 +679,7 @@ export class Daemon {
     this.settings = apiSettings(next);
     if (tls) for (const listener of this.listeners) listener.reloadTls(tls);
     if (smtpTls) this.submission?.reloadTls(smtpTls);
+    if (smtpTls) this.inbound?.reloadTls(smtpTls);
     // What needs a restart stays as the running daemon has it; of smtp, only the re-read certificate paths change.
     const smtp = smtpTls ? { ...this.config.smtp, submission: { ...this.config.smtp.submission, cert: submission.cert, key: submission.key } } : this.config.smtp;
     const kept = { data: this.config.data, keys: this.config.keys, server: this.config.server, dns: this.config.dns, domains: this.config.domains, dkim: this.config.dkim, messages: this.config.messages, delivery: this.config.delivery, metrics: this.config.metrics, events: this.config.events, webhooks: this.config.webhooks, smtp };
@@ -579,6 +697,7 @@ export class Daemon {
         ...this.listeners.map((l) => l.close(graceMs)),
         this.control?.close(graceMs),
         this.submission?.close(),
+        this.inbound?.close(),
         this.metricsListener?.close(),
       ]);
       await this.fanout?.stop();
@@ -587,6 +706,8 @@ export class Daemon {
         await this.engine.stop(graceMs);
         this.pool?.close();
         this.http?.close();
+        // The attempts cut by closing the connections record their outcome before the store closes.
+        await this.engine.stop(1000);
       }
       for (const job of this.jobs) await job.stop();
       await this.core_.store.close();
@@ -621,7 +742,12 @@ function instrument(config: Config, core: Core, log: Logger): Metrics {
 
 /** What the operator's queue view reads of HTTP jobs and suspensions. */
 export function jobStore(core: Core): NonNullable<ConstructorParameters<typeof QueueAdmin>[0]['jobs']> {
-  return { index: core.jobIndex, repo: core.jobs, webhooks: core.webhooksRepo, meta: core.meta };
+  return {
+    index: core.jobIndex,
+    repo: core.jobs,
+    meta: core.meta,
+    targetUrl: async (kind, id) => (kind === 'webhook' ? await core.webhooksRepo.get(id) : await core.routes.target(id))?.url,
+  };
 }
 
 /** The engine as the operator's view of mail sees it. */

@@ -94,15 +94,36 @@ export class Suppressions {
     return removed;
   }
 
-  /** Removes every suppression of the account, or of one of its domains; the number removed. */
-  async wipe(accountId: string, domain?: string): Promise<number> {
+  /**
+   * Removes every suppression of the account, or of one of its domains, except protected ones
+   * (complaints): how many were removed and how many kept.
+   */
+  async wipe(accountId: string, domain?: string): Promise<{ removed: number; kept: number }> {
     const name = domain === undefined ? undefined : await this.ownDomain(accountId, domain);
     let removed = 0;
+    let kept = 0;
     for (;;) {
-      const batch = await this.repo.some(accountId, name, BATCH);
-      if (batch.length === 0) return removed;
-      removed += await this.deleteUnderLocks(batch);
+      const batch = await this.repo.some(accountId, name, BATCH, kept);
+      if (batch.length === 0) return { removed, kept };
+      const keep = batch.filter(isProtected);
+      kept += keep.length;
+      removed += await this.deleteUnderLocks(batch.filter((s) => !isProtected(s)));
     }
+  }
+
+  /**
+   * A complaint (feedback-loop report) about mail to `email` from `domain`: a protected
+   * suppression (never removed by a wipe, kept for ten years) and its `suppression.created`,
+   * replacing any earlier suppression of the key. Null when a protected one is there already.
+   */
+  async complaint(accountId: string, email: string, domain: string, reason: string): Promise<SuppressionRecord | null> {
+    return this.guard(accountId, email, domain, async (stored) => {
+      const now = this.clock.now();
+      if (stored && isProtected(stored) && this.inForce(stored, now)) return null;
+      const record = newRecord(accountId, email.toLowerCase(), domain, reason.slice(0, 255), 'complaint', now, now + COMPLAINT_SUPPRESSION_DAYS * DAY_MS);
+      await this.store.commit([...this.repo.put(record, stored), ...this.announce(record)]);
+      return record;
+    });
   }
 
   /**
@@ -183,6 +204,14 @@ function newRecord(
   expiresAt: number,
 ): SuppressionRecord {
   return { v: 1, id: newIdAt(now), accountId, email, domain, reason, source, createdAt: iso(now), expiresAt: iso(expiresAt) };
+}
+
+/** Complaints keep the address suppressed for ten years. */
+const COMPLAINT_SUPPRESSION_DAYS = 3650;
+
+/** Protected: made by a complaint (or the legacy reason of one); a wipe keeps it. */
+export function isProtected(s: SuppressionRecord): boolean {
+  return s.source === 'complaint' || s.reason === 'FBL Abuse Report';
 }
 
 const lockKey = (accountId: string, email: string, domain: string) => `${accountId}:${email}:${domain}`;

@@ -23,6 +23,8 @@ import { messageRoutes } from './routes/messages/index.ts';
 import { suppressionRoutes } from './routes/suppressions/index.ts';
 import { smtpCredentialRoutes } from './routes/smtp-credentials/index.ts';
 import { webhookRoutes } from './routes/webhooks/index.ts';
+import { routeRoutes } from './routes/routes/index.ts';
+import type { Routes } from '../inbound/routes.ts';
 import type { Webhooks } from '../webhooks/webhooks.ts';
 import type { SmtpCredentials } from '../accounts/smtp-credentials.ts';
 import type { Suppressions } from '../accounts/suppressions.ts';
@@ -51,6 +53,7 @@ export interface ApiDeps {
   suppressions: Suppressions;
   smtpCredentials: SmtpCredentials;
   webhooks: Webhooks;
+  routes: Routes;
   idempotency: Idempotency;
   rateLimiter: RateLimiter;
   /** Refused authentications per client address (v2 and v1). */
@@ -81,6 +84,7 @@ export function buildApp(deps: ApiDeps): Koa<ApiState> {
     ...suppressionRoutes(deps.suppressions),
     ...smtpCredentialRoutes(deps.smtpCredentials, deps.domains),
     ...webhookRoutes(deps.webhooks),
+    ...routeRoutes(deps.routes),
   ];
   const refusals = limitRefusals(deps.refusalLimiter);
   const auth = authenticate(deps.apiKeys, deps.accounts);

@@ -77,7 +77,7 @@ export const OPERATIONS = {
   deleteAllSuppressions: { method: 'DELETE', path: `${A}/suppressions/all`, security: one('suppressions:wipe') },
 
   getRoutes: { method: 'GET', path: `${A}/routes`, security: any('routes:read') },
-  createRoute: { method: 'POST', path: `${A}/routes`, security: any('routes:write'), idempotent: true },
+  createRoute: { method: 'POST', path: `${A}/routes`, security: any('routes:write'), idempotent: true, sealed: true },
   getRoute: { method: 'GET', path: `${A}/routes/:route_id`, security: any('routes:read') },
   updateRoute: { method: 'PUT', path: `${A}/routes/:route_id`, security: any('routes:write') },
   deleteRoute: { method: 'DELETE', path: `${A}/routes/:route_id`, security: any('routes:delete') },

@@ -26,9 +26,9 @@ export function formatStatus(s: QueueStatus): string {
     sections.push(table(headers, rows, new Set([1, 2, 3, 4])));
   }
   if (s.jobs.length > 0) {
-    const headers = ['JOBS', 'DESTINATION', 'PENDING', 'DUE', 'HELD', 'FAILED', 'NEXT ATTEMPT'];
-    const rows = s.jobs.map((j) => [j.kind, j.destination, j.pending, j.due, j.held, j.failed, j.next_attempt_at ? when(j.next_attempt_at, now) : '-'].map(String));
-    sections.push(table(headers, rows, new Set([2, 3, 4, 5])));
+    const headers = ['JOBS', 'DESTINATION', 'PENDING', 'DUE', 'HELD', 'PARKED', 'FAILED', 'NEXT ATTEMPT'];
+    const rows = s.jobs.map((j) => [j.kind, j.destination, j.pending, j.due, j.held, j.parked, j.failed, j.next_attempt_at ? when(j.next_attempt_at, now) : '-'].map(String));
+    sections.push(table(headers, rows, new Set([2, 3, 4, 5, 6])));
   }
   const engine = s.daemon?.engine ?? [];
   if (engine.length > 0) {

@@ -183,6 +183,16 @@ export const configSchema = z.strictObject({
         window_seconds: z.number().int().min(1).max(86_400).default(300).describe('how long failures count; past the limit AUTH gets 454'),
       }).prefault({}),
     }).prefault({}),
+    inbound: z.strictObject({
+      enabled: z.boolean().default(true).describe('receive mail as the domains\' MX: routes, bounces to VERP return paths, complaints'),
+      host: z.string().min(1).default('127.0.0.1').describe('address of the inbound listener (0.0.0.0 or :: in production)'),
+      port: port.default(2525).describe('port of the inbound listener (25 in production)'),
+      max_message_bytes: z.number().int().min(1024).max(200 * 1024 * 1024).default(25 * 1024 * 1024)
+        .describe('largest accepted message (announced with SIZE; larger ones get 552)'),
+      max_recipients: z.number().int().min(1).max(1000).default(100).describe('recipients per message (more get 452)'),
+      max_connections_per_address: z.number().int().min(1).max(1000).default(20)
+        .describe('sessions one client address may hold at once (more get 421)'),
+    }).prefault({}),
   }).prefault({}),
   events: z.strictObject({
     retention_days: z.number().int().min(1).max(3650).default(30).describe('stored events older than this are purged by the daily retention job'),

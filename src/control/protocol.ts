@@ -33,6 +33,8 @@ export interface JobFigures {
   due: number;
   /** Held while their webhook is disabled. */
   held: number;
+  /** Waiting, off the index, for an origin that answers nothing (probed; no attempt used up). */
+  parked: number;
   /** Attempts used up; kept until the retention purge. */
   failed: number;
   next_attempt_at: string | null;

@@ -11,7 +11,6 @@ import type { JobIndex } from '../store/job-index.ts';
 import type { JobsRepo } from '../store/jobs-repo.ts';
 import type { MetaRepo } from '../store/meta.ts';
 import type { JobRecord } from '../store/records.ts';
-import type { WebhooksRepo } from '../store/webhooks-repo.ts';
 import { isPrintable } from '../util/text.ts';
 import { isValidDomain, normalizeDomain } from '../util/domain-name.ts';
 import { domainOf } from '../util/email.ts';
@@ -50,7 +49,7 @@ export interface QueueAdminOptions {
   /** The daemon's log: one line per message changed. */
   log?: Logger;
   /** The engine's HTTP jobs and the operator's suspensions; absent, status shows mail only (metrics). */
-  jobs?: { index: JobIndex; repo: JobsRepo; webhooks: WebhooksRepo; meta: MetaRepo };
+  jobs?: { index: JobIndex; repo: JobsRepo; meta: MetaRepo; targetUrl: (kind: JobRecord['kind'], id: string) => Promise<string | undefined> };
   /** null: the store is open without a daemon (the CLI's direct path). */
   daemon: {
     delivery: { scheduler: QueueScheduler; limits: { concurrency: number; perDestination: number; readyLimit: number } } | null;
@@ -133,15 +132,15 @@ export class QueueAdmin implements QueueOperations {
   /** Stored HTTP jobs by kind and URL origin: pending ones from the index, held and failed from their listings. */
   private async jobFigures(now: number): Promise<JobFigures[]> {
     if (!this.o.jobs) return [];
-    const { index, repo, webhooks } = this.o.jobs;
+    const { index, repo, targetUrl } = this.o.jobs;
     const figures = new Map<string, JobFigures>();
     const origins = new Map<string, string>();
     const originOf = async (job: JobRecord): Promise<string> => {
       let origin = origins.get(job.targetId);
       if (origin === undefined) {
-        const webhook = await webhooks.get(job.targetId);
+        const url = await targetUrl(job.kind, job.targetId);
         try {
-          origin = webhook ? new URL(webhook.url).origin : 'webhook-deleted';
+          origin = url ? new URL(url).origin : `${job.kind}-deleted`;
         } catch {
           origin = 'invalid-url';
         }
@@ -156,7 +155,7 @@ export class QueueAdmin implements QueueOperations {
         const key = `${job.kind} ${destination}`;
         let f = figures.get(key);
         if (!f) {
-          f = { kind: job.kind, destination, pending: 0, due: 0, held: 0, failed: 0, next_attempt_at: null };
+          f = { kind: job.kind, destination, pending: 0, due: 0, held: 0, parked: 0, failed: 0, next_attempt_at: null };
           figures.set(key, f);
         }
         if (job.state === 'pending') {
@@ -164,7 +163,8 @@ export class QueueAdmin implements QueueOperations {
           if (Date.parse(job.dueAt) <= now) f.due += 1;
           if (f.next_attempt_at === null || job.dueAt < f.next_attempt_at) f.next_attempt_at = job.dueAt;
         } else if (job.state === 'held') f.held += 1;
-        else f.failed += 1;
+        else if (job.state === 'parked') f.parked += 1;
+        else if (job.state === 'failed') f.failed += 1;
       }
     };
     for (const kind of ['webhook', 'route'] as const) {
@@ -187,7 +187,7 @@ export class QueueAdmin implements QueueOperations {
       }
     }
     await count(chunk);
-    const total = (f: JobFigures) => f.pending + f.held + f.failed;
+    const total = (f: JobFigures) => f.pending + f.held + f.parked + f.failed;
     return [...figures.values()].sort((a, b) => total(b) - total(a) || a.destination.localeCompare(b.destination));
   }
 

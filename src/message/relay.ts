@@ -8,7 +8,7 @@ import type { Clock } from '../util/time.ts';
 import type { Acceptor, NewMessage } from './accept.ts';
 import { newMessageId } from './message-id.ts';
 import { prepareSubmitted } from './submitted.ts';
-import type { SpooledMessage, SubmissionSpool } from './spool.ts';
+import type { SpooledMessage, DataSpool } from './spool.ts';
 import { rfc5322Date } from '../bounce/dsn.ts';
 
 /** Who relays: the credential's account, its domains (null: every domain), sandbox or not. */
@@ -38,7 +38,7 @@ export class Relay {
     private readonly clock: Clock,
     private readonly hostname: string,
     /** A spool for one message's DATA (large messages are written to the store as they arrive). */
-    readonly newSpool: () => SubmissionSpool,
+    readonly newSpool: () => DataSpool,
   ) {}
 
   /** The sender domain for MAIL FROM: the account's, allowed to the credential, DNS valid. */

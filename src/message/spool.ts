@@ -21,13 +21,13 @@ export interface SpooledMessage {
 }
 
 /**
- * Takes a submitted message as it arrives. Up to SPOOL_AFTER_BYTES it stays in memory (the
+ * Takes the DATA of a message as it arrives (submission and the inbound MX). Up to SPOOL_AFTER_BYTES it stays in memory (the
  * common case: one batch, and delivery finds the body in memory). Past that the header block is
  * kept (it must end within the first MiB) and the body is written to the store in synced chunks
  * of 1 MiB as it comes, bare LF line ends made CRLF, so a 25 MiB message never sits whole in
  * memory. Whatever was written is deleted when the message is not accepted.
  */
-export class SubmissionSpool {
+export class DataSpool {
   private buffered: Buffer[] = [];
   private bufferedBytes = 0;
   private size = 0;

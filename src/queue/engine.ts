@@ -38,6 +38,12 @@ export interface DispatcherLimits {
   perDestination: number;
   /** Jobs held in memory (ready + in flight); the rest wait in the store. */
   readyLimit: number;
+  /**
+   * Ready jobs one destination may hold (default: no cap). Past it the destination's further due
+   * jobs are left on the index until its queue has drained by half, so one slow destination
+   * cannot fill the memory that the others' jobs need.
+   */
+  perDestinationReady?: number;
 }
 
 /** Limits the operator set for one destination (`delivery.destinations`). */
@@ -118,6 +124,9 @@ export class JobEngine {
   private readonly taken = new Set<string>();
   /** Taken jobs of suspended destinations are let go and not read again until resumed. */
   private readonly skipped = new Map<string, string>();
+  /** Due jobs left on the index because their destination holds its share of ready memory, by destination. */
+  private readonly capped = new Map<string, Set<string>>();
+  private cappedCount = 0;
   private readonly suspended: Set<string>;
   /** Destinations found down, with when to try them again (the kind that found it decides). */
   private readonly paused = new Map<string, number>();
@@ -342,8 +351,8 @@ export class JobEngine {
       return;
     }
     // Taken and suspended jobs are still on the index: read past them.
-    const entries = (await this.index.due(kind.name, now, room + pool.taken + this.skipped.size)).filter(
-      ({ id }) => !this.taken.has(`${kind.name}:${id}`) && !this.skipped.has(`${kind.name}:${id}`),
+    const entries = (await this.index.due(kind.name, now, room + pool.taken + this.skipped.size + this.cappedCount)).filter(
+      ({ id }) => !this.taken.has(`${kind.name}:${id}`) && !this.skipped.has(`${kind.name}:${id}`) && !this.isCapped(`${kind.name}:${id}`),
     );
     let fresh = 0;
     // Read a few records at once and start what can start after each read: the first attempts
@@ -376,6 +385,14 @@ export class JobEngine {
         const destination = destinations[i]!;
         if (kind.setAside && !this.suspended.has(destination) && (this.paused.get(destination) ?? 0) > now) {
           aside.set(destination, [...(aside.get(destination) ?? []), { job, ref }]);
+          continue;
+        }
+        if (pool.limits.perDestinationReady !== undefined && (pool.ready.get(destination)?.length ?? 0) >= pool.limits.perDestinationReady) {
+          // Its share of memory is full: left on the index, and not read again until it drains.
+          this.let(pool, ref);
+          this.cap(destination, ref);
+          fresh -= 1;
+          this.pumpAgain = true;
           continue;
         }
         this.enqueue(pool, kind, job, ref, destination);
@@ -416,6 +433,28 @@ export class JobEngine {
     pool.kindsPer.set(destination, kinds);
   }
 
+  private isCapped(ref: string): boolean {
+    if (this.cappedCount === 0) return false;
+    for (const refs of this.capped.values()) if (refs.has(ref)) return true;
+    return false;
+  }
+
+  private cap(destination: string, ref: string): void {
+    const refs = this.capped.get(destination) ?? new Set<string>();
+    if (!refs.has(ref)) this.cappedCount += 1;
+    refs.add(ref);
+    this.capped.set(destination, refs);
+  }
+
+  /** The destination's queue has room again: its jobs left on the index are read again. */
+  private uncap(destination: string): void {
+    const refs = this.capped.get(destination);
+    if (!refs) return;
+    this.capped.delete(destination);
+    this.cappedCount -= refs.size;
+    void this.wake();
+  }
+
   /** Lets a taken job go without running it (its entry stays on the index). */
   private let(pool: Pool, ref: string): void {
     if (this.taken.delete(ref)) pool.taken -= 1;
@@ -439,6 +478,7 @@ export class JobEngine {
         }
         const item = list.shift()!;
         pool.readyCount -= 1;
+        if (pool.limits.perDestinationReady !== undefined && list.length < pool.limits.perDestinationReady / 2) this.uncap(destination);
         // Move the destination to the back: the next one gets the next turn.
         pool.ready.delete(destination);
         if (list.length > 0) pool.ready.set(destination, list);

@@ -57,6 +57,8 @@ export interface HttpJobsDeps {
   /** Tells the engine the destination answers again. */
   unpause: (destination: string) => void;
   random?: () => number;
+  /** Origins found down, shared by every HTTP kind: a webhook and a route may share an origin. */
+  down?: Map<string, { probes: number; until: number }>;
   /**
    * Wall-clock time for `webhook-timestamp`: receivers check it against their own clock (±5
    * minutes), so it is the machine's time even where scheduling runs on an injected clock.
@@ -75,11 +77,12 @@ export class HttpJobs implements JobKind<JobRecord> {
   readonly name: 'webhook' | 'route';
   readonly dispatcher = 'http' as const;
   private readonly secrets = new Map<string, string>();
-  /** Origins that answered nothing: consecutive probes failed, and when to probe next. */
-  private readonly down = new Map<string, { probes: number; until: number }>();
+  /** Origins that answered nothing: consecutive probes failed, and when to probe next (shared by the HTTP kinds). */
+  private readonly down: Map<string, { probes: number; until: number }>;
 
   constructor(private readonly d: HttpJobsDeps) {
     this.name = d.targets.kind;
+    this.down = d.down ?? new Map();
   }
 
   async load(id: string): Promise<JobRecord | null> {

@@ -6,7 +6,8 @@ import type { Messages } from '../message/messages.ts';
 import type { WriteOp } from '../store/group-commit.ts';
 import type { MessagesRepo } from '../store/messages-repo.ts';
 import type { MessageRecord, MessageStatus, SandboxResult, SuppressionRecord } from '../store/records.ts';
-import { bounceSuppresses } from '../bounce/rules.ts';
+import { bounceSuppresses, type Classification } from '../bounce/rules.ts';
+import { isFinal } from '../message/retention.ts';
 import type { PreparedDsn } from './dsn-sender.ts';
 import { iso } from '../util/time.ts';
 import { nextAttemptAt, type RetryPolicy } from './retry-policy.ts';
@@ -40,6 +41,33 @@ export class Outcomes {
     private readonly dsn: DsnReporter,
     private readonly random: () => number = Math.random,
   ) {}
+
+  /**
+   * A bounce that arrived after the SMTP transaction (a DSN to the VERP return path): the message
+   * becomes Bounced, also when it had been Delivered, with `message.bounced` without
+   * `delivery_attempt` and the suppression rule of a bounce. No DSN is sent for it. Null when the
+   * message is gone, or already bounced.
+   */
+  async lateBounce(messageId: string, classification: Classification, text: string): Promise<MessageRecord | null> {
+    const taken = await this.messages.current(messageId);
+    if (!taken) return null;
+    return this.suppressions.guard(taken.accountId, taken.recipient, taken.domain, (stored) =>
+      this.messages.update(messageId, (current, now) => {
+        if (current.status === 'Bounced' || current.status.startsWith('Sandbox')) return null;
+        const next: MessageRecord = {
+          ...current,
+          status: 'Bounced',
+          bounceClassification: classification,
+          updatedAt: iso(now),
+          attempts: [...current.attempts, { time: iso(now), log: `bounce received: ${text}`.slice(0, 1000), status: 'Bounced' }],
+        };
+        const suppress = bounceSuppresses(classification) && !this.suppressions.inForce(stored, now)
+          ? this.suppressions.automatic(current.accountId, current.recipient, current.domain, `Hard bounce (${classification}): ${text}`.slice(0, 255), 'bounce', now, stored)
+          : [];
+        return { next, extra: [...(isFinal(current.status) ? [] : this.repo.unschedule(current)), ...this.event(next, 'message.bounced', undefined), ...suppress] };
+      }),
+    );
+  }
 
   /** Records `attempt` for the message taken as `taken`; ignored if the message moved on meanwhile. */
   async apply(taken: MessageRecord, attempt: Attempt): Promise<MessageRecord | null> {

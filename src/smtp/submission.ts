@@ -5,10 +5,11 @@ import type { Accounts } from '../accounts/accounts.ts';
 import type { DomainRecord } from '../store/records.ts';
 import type { Relay, Relayer } from '../message/relay.ts';
 import { isClientError } from '../message/relay.ts';
-import type { SpooledMessage, SubmissionSpool } from '../message/spool.ts';
+import type { SpooledMessage, DataSpool } from '../message/spool.ts';
 import { cidrContains, parseClientIp, type Cidr } from '../util/cidr.ts';
 import { isMailboxAddress } from '../util/email.ts';
 import { AuthAfterTlsServer, ENCRYPTION_REQUIRED } from './auth-after-tls.ts';
+import { Gate } from '../util/gate.ts';
 import type { AuthThrottle } from './auth-throttle.ts';
 
 /** What AUTH needs to know of a credential (implemented by accounts/SmtpCredentials). */
@@ -61,7 +62,7 @@ interface SessionUser {
 interface SessionState {
   domain?: DomainRecord;
   /** The spool of a DATA under way: discarded when the session ends before it is settled. */
-  spool?: SubmissionSpool;
+  spool?: DataSpool;
   /** Whether a message of this session was accepted. */
   accepted?: boolean;
   /** Whether the session was counted against its address (refused connections are not). */
@@ -291,7 +292,7 @@ function createServer(options: SubmissionOptions, deps: SubmissionDeps, secure: 
  * The message, into the spool as it arrives (the client waits while a chunk is written): whole
  * when small, else spooled; null once over `limit` (the rest is read and dropped).
  */
-function collect(stream: SMTPServerDataStream, limit: number, spool: SubmissionSpool): Promise<Buffer | SpooledMessage | null> {
+function collect(stream: SMTPServerDataStream, limit: number, spool: DataSpool): Promise<Buffer | SpooledMessage | null> {
   return new Promise((resolve, reject) => {
     let size = 0;
     // The first failure is answered once the client has sent all its data.
@@ -328,34 +329,6 @@ function collect(stream: SMTPServerDataStream, limit: number, spool: SubmissionS
     });
     stream.on('error', reject);
   });
-}
-
-/** At most `size` tasks at once, at most `queue` waiting. */
-class Gate {
-  private running = 0;
-  private readonly waiting: Array<() => void> = [];
-
-  constructor(
-    private readonly size: number,
-    private readonly queue: number,
-  ) {}
-
-  get full(): boolean {
-    return this.waiting.length >= this.queue;
-  }
-
-  async run<T>(task: () => Promise<T>): Promise<T> {
-    // A finishing task hands its slot to the first waiter, so `running` never passes `size`.
-    if (this.running >= this.size) await new Promise<void>((resolve) => this.waiting.push(resolve));
-    else this.running++;
-    try {
-      return await task();
-    } finally {
-      const next = this.waiting.shift();
-      if (next) next();
-      else this.running--;
-    }
-  }
 }
 
 function stateOf(session: SMTPServerSession): SessionState {

@@ -103,3 +103,20 @@ export async function collectNewestFirst<T>(
     hasPrevious: backwards ? more : req.after !== undefined,
   };
 }
+
+/** A page of `items` (already in id order) after or before a cursor id: for small bounded lists read whole. */
+export function pageOfItems<T extends { id: string }>(items: T[], req: PageRequest): Page<T> {
+  let start: number;
+  let end: number;
+  if (req.before !== undefined) {
+    end = items.findIndex((w) => w.id >= req.before!);
+    if (end === -1) end = items.length;
+    start = Math.max(0, end - req.limit);
+  } else {
+    start = req.after === undefined ? 0 : items.findIndex((w) => w.id > req.after!);
+    if (start === -1) start = items.length;
+    end = Math.min(items.length, start + req.limit);
+  }
+  const page = items.slice(start, end);
+  return { items: page, keys: page.map((w) => w.id), hasNext: end < items.length, hasPrevious: start > 0 };
+}

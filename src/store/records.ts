@@ -165,8 +165,8 @@ export interface SuppressionRecord {
   /** The sender domain's name. */
   domain: string;
   reason: string;
-  /** What made it: an API call, a hard bounce, or a final delivery failure. */
-  source: 'api' | 'bounce' | 'failure';
+  /** What made it: an API call, a hard bounce, a final delivery failure, or a complaint (protected). */
+  source: 'api' | 'bounce' | 'failure' | 'complaint';
   createdAt: string;
   expiresAt: string;
 }
@@ -329,7 +329,10 @@ export interface JobRecord {
   accountId: string;
   /** The webhook (or route) it is for. */
   targetId: string;
+  /** The event a webhook delivery sends; for a route POST, the inbound message's id. */
   eventId: string;
+  /** A route POST's recipients: the one it matched, or all of them when the route groups by message. */
+  recipients?: string[] | undefined;
   /**
    * pending: on the due-time index; held: its target is disabled; parked: its destination is
    * down (listed under `parkedOn` until a probe gets through); failed: attempts used up.
@@ -343,4 +346,52 @@ export interface JobRecord {
   createdAt: string;
   updatedAt: string;
   lastAttempt: { at: string; status: number; error: string | null; durationMs: number } | null;
+}
+
+/**
+ * A message received by the inbound MX: who sent it, what each accepted recipient is (a route's
+ * address, a VERP return path, a complaint address), and where its bytes are (`bodies`, chunked).
+ * `pending` while a bounce or complaint in it has not been taken in yet.
+ */
+export interface InboundRecord {
+  v: 1;
+  id: string;
+  receivedAt: string;
+  client: { address: string; helo: string; tls: boolean };
+  mailFrom: string;
+  recipients: Array<
+    | { kind: 'route'; address: string; accountId: string; domain: string; routeIds: string[] }
+    | { kind: 'bounce'; address: string; messageId: string }
+    | { kind: 'complaint'; address: string; accountId: string; domain: string }
+  >;
+  size: number;
+  bodyId: string;
+  /** A few headers, for logs and events. */
+  from: string;
+  subject: string;
+  messageIdHeader: string;
+  state: 'pending' | 'done';
+}
+
+/**
+ * An inbound route: mail to `recipient` (an address, or a pattern with one `*` in the local part)
+ * at a domain of the account is POSTed to `url`. `domain` as for webhooks: by id, with its name.
+ * `secret` is sealed (it signs every POST). The counters live apart (routeCounters).
+ */
+export interface RouteRecord {
+  v: 1;
+  id: string;
+  accountId: string;
+  name: string;
+  url: string;
+  recipient: string;
+  domain: { id: string; name: string };
+  attachments: boolean;
+  headers: boolean;
+  groupByMessageId: boolean;
+  stripReplies: boolean;
+  enabled: boolean;
+  secret: string;
+  createdAt: string;
+  updatedAt: string;
 }

@@ -80,6 +80,7 @@ export class StoreLockedError extends Error {
 export class Store {
   private readonly cache = new ReadCache(CACHED);
   private readonly putListeners = new Map<Family, Array<(key: string, value: unknown) => void>>();
+  private closing = false;
 
   private constructor(
     private readonly db: Db,
@@ -129,6 +130,8 @@ export class Store {
 
   /** Durably applies all ops atomically; resolves only once they are synced to disk. */
   commit(ops: WriteOp[]): Promise<void> {
+    // classic-level's raw batch does not check that the database is open: a write after close must not reach it.
+    if (this.closing) return Promise.reject(new StoreClosedError());
     const written = this.cache.writing(ops, () => this.committer.submit(ops));
     if (this.putListeners.size === 0) return written;
     return written.then(() => this.landed(ops));
@@ -181,9 +184,19 @@ export class Store {
     this.committer.observer = observer;
   }
 
+  /** Stops taking writes (they are refused with StoreClosedError), lets the queued ones land, closes. */
   async close(): Promise<void> {
+    this.closing = true;
     await this.committer.drain();
     await this.db.close();
+  }
+}
+
+/** A write after the store began to close (shutdown): nothing was written. */
+export class StoreClosedError extends Error {
+  constructor() {
+    super('the store is closed');
+    this.name = 'StoreClosedError';
   }
 }
 

@@ -93,10 +93,11 @@ export class SuppressionsRepo {
     );
   }
 
-  /** Every record of an account, or of one of its domains (for a wipe), at most `limit`. */
-  async some(accountId: string, domain: string | undefined, limit: number): Promise<SuppressionRecord[]> {
+  /** Every record of an account, or of one of its domains (for a wipe), at most `limit` after the first `skip`. */
+  async some(accountId: string, domain: string | undefined, limit: number, skip = 0): Promise<SuppressionRecord[]> {
     const prefix = domain !== undefined ? `d:${accountId}:${domain}:` : `a:${accountId}:`;
-    const keys = (await this.store.families.suppressionIndex.values({ gt: prefix, lt: `${prefix}\xff`, limit }).all()) as string[];
+    // Skipped records (kept by a wipe) come first: read past them.
+    const keys = ((await this.store.families.suppressionIndex.values({ gt: prefix, lt: `${prefix}\xff`, limit: limit + skip }).all()) as string[]).slice(skip);
     const records = await Promise.all(keys.map((key) => this.store.get<SuppressionRecord>('suppressions', key)));
     return records.filter((r): r is SuppressionRecord => r !== undefined);
   }

@@ -3,7 +3,7 @@ import type { HttpTargets } from '../queue/http-jobs.ts';
 import type { EventRecord, WebhookRecord } from '../store/records.ts';
 import type { Store } from '../store/store.ts';
 import type { WebhooksRepo } from '../store/webhooks-repo.ts';
-import type { WebhookCounters } from './counters.ts';
+import type { TargetCounters } from '../queue/target-counters.ts';
 import { envelope } from './payload.ts';
 
 /**
@@ -13,7 +13,7 @@ import { envelope } from './payload.ts';
 export function webhookTargets(d: {
   store: Store;
   webhooks: WebhooksRepo;
-  counters: WebhookCounters;
+  counters: TargetCounters;
   secretOf: (webhook: WebhookRecord) => string;
   disable: (id: string) => Promise<boolean>;
 }): HttpTargets {

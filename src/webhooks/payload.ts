@@ -1,4 +1,5 @@
 import type { EventRecord, WebhookFlag, WebhookRecord } from '../store/records.ts';
+import { nanoseconds } from '../util/time.ts';
 
 /** Which flag subscribes to which stored event type (reference-api §5.2). Routes' events have none. */
 export const FLAG_OF_EVENT: Readonly<Record<string, WebhookFlag>> = {
@@ -45,13 +46,6 @@ export function wants(webhook: WebhookRecord, event: EventRecord, domains: Reado
  */
 export function envelope(event: EventRecord, webhookId: string): string {
   return JSON.stringify({ type: event.type, timestamp: nanoseconds(event.createdAt), webhook_id: webhookId, data: event.data });
-}
-
-/** `2026-11-25T10:00:00.123Z` → `2026-11-25T10:00:00.123000000Z`. */
-export function nanoseconds(iso: string): string {
-  const m = /^(.*T\d\d:\d\d:\d\d)(?:\.(\d{1,9}))?Z$/.exec(iso);
-  if (!m) return iso;
-  return `${m[1]}.${(m[2] ?? '').padEnd(9, '0')}Z`;
 }
 
 function lower(value: unknown): string | null {

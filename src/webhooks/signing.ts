@@ -10,9 +10,17 @@ export const WEBHOOK_SECRET_PREFIX = 'aha-whsec-';
 export const WEBHOOK_SECRET_PATTERN = /^aha-whsec-[A-Za-z0-9]{64}$/;
 const ALPHANUMERIC = 'ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789';
 
+/** Route secrets: `aha-rsec-` + 64 characters, signed with the same scheme. */
+export const ROUTE_SECRET_PREFIX = 'aha-rsec-';
+
 /** `aha-whsec-` + 64 characters of [A-Za-z0-9] from the CSPRNG (randomInt is unbiased). */
 export function newWebhookSecret(): string {
-  let out = WEBHOOK_SECRET_PREFIX;
+  return newSecret(WEBHOOK_SECRET_PREFIX);
+}
+
+/** `prefix` + 64 characters of [A-Za-z0-9] from the CSPRNG. */
+export function newSecret(prefix: string): string {
+  let out = prefix;
   for (let i = 0; i < 64; i++) out += ALPHANUMERIC[randomInt(ALPHANUMERIC.length)];
   return out;
 }

@@ -1,5 +1,5 @@
 import type { DomainsRepo } from '../store/domains-repo.ts';
-import type { Page, PageRequest } from '../store/page.ts';
+import { pageOfItems, type Page, type PageRequest } from '../store/page.ts';
 import { WEBHOOK_FLAGS, type DomainRecord, type WebhookFlag, type WebhookRecord } from '../store/records.ts';
 import type { Store } from '../store/store.ts';
 import type { WebhooksRepo } from '../store/webhooks-repo.ts';
@@ -13,7 +13,7 @@ import type { SecretBox } from '../util/secret-box.ts';
 import { isPrintable } from '../util/text.ts';
 import { iso, type Clock } from '../util/time.ts';
 import { newWebhookSecret } from './signing.ts';
-import type { WebhookCounters } from './counters.ts';
+import type { TargetCounters } from '../queue/target-counters.ts';
 
 /** Webhooks per account: the listing and the fan-out read an account's webhooks whole. */
 export const MAX_WEBHOOKS_PER_ACCOUNT = 1000;
@@ -73,7 +73,7 @@ export class Webhooks {
     private readonly resolver: HostResolver,
     private readonly settings: WebhookSettings,
     private readonly clock: Clock,
-    private readonly counters: WebhookCounters,
+    private readonly counters: TargetCounters,
     private readonly locks = new KeyedMutex(),
   ) {}
 
@@ -130,7 +130,7 @@ export class Webhooks {
       if (readable && !(await this.domainsOf(webhook)).some((d) => readable.has(d))) continue;
       matching.push(webhook);
     }
-    const page = pageOf(matching, req);
+    const page = pageOfItems(matching, req);
     return { ...page, items: await Promise.all(page.items.map((w) => this.counters.overlay(w))) };
   }
 
@@ -275,21 +275,4 @@ function domainNames(requested: string[], required: boolean): string[] {
 
 function definedOnly(flags: Partial<WebhookFlags>): Partial<WebhookFlags> {
   return Object.fromEntries(Object.entries(flags).filter(([flag, v]) => v !== undefined && (WEBHOOK_FLAGS as readonly string[]).includes(flag)));
-}
-
-/** A page of `items` (sorted by id) after or before a cursor id. */
-function pageOf(items: WebhookRecord[], req: PageRequest): Page<WebhookRecord> {
-  let start: number;
-  let end: number;
-  if (req.before !== undefined) {
-    end = items.findIndex((w) => w.id >= req.before!);
-    if (end === -1) end = items.length;
-    start = Math.max(0, end - req.limit);
-  } else {
-    start = req.after === undefined ? 0 : items.findIndex((w) => w.id > req.after!);
-    if (start === -1) start = items.length;
-    end = Math.min(items.length, start + req.limit);
-  }
-  const page = items.slice(start, end);
-  return { items: page, keys: page.map((w) => w.id), hasNext: end < items.length, hasPrevious: start > 0 };
 }

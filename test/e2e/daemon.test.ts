@@ -15,7 +15,7 @@ describe('postilion daemon (child process)', function () {
   function writeConfig(extra = ''): void {
     writeFileSync(
       configPath,
-      `data:\n  dir: ${join(dir, 'data')}\nkeys:\n  dir: ${join(dir, 'keys')}\napi:\n  port: 0\n${extra}shutdown:\n  grace_seconds: 5\ndelivery:\n  enabled: false\nsmtp:\n  submission:\n    starttls_port: 0\n    tls_port: 0\n`,
+      `data:\n  dir: ${join(dir, 'data')}\nkeys:\n  dir: ${join(dir, 'keys')}\napi:\n  port: 0\n${extra}shutdown:\n  grace_seconds: 5\ndelivery:\n  enabled: false\nsmtp:\n  submission:\n    starttls_port: 0\n    tls_port: 0\n  inbound:\n    port: 0\n`,
     );
   }
 
@@ -121,7 +121,7 @@ describe('postilion daemon (child process)', function () {
     const rules = join(dir, 'bounce-rules');
     writeFileSync(rules, '# rules\n5xx  bounce  InvalidRecipient  /user unknown/i\n4xx  sometimes  TransientFailure  /./\n');
     const config = (file: string) =>
-      `data:\n  dir: ${join(dir, 'data')}\nkeys:\n  dir: ${join(dir, 'keys')}\napi:\n  port: 0\nsmtp:\n  submission:\n    starttls_port: 0\n    tls_port: 0\ndelivery:\n  bounce_rules: ${file}\n`;
+      `data:\n  dir: ${join(dir, 'data')}\nkeys:\n  dir: ${join(dir, 'keys')}\napi:\n  port: 0\nsmtp:\n  submission:\n    starttls_port: 0\n    tls_port: 0\n  inbound:\n    port: 0\ndelivery:\n  bounce_rules: ${file}\n`;
     writeFileSync(configPath, config(rules));
     const bad = await run(['--config', configPath, 'start'], dir);
     expect(bad.code).to.equal(2);

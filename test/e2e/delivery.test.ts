@@ -136,7 +136,7 @@ describe('e2e: delivery by the running daemon', function () {
         `delivery:\n  enabled: true\n  mx_port: ${sink.port}\n  concurrency: ${concurrency}\n  per_destination: ${concurrency}`,
         `shutdown:\n  grace_seconds: ${options.graceSeconds ?? 5}`,
         // Not under test here; off, it binds no fixed ports and makes no certificate.
-        'smtp:\n  submission:\n    enabled: false',
+        'smtp:\n  submission:\n    enabled: false\n  inbound:\n    enabled: false',
         '',
       ].join('\n'),
     );

@@ -26,7 +26,7 @@ describe('e2e: sending through the running daemon', function () {
     writeFileSync(
       config,
       `server:\n  hostname: mx.postilion.test\n  sending_ips: [192.0.2.10]\ndns:\n  servers: ["${dns.address}"]\n  timeout_ms: 500\n  tries: 1\n` +
-        `api:\n  port: 0\nsmtp:\n  submission:\n    starttls_port: 0\n    tls_port: 0\ndata:\n  dir: ${join(dir, 'data')}\nkeys:\n  dir: ${join(dir, 'keys')}\ndelivery:\n  enabled: false\n`,
+        `api:\n  port: 0\nsmtp:\n  submission:\n    starttls_port: 0\n    tls_port: 0\n  inbound:\n    port: 0\ndata:\n  dir: ${join(dir, 'data')}\nkeys:\n  dir: ${join(dir, 'keys')}\ndelivery:\n  enabled: false\n`,
     );
   });
   after(async () => {

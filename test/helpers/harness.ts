@@ -54,7 +54,10 @@ export async function startServer(options: TestServerOptions = {}): Promise<Test
     // Off unless a test asks: accepted mail must never leave for a real MX from a test.
     delivery: { enabled: false, ...options.config?.delivery },
     // Off unless a test asks (then on port 0): no fixed ports, no certificate to make.
-    smtp: { submission: { enabled: false, starttls_port: 0, tls_port: 0, ...options.config?.smtp?.submission } },
+    smtp: {
+      submission: { enabled: false, starttls_port: 0, tls_port: 0, ...options.config?.smtp?.submission },
+      inbound: { enabled: false, port: 0, ...options.config?.smtp?.inbound },
+    },
     // A free port: tests run daemons side by side, and 9464 may be taken.
     metrics: { port: 0, ...options.config?.metrics },
   };

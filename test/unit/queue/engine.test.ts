@@ -322,12 +322,11 @@ describe('job engine', function () {
     expect(http.startedAt('https://stuck.test')).to.have.length(4);
   });
 
-  // Pending: fails today (see the report of the tests for issue 15). Once a stuck destination's
-  // jobs fill half of the dispatcher's ready_limit, the engine reads the index again only when
-  // fewer than half are taken, so every other destination waits for the stuck one to drain
-  // (with webhooks' defaults, 5,000 hanging deliveries at 4 per 10 s: hours).
-  it.skip('reads on for other destinations when a stuck one fills the ready memory', async () => {
-    const { engine, http } = engineWith({ http: { concurrency: 8, perDestination: 4, readyLimit: 24 } });
+  // Without a cap, a stuck destination's jobs fill the ready memory and every other destination
+  // waits for it to drain; with its share capped (the daemon gives one origin a quarter), the
+  // others' jobs are read on.
+  it('reads on for other destinations when a stuck one fills its share of the ready memory', async () => {
+    const { engine, http } = engineWith({ http: { concurrency: 8, perDestination: 4, readyLimit: 24, perDestinationReady: 6 } });
     http.instant = (destination) => destination !== 'https://stuck.test';
     // Due first: the stuck origin's jobs are read first and take most of the memory.
     await addMany(http, 'https://stuck.test', 20, T0 - 1000);

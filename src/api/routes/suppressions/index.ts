@@ -52,8 +52,9 @@ export function suppressionRoutes(suppressions: Suppressions): Route[] {
       operationId: 'deleteAllSuppressions',
       handler: async (ctx) => {
         const query = parseQuery(ctx, wipeSuppressionsQuery);
-        const removed = await suppressions.wipe(authOf(ctx).account.id, query.domain);
-        ctx.body = { message: `${removed} suppression${removed === 1 ? '' : 's'} deleted` };
+        const { removed, kept } = await suppressions.wipe(authOf(ctx).account.id, query.domain);
+        const keptText = kept > 0 ? `; ${kept} protected (complaint) suppression${kept === 1 ? '' : 's'} kept` : '';
+        ctx.body = { message: `${removed} suppression${removed === 1 ? '' : 's'} deleted${keptText}` };
       },
     },
   ];

@@ -1,4 +1,5 @@
 import type { SuppressionRecord } from '../../../store/records.ts';
+import { isProtected } from '../../../accounts/suppressions.ts';
 
 export function presentSuppression(s: SuppressionRecord) {
   return {
@@ -9,5 +10,7 @@ export function presentSuppression(s: SuppressionRecord) {
     domain: s.domain,
     reason: s.reason,
     expires_at: s.expiresAt,
+    /** A complaint's: kept by `DELETE …/suppressions/all`. */
+    protected: isProtected(s),
   };
 }

@@ -1,0 +1,73 @@
+import type { HttpTarget, HttpTargets, TargetCounters } from '../queue/http-jobs.ts';
+import { HTTP_SCHEDULES } from '../queue/retry-policy.ts';
+import type { InboundRepo } from '../store/inbound-repo.ts';
+import type { InboundRecord, JobRecord } from '../store/records.ts';
+import type { Arrival } from './authentication.ts';
+import { routePayload, type RouteOptions } from './route-payload.ts';
+import { nanoseconds } from '../util/time.ts';
+import { Gate } from '../util/gate.ts';
+
+/** A route as its POSTs need it. */
+export interface RouteTarget extends HttpTarget, RouteOptions {
+  accountId: string;
+}
+
+export interface RouteJobsDeps {
+  route(id: string): Promise<RouteTarget | undefined>;
+  secretOf(route: RouteTarget): string;
+  disable(id: string): Promise<boolean>;
+  counters: TargetCounters;
+  repo: InboundRepo;
+  /** The Authentication-Results value of an inbound message (SPF, DKIM, DMARC), or null. */
+  authenticate(raw: Buffer, arrival: Arrival): Promise<string | null>;
+  /** The spam score (0 when no spamd is configured). */
+  spamScore(raw: Buffer): Promise<number>;
+  /** Payloads built at once: a 25 MiB message makes a payload of about 35 MiB. */
+  maxBuilding?: number;
+}
+
+/**
+ * Routes as the targets of the engine's `route` HTTP jobs: 12 attempts over ≈11 hours; the body
+ * is the `message.routing` payload, built from the stored message when the POST is made. A job
+ * whose inbound message is gone (retention) is dropped.
+ */
+export function routeTargets(d: RouteJobsDeps): HttpTargets {
+  const gate = new Gate(d.maxBuilding ?? 2);
+  return {
+    kind: 'route',
+    schedule: HTTP_SCHEDULES.route,
+    get: (id) => d.route(id),
+    async body(job: JobRecord, target: HttpTarget): Promise<string | null> {
+      const route = target as RouteTarget;
+      const record = await d.repo.get(job.eventId);
+      if (!record) return null;
+      return gate.run(async () => {
+        const raw = Buffer.concat(await collect(d.repo.body(record.bodyId)));
+        const [auth, spam] = await Promise.all([
+          route.headers ? d.authenticate(raw, arrivalOf(record)) : Promise.resolve(null),
+          d.spamScore(raw),
+        ]);
+        return routePayload(raw, route, {
+          id: record.id,
+          size: record.size,
+          receivedAt: nanoseconds(record.receivedAt),
+          recipients: job.recipients ?? [],
+          spamScore: spam,
+        }, auth);
+      });
+    },
+    secretOf: (target) => d.secretOf(target as RouteTarget),
+    counters: d.counters,
+    disable: (id) => d.disable(id),
+  };
+}
+
+function arrivalOf(record: InboundRecord): Arrival {
+  return { ip: record.client.address, helo: record.client.helo, sender: record.mailFrom };
+}
+
+async function collect(chunks: AsyncIterable<Buffer>): Promise<Buffer[]> {
+  const out: Buffer[] = [];
+  for await (const chunk of chunks) out.push(chunk);
+  return out;
+}

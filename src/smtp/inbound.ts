@@ -1,0 +1,257 @@
+import type { AddressInfo } from 'node:net';
+import type { Logger } from 'pino';
+import { SMTPServer, type SMTPServerDataStream, type SMTPServerSession } from 'smtp-server';
+import type { Accepted, InboundPolicy } from '../inbound/policy.ts';
+import type { HeaderSummary, Intake } from '../inbound/intake.ts';
+import type { DataSpool, SpooledMessage } from '../message/spool.ts';
+import type { InboundRepo } from '../store/inbound-repo.ts';
+import { AppError } from '../util/errors.ts';
+import { newId } from '../util/ids.ts';
+
+export interface InboundOptions {
+  host: string;
+  port: number;
+  hostname: string;
+  tls: { cert: Buffer; key: Buffer };
+  maxMessageBytes: number;
+  maxRecipients: number;
+  maxConnectionsPerAddress: number;
+  /** On close, how long sessions may take to finish before they are cut. */
+  graceMs: number;
+}
+
+export interface InboundDeps {
+  policy: InboundPolicy;
+  intake: Intake;
+  repo: InboundRepo;
+  /** A spool for one message's DATA (written to the store as it arrives past 1 MiB). */
+  newSpool: () => DataSpool;
+  log: Logger;
+}
+
+interface SessionState {
+  accepted: Accepted[];
+  counted?: boolean;
+  /** The spool of a DATA under way: discarded when the session ends before it is settled. */
+  spool?: DataSpool;
+}
+
+/** Sessions at most. */
+const MAX_CLIENTS = 1000;
+/** Bytes of a chunk of a small message stored in its record's batch. */
+const CHUNK_BYTES = 256 * 1024;
+
+function chunked(raw: Buffer): Buffer[] {
+  const out: Buffer[] = [];
+  for (let at = 0; at < raw.length; at += CHUNK_BYTES) out.push(raw.subarray(at, at + CHUNK_BYTES));
+  return out.length > 0 ? out : [raw];
+}
+
+/**
+ * The inbound MX (port 25): smtp-server with STARTTLS and no AUTH. RCPT TO is accepted only for
+ * what the InboundPolicy accepts (a route's address, a VERP return path, a complaint address);
+ * anything else gets 550 5.7.1 with the reason. DATA past 1 MiB is written to the store as it
+ * arrives, in synced chunks of 1 MiB (never held whole in memory), and answered 250 once the
+ * record and its jobs are durable.
+ */
+export class InboundListener {
+  private constructor(
+    private readonly server: SMTPServer,
+    readonly port: number,
+  ) {}
+
+  static async start(options: InboundOptions, deps: InboundDeps): Promise<InboundListener> {
+    const server = createServer(options, deps);
+    const port = await new Promise<number>((resolve, reject) => {
+      server.once('error', reject);
+      server.listen(options.port, options.host, () => {
+        server.removeListener('error', reject);
+        resolve((server.server.address() as AddressInfo).port);
+      });
+    });
+    server.on('error', (err) => deps.log.warn({ err }, 'inbound SMTP connection error'));
+    deps.log.info({ host: options.host, port }, 'inbound SMTP listening');
+    return new InboundListener(server, port);
+  }
+
+  close(): Promise<void> {
+    return new Promise((resolve) => this.server.close(() => resolve()));
+  }
+
+  reloadTls(tls: { cert: Buffer; key: Buffer }): void {
+    this.server.updateSecureContext({ cert: tls.cert, key: tls.key });
+  }
+}
+
+function createServer(options: InboundOptions, deps: InboundDeps): SMTPServer {
+  const { policy, intake, log } = deps;
+  const perAddress = new Map<string, number>();
+  return new SMTPServer({
+    key: options.tls.key,
+    cert: options.tls.cert,
+    name: options.hostname,
+    banner: 'Postilion ESMTP',
+    size: options.maxMessageBytes,
+    authOptional: true,
+    disabledCommands: ['AUTH'],
+    disableReverseLookup: true,
+    hideDSN: true,
+    hideREQUIRETLS: true,
+    logger: false,
+    closeTimeout: Math.max(1, options.graceMs),
+    maxClients: MAX_CLIENTS,
+
+    onConnect(session, done) {
+      const open = perAddress.get(session.remoteAddress) ?? 0;
+      if (open >= options.maxConnectionsPerAddress) {
+        log.info({ client: session.remoteAddress, open }, 'inbound SMTP connection refused: too many from this address');
+        return done(reply(421, `4.7.0 Too many connections from ${session.remoteAddress}; try again later`));
+      }
+      perAddress.set(session.remoteAddress, open + 1);
+      stateOf(session).counted = true;
+      done();
+    },
+
+    onClose(session) {
+      const state = stateOf(session);
+      if (state.spool?.unsettled) void state.spool.discard().catch((err: unknown) => log.error({ err }, 'could not delete the chunks of an unfinished inbound message'));
+      if (!state.counted) return;
+      const open = (perAddress.get(session.remoteAddress) ?? 1) - 1;
+      if (open > 0) perAddress.set(session.remoteAddress, open);
+      else perAddress.delete(session.remoteAddress);
+    },
+
+    onMailFrom(_address, session, done) {
+      stateOf(session).accepted = [];
+      done();
+    },
+
+    onRcptTo(address, session, done) {
+      const state = stateOf(session);
+      if (state.accepted.length >= options.maxRecipients) {
+        return done(reply(452, `4.5.3 Too many recipients: at most ${options.maxRecipients} per message`));
+      }
+      policy.decide(address.address).then(
+        (decision) => {
+          if (decision.kind === 'refused') {
+            log.info({ client: session.remoteAddress, sender: session.envelope.mailFrom ? session.envelope.mailFrom.address : '', recipient: printable(address.address), verdict: 'refused', reason: decision.reason }, 'inbound recipient refused');
+            return done(reply(550, `5.7.1 ${printable(address.address)}: ${decision.reason}`));
+          }
+          state.accepted.push(decision);
+          done();
+        },
+        (err: unknown) => {
+          log.error({ err }, 'inbound recipient check failed');
+          done(reply(451, '4.3.0 Temporary failure; try again'));
+        },
+      );
+    },
+
+    onData(stream, session, done) {
+      const state = stateOf(session);
+      const spool = deps.newSpool();
+      state.spool = spool;
+      const sender = session.envelope.mailFrom ? session.envelope.mailFrom.address : '';
+      const transaction = { client: session.remoteAddress, sender, recipients: state.accepted.map((a) => a.address) };
+      receive(stream, spool, options.maxMessageBytes).then(
+        async (received) => {
+          if (received === null) {
+            await spool.discard();
+            log.info({ ...transaction, verdict: 'refused', reason: 'too big' }, 'inbound message');
+            return done(reply(552, `5.3.4 Message too big: at most ${options.maxMessageBytes} bytes`));
+          }
+          const stored = 'raw' in received
+            ? { bodyId: newId(), head: received.raw, size: received.raw.length, chunks: chunked(received.raw), spooled: 0 }
+            : { bodyId: received.spooled.bodyId, head: received.spooled.head, size: received.spooled.size, chunks: [received.spooled.head, ...received.spooled.tail], spooled: received.spooled.written };
+          const record = await intake.store({
+            id: newId(),
+            bodyId: stored.bodyId,
+            client: { address: session.remoteAddress, helo: session.hostNameAppearsAs ?? '', tls: session.secure },
+            mailFrom: sender,
+            recipients: state.accepted,
+            size: stored.size,
+            headers: summary(stored.head),
+            tail: deps.repo.chunkOps(stored.bodyId, stored.chunks, stored.spooled),
+          });
+          const size = stored.size;
+          log.info({ ...transaction, inbound_id: record.id, size, verdict: 'accepted', kinds: [...new Set(state.accepted.map((a) => a.kind))] }, 'inbound message');
+          // Bounces and complaints are taken in before the answer; a failure leaves them for the next start.
+          await intake.takeIn(record).catch((err: unknown) => log.error({ err, inbound_id: record.id }, 'inbound bounce or complaint not taken in yet; retried on the next start'));
+          done(null, `2.0.0 Ok: queued as ${record.id}`);
+        },
+      ).catch((err: unknown) => {
+        void spool.discard().catch(() => undefined);
+        if (err instanceof AppError && err.status < 500) return done(reply(552, `5.3.4 ${err.message}`));
+        log.error({ err }, 'inbound DATA could not be stored');
+        done(reply(451, '4.3.0 The message could not be stored; try again'));
+      });
+    },
+  });
+}
+
+/**
+ * Reads DATA into the spool, holding the client while a chunk is written: the whole message when
+ * small, else where the spooled one is; null once over `limit` (the rest is read and dropped).
+ * The first failure is answered once the client has sent all its data.
+ */
+function receive(stream: SMTPServerDataStream, spool: DataSpool, limit: number): Promise<{ raw: Buffer } | { spooled: SpooledMessage } | null> {
+  return new Promise((resolve, reject) => {
+    let size = 0;
+    let failure: unknown = null;
+    let writing: Promise<void> = Promise.resolve();
+    stream.on('data', (chunk: Buffer) => {
+      size += chunk.length;
+      if (size > limit || failure !== null) return;
+      let write: Promise<void> | null;
+      try {
+        write = spool.add(chunk);
+      } catch (err) {
+        failure = err;
+        return;
+      }
+      if (!write) return;
+      stream.pause();
+      writing = write.then(
+        () => void stream.resume(),
+        (err: unknown) => {
+          failure = err;
+          stream.resume();
+        },
+      );
+    });
+    stream.on('end', () => {
+      void writing.then(() => {
+        if (failure !== null) return reject(failure);
+        if (stream.sizeExceeded || size > limit) return resolve(null);
+        resolve(spool.finish());
+      });
+    });
+    stream.on('error', reject);
+  });
+}
+
+/** From, Subject and Message-ID of the header block (unfolded, as sent). */
+export function summary(head: Buffer): HeaderSummary {
+  const text = head.toString('latin1');
+  const end = text.search(/\r?\n\r?\n/);
+  const block = (end < 0 ? text : text.slice(0, end)).replace(/\r?\n[ \t]+/g, ' ');
+  const header = (name: string) => {
+    const m = new RegExp(`^${name}:[ \\t]*(.*)$`, 'im').exec(block);
+    return m ? Buffer.from(m[1]!, 'latin1').toString('utf8').trim().slice(0, 998) : '';
+  };
+  return { from: header('From'), subject: header('Subject'), messageId: header('Message-ID') };
+}
+
+function stateOf(session: SMTPServerSession): SessionState {
+  const holder = session as SMTPServerSession & { postilion?: SessionState };
+  holder.postilion ??= { accepted: [] };
+  return holder.postilion;
+}
+
+function reply(code: number, text: string): Error {
+  return Object.assign(new Error(text), { responseCode: code });
+}
+
+function printable(text: string): string {
+  return text.replace(/[^\x20-\x7e]/g, '?').slice(0, 200);
+}
