@@ -26,6 +26,8 @@ const NEVER_DURING_TESTS = '0 0 1 1 *';
 const NOTHING_UUID = '01890a5d-ac96-774b-bcce-b302099a8057';
 const MiB = 1024 * 1024;
 const DEPTH = 10_000;
+/** A route target that passes the target rules without DNS (saving a route never connects). */
+const WALK_ROUTE = { name: 'walk', url: 'https://93.184.216.34/walk' };
 
 /** `refuse`: the answer must be an error. `may`: the input is odd but may be accepted (then it may write). */
 type Expectation = 'refuse' | 'may';
@@ -298,6 +300,7 @@ describe('malformed-request walk over every operation', function () {
     ids.smtp_credential_id = (await created('/smtp-credentials', { name: 'walk target', scope: 'global' })).id;
     ids.message_id = (await bed.send()).body.data[0].id;
     ids.user_id = (await bed.api('GET', `${A}/members`)).body.data[0].user_id;
+    ids.route_id = (await created('/routes', { ...WALK_ROUTE, name: 'walk target', recipient: `walk-target@${SENDER_DOMAIN}` })).id;
     // Something a wrongly unfiltered delete or wipe would remove.
     await created('/suppressions', { email: 'kept@example.org', expires_at: '2026-12-31T00:00:00Z' });
     narrowKey = await bed.key(['domains:read', `messages:read:{${SENDER_DOMAIN}}`]);
@@ -328,6 +331,9 @@ describe('malformed-request walk over every operation', function () {
       createSuppression: { email: 'walk-__N__@example.org', expires_at: '2026-12-01T00:00:00Z' },
       // Scoped, so that the domain names are checked (a global credential ignores them).
       createSMTPCredential: { name: 'walk', scope: 'scoped', domains: [SENDER_DOMAIN] },
+      // At a domain of the account, to a public literal (no DNS): the pattern and URL checks pass.
+      createRoute: { ...WALK_ROUTE, recipient: `walk-__N__@${SENDER_DOMAIN}` },
+      updateRoute: { name: 'walk renamed', recipient: `walk-*@${SENDER_DOMAIN}` },
       [V1]: { from, recipients: [{ email: 'rcpt@example.org' }], content: { subject: 'Walk', text_body: 'Hi' } },
     };
     // Operations without a known-good body start from the contract's example.
