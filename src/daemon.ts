@@ -70,6 +70,7 @@ import { Intake } from './inbound/intake.ts';
 import { readBounce, readComplaint, Reports } from './inbound/reports.ts';
 import { routeTargets } from './inbound/route-jobs.ts';
 import { authenticationResults } from './inbound/authentication.ts';
+import { spamdScore } from './inbound/spamd.ts';
 import { InboundRepo } from './store/inbound-repo.ts';
 import { Routes } from './inbound/routes.ts';
 import { RoutesRepo } from './store/routes-repo.ts';
@@ -419,6 +420,7 @@ export class Daemon {
     core.webhooks.onEnabled = (webhook) => {
       void deliveries.release(webhook.id).catch((err: unknown) => log.error({ err, webhook_id: webhook.id }, 'could not resume held webhook deliveries'));
     };
+    const spamd = config.smtp.inbound.spamd ? hostPort(config.smtp.inbound.spamd) : null;
     const routePosts = new HttpJobs({
       store: core.store,
       jobs: core.jobs,
@@ -429,7 +431,7 @@ export class Daemon {
         counters: core.routeCounters,
         repo: core.inboundRepo,
         authenticate: (raw, arrival) => authenticationResults(raw, arrival, config.server.hostname, core.resolver),
-        spamScore: async () => 0,
+        spamScore: spamd ? (raw) => spamdScore(spamd, raw) : async () => 0,
       }),
       post: (post) => http.postSigned(post),
       clock: core.clock,
@@ -753,6 +755,12 @@ export function jobStore(core: Core): NonNullable<ConstructorParameters<typeof Q
 /** The engine as the operator's view of mail sees it. */
 function engineView(engine: JobEngine): { snapshot: JobEngine['snapshot']; wake: () => Promise<void>; holds: (id: string) => boolean } {
   return { snapshot: () => engine.snapshot(), wake: () => engine.wake(), holds: (id) => engine.holds('message', id) };
+}
+
+/** `host:port` or `[v6]:port`. */
+function hostPort(text: string): { host: string; port: number } {
+  const colon = text.lastIndexOf(':');
+  return { host: text.slice(0, colon).replace(/^\[|\]$/g, ''), port: Number(text.slice(colon + 1)) };
 }
 
 function apiSettings(config: Config): ApiSettings {

@@ -192,6 +192,8 @@ export const configSchema = z.strictObject({
       max_recipients: z.number().int().min(1).max(1000).default(100).describe('recipients per message (more get 452)'),
       max_connections_per_address: z.number().int().min(1).max(1000).default(20)
         .describe('sessions one client address may hold at once (more get 421)'),
+      spamd: z.string().regex(/^(?:\[[0-9a-fA-F:.]+\]|[A-Za-z0-9.-]+):\d{1,5}$/, 'spamd must be host:port (e.g. 127.0.0.1:783)').nullable().default(null)
+        .describe('SpamAssassin spamd (host:port) that scores mail forwarded to routes (spam_score); null: every score is 0'),
     }).prefault({}),
   }).prefault({}),
   events: z.strictObject({

@@ -36,6 +36,8 @@ export function routeTargets(d: RouteJobsDeps): HttpTargets {
   return {
     kind: 'route',
     schedule: HTTP_SCHEDULES.route,
+    // A payload can be tens of MB: built when it is sent, two at a time.
+    prefetchBody: false,
     get: (id) => d.route(id),
     async body(job: JobRecord, target: HttpTarget): Promise<string | null> {
       const route = target as RouteTarget;

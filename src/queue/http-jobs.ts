@@ -33,6 +33,8 @@ export interface TargetCounters {
 /** What one HTTP job kind brings: its targets, its request bodies, its schedule and counters. */
 export interface HttpTargets {
   kind: 'webhook' | 'route';
+  /** Build the body when the job is read into memory (small bodies), not when it is sent. */
+  prefetchBody: boolean;
   schedule: HttpSchedule;
   get(id: string): Promise<HttpTarget | undefined>;
   /** The request body of the job, or null when what it was about is gone (the job is dropped). */
@@ -73,7 +75,15 @@ export interface HttpJobsDeps {
  * failed and kept. Each attempt counts on the target in its outcome batch; 100 failures in a row
  * disable the target, whose jobs are then held until it is enabled again.
  */
-export class HttpJobs implements JobKind<JobRecord> {
+/** A job as the engine holds it: its record, its target and (webhooks) its body, read ahead. */
+export interface PreparedJob {
+  job: JobRecord;
+  target: HttpTarget | undefined;
+  /** undefined: built when the request is made (large bodies: route payloads). */
+  body: string | null | undefined;
+}
+
+export class HttpJobs implements JobKind<PreparedJob> {
   readonly name: 'webhook' | 'route';
   readonly dispatcher = 'http' as const;
   private readonly secrets = new Map<string, string>();
@@ -85,23 +95,30 @@ export class HttpJobs implements JobKind<JobRecord> {
     this.down = d.down ?? new Map();
   }
 
-  async load(id: string): Promise<JobRecord | null> {
+  /**
+   * The job with its target and, for small bodies (webhooks), the request body: read while the
+   * job waits in the ready queue, so a slot of the origin is held only for the request itself.
+   */
+  async load(id: string): Promise<PreparedJob | null> {
     const job = await this.d.jobs.get(id);
-    return job && job.state === 'pending' ? job : null;
-  }
-
-  dueMs(job: JobRecord): number {
-    return Date.parse(job.dueAt);
-  }
-
-  async destination(job: JobRecord): Promise<string> {
+    if (!job || job.state !== 'pending') return null;
     const target = await this.d.targets.get(job.targetId);
-    if (!target) return `${this.name}-deleted`;
-    return originOf(target.url);
+    const body = this.d.targets.prefetchBody && target?.enabled ? await this.d.targets.body(job, target) : undefined;
+    return { job, target, body };
   }
 
-  async run(job: JobRecord, release: () => void): Promise<void> {
+  dueMs(p: PreparedJob): number {
+    return Date.parse(p.job.dueAt);
+  }
+
+  async destination(p: PreparedJob): Promise<string> {
+    return p.target ? originOf(p.target.url) : `${this.name}-deleted`;
+  }
+
+  async run(p: PreparedJob, release: () => void): Promise<void> {
+    const job = p.job;
     const log = this.d.log.child({ job_id: job.id, kind: this.name, [`${this.name}_id`]: job.targetId, account_id: job.accountId });
+    // Read again (from the store's cache): it may have been disabled or deleted since.
     const target = await this.d.targets.get(job.targetId);
     if (!target) {
       release();
@@ -115,7 +132,7 @@ export class HttpJobs implements JobKind<JobRecord> {
       log.debug(`${this.name} disabled: delivery held until it is enabled`);
       return;
     }
-    const body = await this.d.targets.body(job, target);
+    const body = p.body !== undefined && p.target?.url === target.url ? p.body : await this.d.targets.body(job, target);
     if (body === null) {
       release();
       await this.d.store.commit(this.d.jobs.change(job, null));
@@ -134,9 +151,9 @@ export class HttpJobs implements JobKind<JobRecord> {
   }
 
   /** Parks due jobs of an origin that is down: off the index, listed under the origin. */
-  async setAside(jobs: JobRecord[], destination: string): Promise<void> {
+  async setAside(prepared: PreparedJob[], destination: string): Promise<void> {
     const at = iso(this.d.clock.now());
-    await this.d.store.commit(jobs.flatMap((job) => this.d.jobs.change(job, { ...job, state: 'parked', parkedOn: destination, updatedAt: at })));
+    await this.d.store.commit(prepared.flatMap(({ job }) => this.d.jobs.change(job, { ...job, state: 'parked', parkedOn: destination, updatedAt: at })));
   }
 
   /**

@@ -20,6 +20,8 @@ export function webhookTargets(d: {
   return {
     kind: 'webhook',
     schedule: HTTP_SCHEDULES.webhook,
+    // A webhook body is small: read with the job, the origin's slot waits only for the request.
+    prefetchBody: true,
     get: (id) => d.webhooks.get(id),
     async body(job, target) {
       const event = await d.store.get<EventRecord>('events', job.eventId);

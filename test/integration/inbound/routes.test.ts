@@ -193,4 +193,28 @@ describe('routes: API and forwarding of inbound mail', function () {
     await receiver.until((r) => r.length === 2);
     expect(receiver.received[0]!.headers['webhook-id']).to.equal(receiver.received[1]!.headers['webhook-id']);
   });
+
+  it('scores the message with spamd when one is configured', async () => {
+    const { createServer } = await import('node:net');
+    const spamd = createServer((socket) => {
+      socket.on('data', () => undefined);
+      socket.on('end', () => socket.end('SPAMD/1.1 0 EX_OK\r\nSpam: True ; 6.2 / 5.0\r\n\r\n'));
+    });
+    await new Promise<void>((done) => spamd.listen(0, '127.0.0.1', () => done()));
+    await bed.stop();
+    bed = await startMessageBed({
+      ...POLLING,
+      smtp: { inbound: { enabled: true, port: 0, spamd: `127.0.0.1:${(spamd.address() as { port: number }).port}` } },
+      webhooks: { allow_networks: ['127.0.0.0/8'] },
+    });
+    port = bed.server.daemon.inboundPort!;
+    try {
+      await createRoute('/scored', { recipient: 'scored@example.com' });
+      await send({ to: 'scored@example.com' });
+      await receiver.until((r) => r.length === 1);
+      expect(receiver.received[0]!.payload!.data.spam_score).to.equal(6.2);
+    } finally {
+      await new Promise<void>((done) => spamd.close(() => done()));
+    }
+  });
 });

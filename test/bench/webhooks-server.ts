@@ -1,0 +1,64 @@
+/**
+ * A Postilion daemon for test/bench/webhooks.ts, in its own process: the in-process test bed
+ * (loopback DNS server, verified sending domain example.com, RSA-2048 DKIM), logging off, rate
+ * limits raised, webhook URLs on loopback allowed, and mail delivered to the smarthost
+ * 127.0.0.1:$BENCH_SINK_PORT (without it, only sandbox mail is sent: played out, never sent).
+ * `stats` answers with the engine's figures and, with `count`, the stored jobs.
+ *
+ *   BENCH_SINK_PORT=… node --import tsx test/bench/webhooks-server.ts
+ */
+import { startMessageBed } from '../helpers/messages.ts';
+import { createInterface } from 'node:readline';
+
+const sinkPort = process.env.BENCH_SINK_PORT ? Number(process.env.BENCH_SINK_PORT) : null;
+const RAISED_RATE = { per_second: 1_000_000, burst: 1_000_000 };
+
+const bed = await startMessageBed({
+  api: { rate_limits: { general: RAISED_RATE } },
+  log: { level: 'silent' },
+  dkim: { ed25519: false },
+  webhooks: { allow_networks: ['127.0.0.0/8'] },
+  // Without a sink only sandbox mail is sent: played out by the engine (reception, delivered), never sent.
+  delivery: { enabled: true, concurrency: 20, per_destination: 20, smarthost: { host: '127.0.0.1', port: sinkPort ?? 9, tls: 'off' } },
+});
+// From here on the bed's clock follows real time (retries and pauses come due as they would).
+const startedAt = Date.now();
+const clockAtStart = bed.clock.ms;
+bed.clock.now = () => clockAtStart + (Date.now() - startedAt);
+
+const { daemon } = bed.server;
+const stats = async (count: boolean) => {
+  const destinations = daemon.jobEngine.destinations();
+  const http = destinations.filter((d) => d.dispatcher === 'http');
+  return {
+    running: http.reduce((n, d) => n + d.running, 0),
+    ready: http.reduce((n, d) => n + d.ready, 0),
+    paused: http.filter((d) => d.pausedUntil !== null).length,
+    ...(count ? { jobs: (await daemon.core.store.families.jobs.keys().all()).length, parked: (await daemon.core.store.families.jobsParked.keys().all()).length } : {}),
+  };
+};
+
+let stopping = false;
+const finish = async (): Promise<void> => {
+  if (stopping) return;
+  stopping = true;
+  await bed.stop().catch(() => undefined);
+  process.exit();
+};
+process.on('SIGTERM', () => void finish());
+process.on('SIGINT', () => void finish());
+createInterface({ input: process.stdin }).on('line', (line) => {
+  const command = line.trim();
+  if (command === 'stats' || command === 'stats count') {
+    void stats(command === 'stats count').then((s) => process.stdout.write(`STATS ${JSON.stringify(s)}\n`));
+  }
+}).on('close', () => void finish());
+process.stdout.write(`READY ${JSON.stringify({
+  url: bed.server.url,
+  key: bed.server.adminKey,
+  accountId: bed.server.accountId,
+  messages: bed.messages,
+  from: `app@${bed.domain.domain}`,
+  dir: bed.server.dir,
+  pid: process.pid,
+})}\n`);

@@ -1,0 +1,338 @@
+/**
+ * Webhook delivery benchmark (issue 15). Prints three figures:
+ *
+ * 1. fan-out: BENCH_EVENTS (50,000) events fanned out to 2 webhooks on one loopback receiver
+ *    answering 204: deliveries per second from the first send to the receiver having them all;
+ *    in the same run the floor, as many signed POSTs of the same size made by a bare keep-alive
+ *    HTTP client with the same concurrency (webhooks.per_origin, 4: both webhooks share one
+ *    origin) and no store. Target ≥ 0.5 of the floor.
+ * 2. mail with webhooks: BENCH_MESSAGES (10,000) messages through the API to an SMTP sink, timed
+ *    until the sink has every message and, with a webhook on every message event, the receiver
+ *    has every event (reception and delivered: 2 per message); runs with and without the webhook
+ *    alternate. Target ≥ 0.6 of the rate without.
+ * 3. a down endpoint: BENCH_PENDING (1,000,000) deliveries pending for a webhook whose port
+ *    nobody listens on: the daemon's peak RSS; then it is killed and `postilion start` on the
+ *    same data directory is timed until the API answers. Targets: ≤ 512 MB, ≤ 10 s.
+ *
+ * Knobs: BENCH_RUNS (3), BENCH_EVENTS, BENCH_MESSAGES, BENCH_PENDING, BENCH_PARTS (1,2,3).
+ */
+import { spawn, type ChildProcess } from 'node:child_process';
+import { readFileSync, writeFileSync } from 'node:fs';
+import { Agent, createServer, request, type Server } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { dirname, join, resolve } from 'node:path';
+import { createInterface } from 'node:readline';
+import { fileURLToPath } from 'node:url';
+import { signatureHeaders, newWebhookSecret } from '../../src/webhooks/signing.ts';
+import { envNumber, withCleanup, type Defer } from './deliver-child.ts';
+import { freePort, smtpSinkPath, startNodeSink, startPostfixSink, until, type Sink } from './deliver-sink.ts';
+
+const HERE = dirname(fileURLToPath(import.meta.url));
+const ROOT = resolve(HERE, '../..');
+const RUNS = Math.round(envNumber('BENCH_RUNS', 3));
+const EVENTS = Math.round(envNumber('BENCH_EVENTS', 50_000, 100));
+const MESSAGES = Math.round(envNumber('BENCH_MESSAGES', 10_000, 100));
+const PENDING = Math.round(envNumber('BENCH_PENDING', 1_000_000, 100));
+const PARTS = new Set((process.env.BENCH_PARTS ?? '1,2,3').split(',').map((p) => p.trim()));
+const PER_ORIGIN = 4;
+const BATCH = 100;
+const IN_FLIGHT = 4;
+
+const median = (xs: number[]): number => {
+  const s = [...xs].sort((a, b) => a - b);
+  return s.length % 2 ? s[(s.length - 1) / 2]! : (s[s.length / 2 - 1]! + s[s.length / 2]!) / 2;
+};
+const f0 = (n: number) => n.toFixed(0);
+const f2 = (n: number) => n.toFixed(2);
+
+interface Info {
+  url: string;
+  key: string;
+  accountId: string;
+  messages: string;
+  from: string;
+  dir: string;
+  pid: number;
+}
+
+/** test/bench/webhooks-server.ts in a child process. */
+class Daemon {
+  info!: Info;
+  private readonly proc: ChildProcess;
+  private readonly lines: Array<(line: string) => void> = [];
+  private stderr = '';
+  readonly exited: Promise<void>;
+
+  constructor(env: Record<string, string>) {
+    this.proc = spawn(process.execPath, ['--import', 'tsx', join(HERE, 'webhooks-server.ts')], { cwd: ROOT, stdio: ['pipe', 'pipe', 'pipe'], env: { ...process.env, TEST_LOG: 'silent', ...env } });
+    this.exited = new Promise((done) => this.proc.once('exit', () => done()));
+    this.proc.stderr!.on('data', (d: Buffer) => (this.stderr += d.toString()));
+    createInterface({ input: this.proc.stdout! }).on('line', (line) => this.lines.shift()?.(line));
+  }
+
+  async ready(): Promise<Info> {
+    const line = await this.next(120_000);
+    if (!line.startsWith('READY ')) throw new Error(`daemon: ${line}\n${this.stderr}`);
+    this.info = JSON.parse(line.slice(6)) as Info;
+    return this.info;
+  }
+
+  async stats(count = false): Promise<{ running: number; ready: number; paused: number; jobs?: number; parked?: number }> {
+    const line = this.next(120_000);
+    this.proc.stdin!.write(count ? 'stats count\n' : 'stats\n');
+    return JSON.parse((await line).slice(6));
+  }
+
+  async api(method: string, path: string, body?: unknown): Promise<{ status: number; body: any }> {
+    const res = await fetch(this.info.url + path, {
+      method,
+      headers: { authorization: `Bearer ${this.info.key}`, ...(body === undefined ? {} : { 'content-type': 'application/json' }) },
+      ...(body === undefined ? {} : { body: JSON.stringify(body) }),
+    });
+    const text = await res.text();
+    return { status: res.status, body: text ? JSON.parse(text) : null };
+  }
+
+  /** Peak resident memory so far (VmHWM), in MB. */
+  peakRssMb(): number {
+    return peakRss(this.info.pid);
+  }
+
+  kill(): Promise<void> {
+    this.proc.kill('SIGKILL');
+    return this.exited;
+  }
+
+  async stop(): Promise<void> {
+    if (this.proc.exitCode !== null || this.proc.signalCode !== null) return;
+    this.proc.kill('SIGTERM');
+    const timer = setTimeout(() => this.proc.kill('SIGKILL'), 30_000);
+    await this.exited;
+    clearTimeout(timer);
+  }
+
+  private next(ms: number): Promise<string> {
+    return new Promise((resolveLine, reject) => {
+      const timer = setTimeout(() => reject(new Error(`daemon: no answer within ${ms} ms\n${this.stderr}`)), ms);
+      this.lines.push((line) => {
+        clearTimeout(timer);
+        resolveLine(line);
+      });
+    });
+  }
+}
+
+function peakRss(pid: number): number {
+  const status = readFileSync(`/proc/${pid}/status`, 'utf8');
+  return Number(/VmHWM:\s+(\d+) kB/.exec(status)?.[1] ?? 0) / 1024;
+}
+
+/** A webhook receiver answering 204 to everything; counts requests. */
+async function startReceiver(): Promise<{ port: number; count: () => number; reset: () => void; server: Server }> {
+  let received = 0;
+  const server = createServer((req, res) => {
+    req.resume();
+    req.on('end', () => {
+      received += 1;
+      res.writeHead(204).end();
+    });
+  });
+  server.keepAliveTimeout = 10_000;
+  await new Promise<void>((done) => server.listen(0, '127.0.0.1', () => done()));
+  return { port: (server.address() as AddressInfo).port, count: () => received, reset: () => (received = 0), server };
+}
+
+/** Sends `total` messages in batches of 100 recipients, 4 requests at once. */
+async function sendAll(d: Daemon, total: number, sandbox: boolean, tag: string): Promise<void> {
+  let next = 0;
+  const worker = async () => {
+    while (next < total) {
+      const first = next;
+      const count = Math.min(BATCH, total - first);
+      next += count;
+      const recipients = Array.from({ length: count }, (_, i) => ({ email: `r${first + i}.${tag}@example.org` }));
+      const res = await d.api('POST', d.info.messages, { from: { email: d.info.from }, recipients, subject: 'Bench', text_content: 'Hello from the webhook benchmark', html_content: '<p>Hello from the webhook benchmark</p>', ...(sandbox ? { sandbox: true } : {}) });
+      if (res.status !== 202) throw new Error(`send: HTTP ${res.status} ${JSON.stringify(res.body).slice(0, 300)}`);
+    }
+  };
+  await Promise.all(Array.from({ length: IN_FLIGHT }, worker));
+}
+
+async function createWebhook(d: Daemon, url: string, flags: Record<string, boolean>): Promise<void> {
+  const res = await d.api('POST', `/v2/accounts/${d.info.accountId}/webhooks`, { name: 'bench', url, scope: 'global', ...flags });
+  if (res.status !== 201) throw new Error(`webhook: HTTP ${res.status} ${JSON.stringify(res.body)}`);
+}
+
+/** The floor: `total` signed POSTs of `bodyBytes` by a bare keep-alive client, `concurrency` at once. */
+async function floor(port: number, total: number, bodyBytes: number, concurrency: number): Promise<number> {
+  const agent = new Agent({ keepAlive: true, maxSockets: concurrency });
+  const secret = newWebhookSecret();
+  const body = JSON.stringify({ type: 'message.delivered', timestamp: new Date().toISOString(), webhook_id: 'x', data: { pad: 'x'.repeat(Math.max(0, bodyBytes - 90)) } });
+  let next = 0;
+  const started = performance.now();
+  const one = (id: string) => new Promise<void>((done, reject) => {
+    const headers = { ...signatureHeaders(secret, id, Math.floor(Date.now() / 1000), body), 'content-type': 'application/json', 'content-length': String(Buffer.byteLength(body)) };
+    const req = request({ host: '127.0.0.1', port, method: 'POST', path: '/floor', agent, headers }, (res) => {
+      res.resume();
+      res.on('end', () => done());
+    });
+    req.on('error', reject);
+    req.end(body);
+  });
+  await Promise.all(Array.from({ length: concurrency }, async () => {
+    while (next < total) await one(`msg_${next++}`);
+  }));
+  agent.destroy();
+  return total / ((performance.now() - started) / 1000);
+}
+
+const BODY_BYTES = 420;
+
+async function fanOutRun(defer: Defer, receiver: Awaited<ReturnType<typeof startReceiver>>): Promise<{ rate: number; floor: number; peakMb: number }> {
+  const d = new Daemon({});
+  defer(() => d.stop());
+  await d.ready();
+  const url = `http://127.0.0.1:${receiver.port}`;
+  // Sandbox mail makes message.reception and message.delivered: 2 events a message.
+  await createWebhook(d, `${url}/a`, { on_reception: true, on_delivered: true });
+  await createWebhook(d, `${url}/b`, { on_reception: true, on_delivered: true });
+  receiver.reset();
+  const posts = EVENTS * 2;
+  const started = performance.now();
+  await sendAll(d, EVENTS / 2, true, 'f');
+  const progress = setInterval(() => void d.stats().then((s) => process.stderr.write(`  … ${receiver.count()} of ${posts} received; engine ${JSON.stringify(s)}\n`)).catch(() => undefined), 5000);
+  await until(`${posts} webhook requests`, () => receiver.count() >= posts, 600_000, 20).finally(() => clearInterval(progress));
+  const rate = posts / ((performance.now() - started) / 1000);
+  const peakMb = d.peakRssMb();
+  await d.stop();
+  receiver.reset();
+  const bare = await floor(receiver.port, posts, BODY_BYTES, PER_ORIGIN);
+  return { rate, floor: bare, peakMb };
+}
+
+async function mailRun(defer: Defer, sink: Sink, receiver: Awaited<ReturnType<typeof startReceiver>>, webhook: boolean): Promise<number> {
+  const d = new Daemon({ BENCH_SINK_PORT: String(sink.port) });
+  defer(() => d.stop());
+  await d.ready();
+  if (webhook) await createWebhook(d, `http://127.0.0.1:${receiver.port}/mail`, { on_reception: true, on_delivered: true, on_transient_error: true, on_bounced: true, on_failed: true });
+  receiver.reset();
+  const sunkBefore = sink.count();
+  const started = performance.now();
+  await sendAll(d, MESSAGES, false, webhook ? 'w' : 'n');
+  await until('the sink to have every message', () => sink.count() - sunkBefore >= MESSAGES, 600_000, 10);
+  if (webhook) await until('the receiver to have every event', () => receiver.count() >= MESSAGES * 2, 600_000, 10);
+  const rate = MESSAGES / ((performance.now() - started) / 1000);
+  await d.stop();
+  return rate;
+}
+
+async function downRun(defer: Defer): Promise<{ jobs: number; parked: number; fillSeconds: number; peakMb: number; restartMs: number; restartRssMb: number }> {
+  const d = new Daemon({});
+  defer(() => d.stop());
+  await d.ready();
+  const closed = await freePort();
+  await createWebhook(d, `http://127.0.0.1:${closed}/down`, { on_reception: true, on_delivered: true });
+  const started = performance.now();
+  let peak = 0;
+  const sampler = setInterval(() => {
+    try {
+      peak = Math.max(peak, d.peakRssMb());
+    } catch {
+      // gone
+    }
+  }, 1000);
+  await sendAll(d, Math.ceil(PENDING / 2), true, 'd');
+  // Until every event has its job (fan-out done) and the engine holds nothing in memory.
+  let last = { jobs: 0, parked: 0 } as { jobs?: number; parked?: number; ready: number; running: number };
+  await until(`${PENDING} pending deliveries`, async () => {
+    last = await d.stats(true);
+    return (last.jobs ?? 0) >= PENDING && last.ready === 0;
+  }, 1_800_000, 2000);
+  const fillSeconds = (performance.now() - started) / 1000;
+  clearInterval(sampler);
+  peak = Math.max(peak, d.peakRssMb());
+  const dir = d.info.dir;
+  await d.kill();
+
+  // `postilion start` on the same data directory: time to the API's first answer.
+  const port = await freePort();
+  const config = join(dir, 'restart.yaml');
+  writeFileSync(config, [
+    `data:\n  dir: ${join(dir, 'data')}`,
+    `keys:\n  dir: ${join(dir, 'keys')}`,
+    `api:\n  port: ${port}`,
+    'metrics:\n  enabled: false',
+    'log:\n  level: warn',
+    'delivery:\n  enabled: false',
+    'smtp:\n  submission:\n    enabled: false\n  inbound:\n    enabled: false',
+    "webhooks:\n  allow_networks: ['127.0.0.0/8']",
+  ].join('\n') + '\n');
+  const t0 = performance.now();
+  const proc = spawn(process.execPath, [join(ROOT, 'src/cli/postilion.js'), '--config', config, 'start'], { cwd: ROOT, stdio: ['ignore', 'ignore', 'pipe'] });
+  defer(() => new Promise<void>((done) => {
+    if (proc.exitCode !== null) return done();
+    proc.once('exit', () => done());
+    proc.kill('SIGTERM');
+    setTimeout(() => proc.kill('SIGKILL'), 30_000).unref();
+  }));
+  await until('the restarted API to answer', async () => {
+    try {
+      return (await fetch(`http://127.0.0.1:${port}/v2/ping`)).status < 500;
+    } catch {
+      return false;
+    }
+  }, 120_000, 20);
+  const restartMs = performance.now() - t0;
+  await new Promise((r) => setTimeout(r, 10_000));
+  const restartRssMb = peakRss(proc.pid!);
+  return { jobs: last.jobs ?? 0, parked: last.parked ?? 0, fillSeconds, peakMb: peak, restartMs, restartRssMb };
+}
+
+async function main(defer: Defer): Promise<void> {
+  const receiver = await startReceiver();
+  defer(() => new Promise<void>((done) => receiver.server.close(() => done())));
+  receiver.server.closeIdleConnections?.();
+
+  if (PARTS.has('1')) {
+    const runs: Array<{ rate: number; floor: number; peakMb: number }> = [];
+    for (let i = 0; i < RUNS; i++) {
+      const r = await fanOutRun(defer, receiver);
+      runs.push(r);
+      console.log(`fan-out run ${i + 1}: postilion ${f0(r.rate)} deliveries/s, floor ${f0(r.floor)} POSTs/s, ratio ${f2(r.rate / r.floor)}, daemon peak RSS ${f0(r.peakMb)} MB`);
+    }
+    const rate = median(runs.map((r) => r.rate));
+    const bare = median(runs.map((r) => r.floor));
+    console.log(`\n== fan-out: ${EVENTS} events × 2 webhooks (${EVENTS * 2} signed POSTs), one origin, ${PER_ORIGIN} at once, median of ${RUNS}`);
+    console.log(`  postilion ${f0(rate)} deliveries/s   per run: ${runs.map((r) => f0(r.rate)).join(' ')}`);
+    console.log(`  floor     ${f0(bare)} POSTs/s        per run: ${runs.map((r) => f0(r.floor)).join(' ')}`);
+    console.log(`  ratio ${f2(rate / bare)}   per run: ${runs.map((r) => f2(r.rate / r.floor)).join(' ')}   target ≥ 0.5: ${rate / bare >= 0.5 ? 'MET' : 'NOT MET'}\n`);
+  }
+
+  if (PARTS.has('2')) {
+    const path = process.env.BENCH_SINK === 'node' ? null : smtpSinkPath();
+    const sink = path ? await startPostfixSink(path) : await startNodeSink();
+    defer(() => sink.close());
+    const without: number[] = [];
+    const withHooks: number[] = [];
+    for (let i = 0; i < RUNS; i++) {
+      without.push(await mailRun(defer, sink, receiver, false));
+      withHooks.push(await mailRun(defer, sink, receiver, true));
+      console.log(`mail run ${i + 1}: without webhooks ${f0(without.at(-1)!)} msgs/s, with ${f0(withHooks.at(-1)!)} msgs/s (ratio ${f2(withHooks.at(-1)! / without.at(-1)!)})`);
+    }
+    const a = median(without);
+    const b = median(withHooks);
+    console.log(`\n== mail with webhooks: ${MESSAGES} messages to ${sink.name}, until the sink has all and the receiver every event (2 a message), median of ${RUNS}`);
+    console.log(`  without webhooks ${f0(a)} msgs/s   per run: ${without.map(f0).join(' ')}`);
+    console.log(`  with a webhook   ${f0(b)} msgs/s   per run: ${withHooks.map(f0).join(' ')}`);
+    console.log(`  ratio ${f2(b / a)}   target ≥ 0.6: ${b / a >= 0.6 ? 'MET' : 'NOT MET'}\n`);
+  }
+
+  if (PARTS.has('3')) {
+    const r = await downRun(defer);
+    console.log(`\n== down endpoint: ${r.jobs} deliveries pending (${r.parked} parked off the index), made in ${f0(r.fillSeconds)} s`);
+    console.log(`  daemon peak RSS ${f0(r.peakMb)} MB   target ≤ 512: ${r.peakMb <= 512 ? 'MET' : 'NOT MET'}`);
+    console.log(`  restart to the API answering ${f0(r.restartMs)} ms   target ≤ 10 s: ${r.restartMs <= 10_000 ? 'MET' : 'NOT MET'};  RSS 10 s after ${f0(r.restartRssMb)} MB\n`);
+  }
+}
+
+await withCleanup(main);
