@@ -22,7 +22,7 @@ export interface RouteJobsDeps {
   authenticate(raw: Buffer, arrival: Arrival): Promise<string | null>;
   /** The spam score (0 when no spamd is configured). */
   spamScore(raw: Buffer): Promise<number>;
-  /** Payloads built at once: a 25 MiB message makes a payload of about 35 MiB. */
+  /** Payloads built at once (default 1): a 25 MiB message takes about 100 MB while its payload is built. */
   maxBuilding?: number;
 }
 
@@ -32,11 +32,11 @@ export interface RouteJobsDeps {
  * whose inbound message is gone (retention) is dropped.
  */
 export function routeTargets(d: RouteJobsDeps): HttpTargets {
-  const gate = new Gate(d.maxBuilding ?? 2);
+  const gate = new Gate(d.maxBuilding ?? 1);
   return {
     kind: 'route',
     schedule: HTTP_SCHEDULES.route,
-    // A payload can be tens of MB: built when it is sent, two at a time.
+    // A payload can be tens of MB: built when it is sent, one at a time.
     prefetchBody: false,
     get: (id) => d.route(id),
     async body(job: JobRecord, target: HttpTarget): Promise<string | null> {

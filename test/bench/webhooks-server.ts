@@ -18,6 +18,8 @@ const bed = await startMessageBed({
   log: { level: 'silent' },
   dkim: { ed25519: false },
   webhooks: { allow_networks: ['127.0.0.0/8'] },
+  // BENCH_INBOUND=1 (test/bench/inbound.ts): the inbound MX on a free port of 127.0.0.1.
+  ...(process.env.BENCH_INBOUND === '1' ? { smtp: { inbound: { enabled: true, port: 0, max_connections_per_address: 200 } } } : {}),
   // Without a sink only sandbox mail is sent: played out by the engine (reception, delivered), never sent.
   delivery: { enabled: true, concurrency: 20, per_destination: 20, smarthost: { host: '127.0.0.1', port: sinkPort ?? 9, tls: 'off' } },
 });
@@ -49,6 +51,14 @@ process.on('SIGTERM', () => void finish());
 process.on('SIGINT', () => void finish());
 createInterface({ input: process.stdin }).on('line', (line) => {
   const command = line.trim();
+  // `suspend <destination>` / `resume <destination>`: as `postilion queue suspend|resume`.
+  const m = /^(suspend|resume) (\S+)$/.exec(command);
+  if (m) {
+    if (m[1] === 'suspend') daemon.jobEngine.suspend(m[2]!);
+    else daemon.jobEngine.resume(m[2]!);
+    process.stdout.write(`DONE ${command}\n`);
+    return;
+  }
   if (command === 'stats' || command === 'stats count') {
     void stats(command === 'stats count').then((s) => process.stdout.write(`STATS ${JSON.stringify(s)}\n`));
   }
@@ -60,5 +70,6 @@ process.stdout.write(`READY ${JSON.stringify({
   messages: bed.messages,
   from: `app@${bed.domain.domain}`,
   dir: bed.server.dir,
+  inboundPort: bed.server.daemon.inboundPort,
   pid: process.pid,
 })}\n`);

@@ -35,6 +35,11 @@ export class Child {
     }
   }
 
+  /** The process id (to read its /proc figures). */
+  get pid(): number {
+    return this.proc.pid!;
+  }
+
   signal(sig: NodeJS.Signals): void {
     this.proc.kill(sig);
   }

@@ -1,0 +1,126 @@
+/**
+ * The Postilion side of test/bench/webhooks.ts and inbound.ts: test/bench/webhooks-server.ts in a
+ * child process, a webhook receiver answering 204, and a few API helpers.
+ */
+import { spawn, type ChildProcess } from 'node:child_process';
+import { readFileSync } from 'node:fs';
+import { createServer, type Server } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { dirname, join, resolve } from 'node:path';
+import { createInterface } from 'node:readline';
+import { fileURLToPath } from 'node:url';
+
+const HERE = dirname(fileURLToPath(import.meta.url));
+const ROOT = resolve(HERE, '../..');
+
+export interface Info {
+  url: string;
+  key: string;
+  accountId: string;
+  messages: string;
+  from: string;
+  dir: string;
+  /** With BENCH_INBOUND=1: the inbound MX's port. */
+  inboundPort: number | null;
+  pid: number;
+}
+
+/** test/bench/webhooks-server.ts in a child process. */
+export class Daemon {
+  info!: Info;
+  private readonly proc: ChildProcess;
+  private readonly lines: Array<(line: string) => void> = [];
+  private stderr = '';
+  readonly exited: Promise<void>;
+
+  constructor(env: Record<string, string>) {
+    this.proc = spawn(process.execPath, ['--import', 'tsx', join(HERE, 'webhooks-server.ts')], { cwd: ROOT, stdio: ['pipe', 'pipe', 'pipe'], env: { ...process.env, TEST_LOG: 'silent', ...env } });
+    this.exited = new Promise((done) => this.proc.once('exit', () => done()));
+    this.proc.stderr!.on('data', (d: Buffer) => (this.stderr += d.toString()));
+    createInterface({ input: this.proc.stdout! }).on('line', (line) => this.lines.shift()?.(line));
+  }
+
+  async ready(): Promise<Info> {
+    const line = await this.next(120_000);
+    if (!line.startsWith('READY ')) throw new Error(`daemon: ${line}\n${this.stderr}`);
+    this.info = JSON.parse(line.slice(6)) as Info;
+    return this.info;
+  }
+
+  async stats(count = false): Promise<{ running: number; ready: number; paused: number; jobs?: number; parked?: number }> {
+    const line = this.next(120_000);
+    this.proc.stdin!.write(count ? 'stats count\n' : 'stats\n');
+    return JSON.parse((await line).slice(6));
+  }
+
+  /** Suspends or resumes a destination of the engine (as `postilion queue suspend|resume`). */
+  async command(line: string): Promise<void> {
+    const answer = this.next(30_000);
+    this.proc.stdin!.write(`${line}\n`);
+    await answer;
+  }
+
+  async api(method: string, path: string, body?: unknown): Promise<{ status: number; body: any }> {
+    const res = await fetch(this.info.url + path, {
+      method,
+      headers: { authorization: `Bearer ${this.info.key}`, ...(body === undefined ? {} : { 'content-type': 'application/json' }) },
+      ...(body === undefined ? {} : { body: JSON.stringify(body) }),
+    });
+    const text = await res.text();
+    return { status: res.status, body: text ? JSON.parse(text) : null };
+  }
+
+  /** Peak resident memory so far (VmHWM), in MB. */
+  peakRssMb(): number {
+    return peakRss(this.info.pid);
+  }
+
+  kill(): Promise<void> {
+    this.proc.kill('SIGKILL');
+    return this.exited;
+  }
+
+  async stop(): Promise<void> {
+    if (this.proc.exitCode !== null || this.proc.signalCode !== null) return;
+    this.proc.kill('SIGTERM');
+    const timer = setTimeout(() => this.proc.kill('SIGKILL'), 30_000);
+    await this.exited;
+    clearTimeout(timer);
+  }
+
+  private next(ms: number): Promise<string> {
+    return new Promise((resolveLine, reject) => {
+      const timer = setTimeout(() => reject(new Error(`daemon: no answer within ${ms} ms\n${this.stderr}`)), ms);
+      this.lines.push((line) => {
+        clearTimeout(timer);
+        resolveLine(line);
+      });
+    });
+  }
+}
+
+export function peakRss(pid: number): number {
+  const status = readFileSync(`/proc/${pid}/status`, 'utf8');
+  return Number(/VmHWM:\s+(\d+) kB/.exec(status)?.[1] ?? 0) / 1024;
+}
+
+/** A webhook receiver answering 204 to everything; counts requests. */
+export async function startReceiver(): Promise<{ port: number; count: () => number; reset: () => void; server: Server }> {
+  let received = 0;
+  const server = createServer((req, res) => {
+    req.resume();
+    req.on('end', () => {
+      received += 1;
+      res.writeHead(204).end();
+    });
+  });
+  server.keepAliveTimeout = 10_000;
+  await new Promise<void>((done) => server.listen(0, '127.0.0.1', () => done()));
+  return { port: (server.address() as AddressInfo).port, count: () => received, reset: () => (received = 0), server };
+}
+
+export async function createWebhook(d: Daemon, url: string, flags: Record<string, boolean>): Promise<void> {
+  const res = await d.api('POST', `/v2/accounts/${d.info.accountId}/webhooks`, { name: 'bench', url, scope: 'global', ...flags });
+  if (res.status !== 201) throw new Error(`webhook: HTTP ${res.status} ${JSON.stringify(res.body)}`);
+}
+
