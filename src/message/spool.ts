@@ -2,6 +2,7 @@ import type { MessagesRepo } from '../store/messages-repo.ts';
 import type { Store } from '../store/store.ts';
 import { newId } from '../util/ids.ts';
 import { badRequest } from '../util/errors.ts';
+import type { Readable } from 'node:stream';
 
 /** Messages up to this size are kept in memory and stored in their acceptance's one batch. */
 export const SPOOL_AFTER_BYTES = 1024 * 1024;
@@ -122,4 +123,47 @@ function bodyStart(raw: Buffer): number {
   if (crlf >= 0 && (lf < 0 || crlf < lf)) return crlf + 4;
   if (lf >= 0) return lf + 2;
   return -1;
+}
+
+/**
+ * Reads a DATA stream into the spool, holding the client while a chunk is written: the whole
+ * message when small, else where the spooled one is; null once over `limit` (the rest is read and
+ * dropped). The first failure is answered once the client has sent all its data.
+ */
+export function receiveData(stream: Readable & { sizeExceeded?: boolean }, limit: number, spool: DataSpool): Promise<Buffer | SpooledMessage | null> {
+  return new Promise((resolve, reject) => {
+    let size = 0;
+    let failure: unknown = null;
+    let writing: Promise<void> = Promise.resolve();
+    stream.on('data', (chunk: Buffer) => {
+      size += chunk.length;
+      if (size > limit || failure !== null) return;
+      let write: Promise<void> | null;
+      try {
+        write = spool.add(chunk);
+      } catch (err) {
+        failure = err;
+        return;
+      }
+      if (!write) return;
+      // A chunk is being written: the client waits (the stream is resumed once it is on disk).
+      stream.pause();
+      writing = write.then(
+        () => void stream.resume(),
+        (err: unknown) => {
+          failure = err;
+          stream.resume();
+        },
+      );
+    });
+    stream.on('end', () => {
+      void writing.then(() => {
+        if (failure !== null) return reject(failure);
+        if (stream.sizeExceeded || size > limit) return resolve(null);
+        const done = spool.finish();
+        resolve('raw' in done ? done.raw : done.spooled);
+      });
+    });
+    stream.on('error', reject);
+  });
 }

@@ -3,7 +3,7 @@ import type { Logger } from 'pino';
 import { SMTPServer, type SMTPServerDataStream, type SMTPServerSession } from 'smtp-server';
 import type { Accepted, InboundPolicy } from '../inbound/policy.ts';
 import type { HeaderSummary, Intake } from '../inbound/intake.ts';
-import type { DataSpool, SpooledMessage } from '../message/spool.ts';
+import { receiveData, type DataSpool } from '../message/spool.ts';
 import type { InboundRepo } from '../store/inbound-repo.ts';
 import { AppError } from '../util/errors.ts';
 import { newId } from '../util/ids.ts';
@@ -153,16 +153,16 @@ function createServer(options: InboundOptions, deps: InboundDeps): SMTPServer {
       state.spool = spool;
       const sender = session.envelope.mailFrom ? session.envelope.mailFrom.address : '';
       const transaction = { client: session.remoteAddress, sender, recipients: state.accepted.map((a) => a.address) };
-      receive(stream, spool, options.maxMessageBytes).then(
-        async (received) => {
-          if (received === null) {
+      receiveData(stream, options.maxMessageBytes, spool).then(
+        async (data) => {
+          if (data === null) {
             await spool.discard();
             log.info({ ...transaction, verdict: 'refused', reason: 'too big' }, 'inbound message');
             return done(reply(552, `5.3.4 Message too big: at most ${options.maxMessageBytes} bytes`));
           }
-          const stored = 'raw' in received
-            ? { bodyId: newId(), head: received.raw, size: received.raw.length, chunks: chunked(received.raw), spooled: 0 }
-            : { bodyId: received.spooled.bodyId, head: received.spooled.head, size: received.spooled.size, chunks: [received.spooled.head, ...received.spooled.tail], spooled: received.spooled.written };
+          const stored = Buffer.isBuffer(data)
+            ? { bodyId: newId(), head: data, size: data.length, chunks: chunked(data), spooled: 0 }
+            : { bodyId: data.bodyId, head: data.head, size: data.size, chunks: [data.head, ...data.tail], spooled: data.written };
           const record = await intake.store({
             id: newId(),
             bodyId: stored.bodyId,
@@ -186,47 +186,6 @@ function createServer(options: InboundOptions, deps: InboundDeps): SMTPServer {
         done(reply(451, '4.3.0 The message could not be stored; try again'));
       });
     },
-  });
-}
-
-/**
- * Reads DATA into the spool, holding the client while a chunk is written: the whole message when
- * small, else where the spooled one is; null once over `limit` (the rest is read and dropped).
- * The first failure is answered once the client has sent all its data.
- */
-function receive(stream: SMTPServerDataStream, spool: DataSpool, limit: number): Promise<{ raw: Buffer } | { spooled: SpooledMessage } | null> {
-  return new Promise((resolve, reject) => {
-    let size = 0;
-    let failure: unknown = null;
-    let writing: Promise<void> = Promise.resolve();
-    stream.on('data', (chunk: Buffer) => {
-      size += chunk.length;
-      if (size > limit || failure !== null) return;
-      let write: Promise<void> | null;
-      try {
-        write = spool.add(chunk);
-      } catch (err) {
-        failure = err;
-        return;
-      }
-      if (!write) return;
-      stream.pause();
-      writing = write.then(
-        () => void stream.resume(),
-        (err: unknown) => {
-          failure = err;
-          stream.resume();
-        },
-      );
-    });
-    stream.on('end', () => {
-      void writing.then(() => {
-        if (failure !== null) return reject(failure);
-        if (stream.sizeExceeded || size > limit) return resolve(null);
-        resolve(spool.finish());
-      });
-    });
-    stream.on('error', reject);
   });
 }
 

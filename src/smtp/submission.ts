@@ -5,7 +5,7 @@ import type { Accounts } from '../accounts/accounts.ts';
 import type { DomainRecord } from '../store/records.ts';
 import type { Relay, Relayer } from '../message/relay.ts';
 import { isClientError } from '../message/relay.ts';
-import type { SpooledMessage, DataSpool } from '../message/spool.ts';
+import { receiveData, type DataSpool } from '../message/spool.ts';
 import { cidrContains, parseClientIp, type Cidr } from '../util/cidr.ts';
 import { isMailboxAddress } from '../util/email.ts';
 import { AuthAfterTlsServer, ENCRYPTION_REQUIRED } from './auth-after-tls.ts';
@@ -256,7 +256,7 @@ function createServer(options: SubmissionOptions, deps: SubmissionDeps, secure: 
       const callback = decided('DATA', done);
       const spool = relay.newSpool();
       stateOf(session).spool = spool;
-      collect(stream, options.maxMessageBytes, spool).then(
+      receiveData(stream, options.maxMessageBytes, spool).then(
         async (raw) => {
           if (raw === null) {
             await spool.discard();
@@ -286,49 +286,6 @@ function createServer(options: SubmissionOptions, deps: SubmissionDeps, secure: 
       });
     },
   }, (address) => mayAuthInClear(address, options.plainAuthFrom));
-}
-
-/**
- * The message, into the spool as it arrives (the client waits while a chunk is written): whole
- * when small, else spooled; null once over `limit` (the rest is read and dropped).
- */
-function collect(stream: SMTPServerDataStream, limit: number, spool: DataSpool): Promise<Buffer | SpooledMessage | null> {
-  return new Promise((resolve, reject) => {
-    let size = 0;
-    // The first failure is answered once the client has sent all its data.
-    let failure: unknown = null;
-    let writing: Promise<void> = Promise.resolve();
-    stream.on('data', (chunk: Buffer) => {
-      size += chunk.length;
-      if (size > limit || failure !== null) return;
-      let write: Promise<void> | null;
-      try {
-        write = spool.add(chunk);
-      } catch (err) {
-        failure = err;
-        return;
-      }
-      if (!write) return;
-      // A chunk is being written: the client waits (the stream is resumed once it is on disk).
-      stream.pause();
-      writing = write.then(
-        () => void stream.resume(),
-        (err: unknown) => {
-          failure = err;
-          stream.resume();
-        },
-      );
-    });
-    stream.on('end', () => {
-      void writing.then(() => {
-        if (failure !== null) return reject(failure);
-        if (stream.sizeExceeded || size > limit) return resolve(null);
-        const done = spool.finish();
-        resolve('raw' in done ? done.raw : done.spooled);
-      });
-    });
-    stream.on('error', reject);
-  });
 }
 
 function stateOf(session: SMTPServerSession): SessionState {
