@@ -46,7 +46,7 @@ import { messageKind } from './queue/message-kind.ts';
 import { JobIndex } from './store/job-index.ts';
 import { JobsRepo } from './store/jobs-repo.ts';
 import { MetaRepo, migrate } from './store/meta.ts';
-import { HttpClient } from './delivery/http.ts';
+import { HttpClient, type SignedPost } from './delivery/http.ts';
 import { TargetCounters } from './queue/target-counters.ts';
 import { webhookTargets } from './webhooks/deliveries.ts';
 import { HttpJobs } from './queue/http-jobs.ts';
@@ -397,11 +397,20 @@ export class Daemon {
     const allowNetworks = config.webhooks.allow_networks.map(parseCidr);
     const http = new HttpClient({ resolver: core.resolver, allowNetworks: () => allowNetworks, maxSocketsPerOrigin: config.webhooks.per_origin });
     this.http = http;
-    const down = new Map<string, { probes: number; until: number }>();
-    const deliveries = new HttpJobs({
-      down,
+    // What both HTTP kinds share: the client, the engine, and which origins are down.
+    const shared = {
       store: core.store,
       jobs: core.jobs,
+      post: (post: SignedPost) => http.postSigned(post),
+      clock: core.clock,
+      log,
+      notify: (dueMs: number) => engine.notify(dueMs),
+      pause: (destination: string, untilMs: number) => engine.pause(destination, untilMs),
+      unpause: (destination: string) => engine.unpause(destination),
+      down: new Map<string, { probes: number; until: number }>(),
+    };
+    const deliveries = new HttpJobs({
+      ...shared,
       targets: webhookTargets({
         store: core.store,
         webhooks: core.webhooksRepo,
@@ -409,12 +418,6 @@ export class Daemon {
         secretOf: (webhook) => core.webhooks.secretOf(webhook),
         disable: (id) => core.webhooks.disable(id),
       }),
-      post: (post) => http.postSigned(post),
-      clock: core.clock,
-      log,
-      notify: (dueMs) => engine.notify(dueMs),
-      pause: (destination, untilMs) => engine.pause(destination, untilMs),
-      unpause: (destination) => engine.unpause(destination),
     });
     engine.register(deliveries);
     core.webhooks.onEnabled = (webhook) => {
@@ -422,8 +425,7 @@ export class Daemon {
     };
     const spamd = config.smtp.inbound.spamd ? hostPort(config.smtp.inbound.spamd) : null;
     const routePosts = new HttpJobs({
-      store: core.store,
-      jobs: core.jobs,
+      ...shared,
       targets: routeTargets({
         route: (id) => core.routes.target(id),
         secretOf: (route) => core.routes.secretOf(route),
@@ -433,13 +435,6 @@ export class Daemon {
         authenticate: (raw, arrival) => authenticationResults(raw, arrival, config.server.hostname, core.resolver),
         spamScore: spamd ? (raw) => spamdScore(spamd, raw) : async () => 0,
       }),
-      post: (post) => http.postSigned(post),
-      clock: core.clock,
-      log,
-      notify: (dueMs) => engine.notify(dueMs),
-      pause: (destination, untilMs) => engine.pause(destination, untilMs),
-      unpause: (destination) => engine.unpause(destination),
-      down,
     });
     engine.register(routePosts);
     core.routes.onEnabled = (route) => {

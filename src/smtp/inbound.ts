@@ -1,4 +1,5 @@
 import type { AddressInfo } from 'node:net';
+import { PerAddressLimit, printable, reply } from './session-limits.ts';
 import type { Logger } from 'pino';
 import { SMTPServer, type SMTPServerDataStream, type SMTPServerSession } from 'smtp-server';
 import type { Accepted, InboundPolicy } from '../inbound/policy.ts';
@@ -85,7 +86,7 @@ export class InboundListener {
 
 function createServer(options: InboundOptions, deps: InboundDeps): SMTPServer {
   const { policy, intake, log } = deps;
-  const perAddress = new Map<string, number>();
+  const perAddress = new PerAddressLimit(options.maxConnectionsPerAddress);
   return new SMTPServer({
     key: options.tls.key,
     cert: options.tls.cert,
@@ -102,12 +103,10 @@ function createServer(options: InboundOptions, deps: InboundDeps): SMTPServer {
     maxClients: MAX_CLIENTS,
 
     onConnect(session, done) {
-      const open = perAddress.get(session.remoteAddress) ?? 0;
-      if (open >= options.maxConnectionsPerAddress) {
-        log.info({ client: session.remoteAddress, open }, 'inbound SMTP connection refused: too many from this address');
+      if (!perAddress.take(session.remoteAddress)) {
+        log.info({ client: session.remoteAddress, open: perAddress.count(session.remoteAddress) }, 'inbound SMTP connection refused: too many from this address');
         return done(reply(421, `4.7.0 Too many connections from ${session.remoteAddress}; try again later`));
       }
-      perAddress.set(session.remoteAddress, open + 1);
       stateOf(session).counted = true;
       done();
     },
@@ -116,9 +115,7 @@ function createServer(options: InboundOptions, deps: InboundDeps): SMTPServer {
       const state = stateOf(session);
       if (state.spool?.unsettled) void state.spool.discard().catch((err: unknown) => log.error({ err }, 'could not delete the chunks of an unfinished inbound message'));
       if (!state.counted) return;
-      const open = (perAddress.get(session.remoteAddress) ?? 1) - 1;
-      if (open > 0) perAddress.set(session.remoteAddress, open);
-      else perAddress.delete(session.remoteAddress);
+      perAddress.release(session.remoteAddress);
     },
 
     onMailFrom(_address, session, done) {
@@ -134,8 +131,8 @@ function createServer(options: InboundOptions, deps: InboundDeps): SMTPServer {
       policy.decide(address.address).then(
         (decision) => {
           if (decision.kind === 'refused') {
-            log.info({ client: session.remoteAddress, sender: session.envelope.mailFrom ? session.envelope.mailFrom.address : '', recipient: printable(address.address), verdict: 'refused', reason: decision.reason }, 'inbound recipient refused');
-            return done(reply(550, `5.7.1 ${printable(address.address)}: ${decision.reason}`));
+            log.info({ client: session.remoteAddress, sender: session.envelope.mailFrom ? session.envelope.mailFrom.address : '', recipient: printable(address.address, 200), verdict: 'refused', reason: decision.reason }, 'inbound recipient refused');
+            return done(reply(550, `5.7.1 ${printable(address.address, 200)}: ${decision.reason}`));
           }
           state.accepted.push(decision);
           done();
@@ -207,10 +204,4 @@ function stateOf(session: SMTPServerSession): SessionState {
   return holder.postilion;
 }
 
-function reply(code: number, text: string): Error {
-  return Object.assign(new Error(text), { responseCode: code });
-}
 
-function printable(text: string): string {
-  return text.replace(/[^\x20-\x7e]/g, '?').slice(0, 200);
-}

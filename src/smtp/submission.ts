@@ -1,4 +1,5 @@
 import type { AddressInfo } from 'node:net';
+import { PerAddressLimit, printable, reply } from './session-limits.ts';
 import type { Logger } from 'pino';
 import type { SMTPServer, SMTPServerDataStream, SMTPServerSession } from 'smtp-server';
 import type { Accounts } from '../accounts/accounts.ts';
@@ -140,7 +141,7 @@ function createServer(options: SubmissionOptions, deps: SubmissionDeps, secure: 
       callback(err, ...rest);
     };
   /** Open sessions per client address: one address must not hold every slot of the listener. */
-  const perAddress = new Map<string, number>();
+  const perAddress = new PerAddressLimit(options.maxConnectionsPerAddress);
   return new AuthAfterTlsServer({
     secure,
     key: options.tls.key,
@@ -161,12 +162,10 @@ function createServer(options: SubmissionOptions, deps: SubmissionDeps, secure: 
     onConnect(session, done) {
       const callback = decided('CONNECT', done);
       const address = session.remoteAddress;
-      const open = perAddress.get(address) ?? 0;
-      if (open >= options.maxConnectionsPerAddress) {
-        log.info({ client: address, open }, 'SMTP connection refused: too many from this address');
+      if (!perAddress.take(address)) {
+        log.info({ client: address, open: perAddress.count(address) }, 'SMTP connection refused: too many from this address');
         return callback(reply(421, `4.7.0 Too many connections from ${address}; try again later`));
       }
-      perAddress.set(address, open + 1);
       stateOf(session).counted = true;
       callback();
     },
@@ -175,9 +174,7 @@ function createServer(options: SubmissionOptions, deps: SubmissionDeps, secure: 
       const state = stateOf(session);
       if (state.spool?.unsettled) void state.spool.discard().catch((err: unknown) => log.error({ err }, 'could not delete the chunks of an unfinished message'));
       if (state.counted) {
-        const open = (perAddress.get(session.remoteAddress) ?? 1) - 1;
-        if (open > 0) perAddress.set(session.remoteAddress, open);
-        else perAddress.delete(session.remoteAddress);
+        perAddress.release(session.remoteAddress);
         observer?.session(listener, state.accepted ? 'message' : 'none');
       }
     },
@@ -294,18 +291,12 @@ function stateOf(session: SMTPServerSession): SessionState {
   return holder.postilion;
 }
 
-function reply(code: number, text: string): Error {
-  return Object.assign(new Error(text), { responseCode: code });
-}
 
 function mayAuthInClear(address: string, allowed: Cidr[]): boolean {
   const ip = parseClientIp(address);
   return ip !== null && allowed.some((cidr) => cidrContains(cidr, ip));
 }
 
-function printable(text: string): string {
-  return text.replace(/[^\x20-\x7e]/g, '?').slice(0, 80);
-}
 
 function closeServer(server: SMTPServer): Promise<void> {
   return new Promise((resolve) => server.close(() => resolve()));
