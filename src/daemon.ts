@@ -1,3 +1,9 @@
+import { TrackingHits } from './tracking/hits.ts';
+import { trackingEndpoint, TrackingUrlMaker } from './tracking/endpoint.ts';
+import { TrackingTokens } from './tracking/tokens.ts';
+import { countersObserver } from './stats/counters.ts';
+import { rebuildCounters } from './stats/rebuild.ts';
+import { Statistics } from './stats/statistics.ts';
 import { existsSync, readFileSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import { schedule, type ScheduledTask } from 'node-cron';
@@ -122,6 +128,12 @@ export interface Core {
   /** Inbound routes; their secrets are sealed with keys/route-secrets.key. */
   routes: Routes;
   routeCounters: TargetCounters;
+  /** The statistics queries, over the counters the events write. */
+  statistics: Statistics;
+  /** Tokens of open pixels and tracked links (key in keys/tracking.key). */
+  trackingTokens: TrackingTokens;
+  /** The tracking URLs written into tracked mail. */
+  trackingUrls: TrackingUrlMaker;
   /** What the schema migration on open did (empty when the store was current). */
   migrations: string[];
   clock: Clock;
@@ -136,7 +148,7 @@ export async function openCore(config: Config, clock: Clock = systemClock): Prom
   const store = await Store.open(resolve(config.data.dir));
   let migrations: string[];
   try {
-    migrations = await migrate(store);
+    migrations = await migrate(store, { buildCounters: rebuildCounters });
   } catch (err) {
     await store.close();
     throw err;
@@ -149,6 +161,7 @@ export async function openCore(config: Config, clock: Clock = systemClock): Prom
   const resolver = createResolver({ servers: config.dns.servers, timeoutMs: config.dns.timeout_ms, tries: config.dns.tries });
   const eventsRepo = new EventsRepo(store);
   const events = new EventRecorder(eventsRepo, clock);
+  if (config.statistics.counters) events.observe(countersObserver());
   const jobIndex = new JobIndex(store);
   const webhookCounters = new TargetCounters(store, 'webhookCounters');
   const webhooksRepo = new WebhooksRepo(store);
@@ -165,6 +178,8 @@ export async function openCore(config: Config, clock: Clock = systemClock): Prom
   const accountsRepo = new AccountsRepo(store);
   const acceptor = new Acceptor(store, messagesRepo, events, clock);
   const dnsChecker = new DnsChecker(store, domainsRepo, resolver, events, domainLocks, clock, identityOf(config), config.domains.check_cache_seconds * 1000);
+  const trackingTokens = new TrackingTokens(SecretBox.loadOrCreate(join(config.keys.dir, 'tracking.key')).rawKey());
+  const trackingUrls = new TrackingUrlMaker(trackingTokens, config.tracking.link_scheme);
   return {
     config,
     store,
@@ -181,7 +196,7 @@ export async function openCore(config: Config, clock: Clock = systemClock): Prom
     signer: new DkimSigner(dkimKeys, (name) => domains.signingKeys(name), clock),
     resolver,
     acceptor,
-    sender: new Sender(domains, acceptor, clock, new TemplateEngine()),
+    sender: new Sender(domains, acceptor, clock, new TemplateEngine(), trackingUrls),
     messages: new Messages(store, messagesRepo, new KeyedMutex(), clock),
     messagesRepo,
     domainsRepo,
@@ -202,6 +217,9 @@ export async function openCore(config: Config, clock: Clock = systemClock): Prom
     inboundRepo: new InboundRepo(store),
     routes: new Routes(store, new RoutesRepo(store), domainsRepo, SecretBox.loadOrCreate(join(config.keys.dir, 'route-secrets.key')), resolver, () => allowNetworks, routeCounters, clock),
     routeCounters,
+    statistics: new Statistics(store),
+    trackingTokens,
+    trackingUrls,
     migrations,
     clock,
   };
@@ -234,6 +252,8 @@ export class Daemon {
   /** The outcome rules of mail, shared by delivery and the inbound side (late bounces). */
   private outcomes!: Outcomes;
   private metricsListener: MetricsListener | null = null;
+  private trackingListener: ApiListener | null = null;
+  private trackingHits: TrackingHits | null = null;
   /** The daemon's Prometheus instruments (served by the metrics listener when it is on). */
   readonly metrics: Metrics;
   private settings: ApiSettings;
@@ -293,6 +313,8 @@ export class Daemon {
       smtpCredentials: core.smtpCredentials,
       webhooks: core.webhooks,
       routes: core.routes,
+      statistics: core.statistics,
+      now: () => core.clock.now(),
       idempotency: core.idempotency,
       rateLimiter: this.rateLimiter,
       refusalLimiter: this.refusalLimiter,
@@ -353,6 +375,21 @@ export class Daemon {
       );
     }
     log.info({ urls: this.urls }, 'API listening');
+
+    if (config.tracking.enabled) {
+      this.trackingHits = new TrackingHits(core.messagesRepo, core.messages, core.events, core.clock, config.tracking.scanner_seconds * 1000,
+        (err) => log.error({ err }, 'an open or click could not be recorded'));
+      const endpoint = trackingEndpoint({
+        domains: core.domainsRepo,
+        tokens: core.trackingTokens,
+        hits: this.trackingHits,
+        trustedProxies: () => this.settings.trustedProxies,
+        onError: (err) => log.error({ err }, 'tracking request failed'),
+      });
+      const t = config.tracking;
+      this.trackingListener = await ApiListener.start({ host: t.host, port: t.port, log, ...(t.tls.enabled ? { tls: readTlsFiles(config.keys.dir, t.tls, 'tracking.tls') } : {}) }, endpoint);
+      log.info({ url: this.trackingListener.url }, 'tracking listening');
+    }
 
     if (config.metrics.enabled) {
       this.metricsListener = await MetricsListener.start(config.metrics.host, config.metrics.port, this.metrics, () => this.readiness(), log);
@@ -538,7 +575,7 @@ export class Daemon {
       {
         credentials: core.smtpCredentials,
         accounts: core.accounts,
-        relay: new Relay(core.domains, core.acceptor, core.clock, config.server.hostname, () => new DataSpool(core.store, core.messagesRepo)),
+        relay: new Relay(core.domains, core.acceptor, core.clock, config.server.hostname, () => new DataSpool(core.store, core.messagesRepo), core.trackingUrls),
         throttle: new AuthThrottle(s.auth_failures.limit, s.auth_failures.window_seconds * 1000, core.clock),
         log,
         observer: {
@@ -615,6 +652,7 @@ export class Daemon {
       { name: 'control', ok: this.control !== null },
       ...(config.smtp.submission.enabled ? [{ name: 'smtp-submission', ok: this.submission !== null }] : []),
       ...(config.smtp.inbound.enabled ? [{ name: 'smtp-inbound', ok: this.inbound !== null }] : []),
+      ...(config.tracking.enabled ? [{ name: 'tracking', ok: this.trackingListener !== null }] : []),
     ];
   }
 
@@ -622,6 +660,16 @@ export class Daemon {
   get metricsUrl(): string {
     if (!this.metricsListener) throw new Error('the metrics listener is off (metrics.enabled: false)');
     return this.metricsListener.url;
+  }
+
+  /** Resolves once the opens and clicks answered so far are written (tests). */
+  trackingHitsDrained(): Promise<void> {
+    return this.trackingHits?.drain() ?? Promise.resolve();
+  }
+
+  /** The tracking listener's base URL (null when it is off). */
+  get trackingUrl(): string | null {
+    return this.trackingListener?.url ?? null;
   }
 
   /** The inbound MX listener's bound port (null when it is off). */
@@ -696,7 +744,10 @@ export class Daemon {
         this.submission?.close(),
         this.inbound?.close(),
         this.metricsListener?.close(),
+        this.trackingListener?.close(graceMs),
       ]);
+      // Opens and clicks already answered are written before the store closes.
+      await this.trackingHits?.drain();
       await this.fanout?.stop();
       if (this.engine) {
         // Attempts in flight finish (within the grace period); queued work stays in the store.
@@ -767,10 +818,15 @@ function apiSettings(config: Config): ApiSettings {
 }
 
 function readTls(config: Config): { cert: Buffer; key: Buffer } {
-  const cert = resolve(config.keys.dir, config.api.tls.cert);
-  const key = resolve(config.keys.dir, config.api.tls.key);
+  return readTlsFiles(config.keys.dir, config.api.tls, 'api.tls');
+}
+
+/** A listener's PEM certificate and key, relative to keys.dir; a missing file stops the start. */
+function readTlsFiles(keysDir: string, files: { cert: string; key: string }, option: string): { cert: Buffer; key: Buffer } {
+  const cert = resolve(keysDir, files.cert);
+  const key = resolve(keysDir, files.key);
   for (const path of [cert, key]) {
-    if (!existsSync(path)) throw new Error(`api.tls is enabled but ${path} does not exist`);
+    if (!existsSync(path)) throw new Error(`${option} is enabled but ${path} does not exist`);
   }
   return { cert: readFileSync(cert), key: readFileSync(key) };
 }

@@ -24,6 +24,8 @@ import { suppressionRoutes } from './routes/suppressions/index.ts';
 import { smtpCredentialRoutes } from './routes/smtp-credentials/index.ts';
 import { webhookRoutes } from './routes/webhooks/index.ts';
 import { routeRoutes } from './routes/routes/index.ts';
+import { statisticsRoutes } from './routes/statistics/index.ts';
+import type { Statistics } from '../stats/statistics.ts';
 import type { Routes } from '../inbound/routes.ts';
 import type { Webhooks } from '../webhooks/webhooks.ts';
 import type { SmtpCredentials } from '../accounts/smtp-credentials.ts';
@@ -54,6 +56,9 @@ export interface ApiDeps {
   smtpCredentials: SmtpCredentials;
   webhooks: Webhooks;
   routes: Routes;
+  statistics: Statistics;
+  /** The time now, in ms (statistics windows default to the 30 days before it). */
+  now: () => number;
   idempotency: Idempotency;
   rateLimiter: RateLimiter;
   /** Refused authentications per client address (v2 and v1). */
@@ -85,6 +90,7 @@ export function buildApp(deps: ApiDeps): Koa<ApiState> {
     ...smtpCredentialRoutes(deps.smtpCredentials, deps.domains),
     ...webhookRoutes(deps.webhooks),
     ...routeRoutes(deps.routes),
+    ...statisticsRoutes(deps.statistics, deps.now),
   ];
   const refusals = limitRefusals(deps.refusalLimiter);
   const auth = authenticate(deps.apiKeys, deps.accounts);

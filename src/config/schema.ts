@@ -207,6 +207,24 @@ export const configSchema = z.strictObject({
     allow_networks: cidrList
       .describe('networks (CIDR) webhook URLs may point into although private, loopback or otherwise special (e.g. "10.0.0.0/8", "127.0.0.1/32"); empty: public addresses only'),
   }).prefault({}),
+  tracking: z.strictObject({
+    enabled: z.boolean().default(true).describe('serve the open pixel and click redirects of tracked mail on their own listener'),
+    host: z.string().min(1).default('127.0.0.1').describe('address of the tracking listener (plain HTTP: put the operator\'s TLS proxy in front, or turn on tls)'),
+    port: port.default(8081).describe('port of the tracking listener (0 picks a free port)'),
+    tls: z.strictObject({
+      enabled: z.boolean().default(false).describe('serve HTTPS on the tracking listener instead of plain HTTP'),
+      cert: z.string().min(1).default('tls/tracking.crt').describe('PEM certificate chain covering the tracking host names, relative to keys.dir'),
+      key: z.string().min(1).default('tls/tracking.key').describe('PEM private key, relative to keys.dir'),
+    }).prefault({}),
+    link_scheme: z.enum(['https', 'http']).default('https')
+      .describe('scheme of the tracking links written into mail (https: the listener is behind a TLS proxy or has tls on)'),
+    scanner_seconds: z.number().int().min(0).max(3600).default(10)
+      .describe('an open or click this soon after delivery is flagged is_bot (link scanners of receiving systems)'),
+  }).prefault({}),
+  statistics: z.strictObject({
+    counters: z.boolean().default(true)
+      .describe('count events into the statistics counters in their own batch (off: the statistics endpoints stop counting new mail)'),
+  }).prefault({}),
   shutdown: z.strictObject({
     grace_seconds: z.number().min(0).max(600).default(30)
       .describe('on SIGTERM, how long in-flight work may take before connections are cut'),

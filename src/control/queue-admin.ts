@@ -366,7 +366,7 @@ export class QueueAdmin implements QueueOperations {
 
   /** message.failed carries no delivery_attempt: no server answered this decision. */
   private failedEvent(m: MessageRecord): WriteOp[] {
-    return this.o.events.record({ type: 'message.failed', accountId: m.accountId, data: messageEventData(m, 'on_failed') });
+    return this.o.events.record({ type: 'message.failed', accountId: m.accountId, data: messageEventData(m, 'on_failed') }, { message: m });
   }
 }
 

@@ -3,16 +3,26 @@ import type { WriteOp } from '../store/group-commit.ts';
 import type { EventRecord } from '../store/records.ts';
 import { newId } from '../util/ids.ts';
 import { iso, type Clock } from '../util/time.ts';
-import type { Event } from './types.ts';
+import type { Event, EventObserver, EventSubject } from './types.ts';
 
-/** Turns events into write ops, for the caller to commit in the same batch as the state change. */
+/**
+ * Turns events into write ops, for the caller to commit in the same batch as the state change,
+ * with the ops of its observers (the statistics counters): what counts an event lands with it.
+ */
 export class EventRecorder {
+  private readonly observers: EventObserver[] = [];
+
   constructor(
     private readonly repo: EventsRepo,
     private readonly clock: Clock,
   ) {}
 
-  record(event: Event): WriteOp[] {
+  observe(observer: EventObserver): void {
+    this.observers.push(observer);
+  }
+
+  /** `subject`: the message a message event is about, as it is after the change. */
+  record(event: Event, subject?: EventSubject): WriteOp[] {
     const stored: EventRecord = {
       v: 1,
       id: newId(),
@@ -21,6 +31,8 @@ export class EventRecorder {
       createdAt: iso(this.clock.now()),
       data: { ...event.data },
     };
-    return this.repo.put(stored);
+    const ops = this.repo.put(stored);
+    for (const observer of this.observers) ops.push(...observer(stored, subject));
+    return ops;
   }
 }

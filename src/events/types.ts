@@ -1,3 +1,6 @@
+import type { WriteOp } from '../store/group-commit.ts';
+import type { EventRecord, MessageRecord } from '../store/records.ts';
+
 /**
  * The closed set of event types. Each is one variant with its own data; `events/` is the only
  * place where an outcome becomes a stored event.
@@ -23,6 +26,35 @@ export interface MessageEventData {
   id: string;
   /** On delivered, bounced and transient_error when an SMTP attempt was recorded (§5.2). */
   delivery_attempt?: DeliveryAttemptData;
+}
+
+/** `message.opened`: the core fields with who opened it (reference-api §5.2). */
+export interface MessageOpenedData {
+  account_id: string;
+  event: 'on_opened';
+  from: string;
+  recipient: string;
+  subject: string;
+  message_id_header: string;
+  id: string;
+  user_agent: string;
+  ip: string;
+  is_bot: boolean;
+}
+
+/** `message.clicked` (MessageClickedWebhookData): the opened fields and the link's URL. */
+export interface MessageClickedData {
+  account_id: string;
+  event: 'on_clicked';
+  from: string;
+  recipient: string;
+  subject: string;
+  message_id_header: string;
+  url: string;
+  user_agent: string;
+  ip: string;
+  id: string;
+  is_bot: boolean;
 }
 
 /** `suppression.created` (reference-api §5.2). */
@@ -56,6 +88,21 @@ export type Event =
   | { type: 'message.bounced'; accountId: string; data: MessageEventData }
   | { type: 'message.failed'; accountId: string; data: MessageEventData }
   | { type: 'message.suppressed'; accountId: string; data: MessageEventData }
+  | { type: 'message.opened'; accountId: string; data: MessageOpenedData }
+  | { type: 'message.clicked'; accountId: string; data: MessageClickedData }
   | { type: 'suppression.created'; accountId: string; data: SuppressionCreatedData };
 
 export type EventType = Event['type'];
+
+/**
+ * The message an event is about, as it is after the change the event reports: what the event's
+ * observers (the statistics counters) count it by. `first`: an open or click that is the
+ * message's first one by a person (not a bot).
+ */
+export interface EventSubject {
+  message: MessageRecord;
+  first?: boolean;
+}
+
+/** Adds its own ops to the batch of each recorded event (statistics counters). */
+export type EventObserver = (event: EventRecord, subject: EventSubject | undefined) => WriteOp[];

@@ -25,6 +25,8 @@ export interface NewMessage {
   head: string;
   bodyId: string;
   subject: string;
+  /** Tracked mail: the links its click tokens number (stored apart, see MessagesRepo.putLinks). */
+  links?: string[] | undefined;
 }
 
 /** Everything accept() needs: validated, authorised, composed. API and SMTP build this. */
@@ -76,12 +78,14 @@ export class Acceptor {
     const records = submission.messages.map((m) => this.record(submission, m));
     const ops: WriteOp[] = [];
     for (const body of submission.bodies) ops.push(...this.repo.putBody(body.id, body.chunks, body.spooled ?? 0));
-    for (const record of records) {
+    for (const [i, record] of records.entries()) {
+      const links = submission.messages[i]!.links;
+      if (links) ops.push(...this.repo.putLinks(record.id, links));
       ops.push(
         ...this.repo.put(record),
         ...this.repo.refBody(record.bodyId, record.id),
         ...this.repo.schedule(record),
-        ...this.events.record({ type: 'message.reception', accountId: record.accountId, data: messageEventData(record, 'on_reception') }),
+        ...this.events.record({ type: 'message.reception', accountId: record.accountId, data: messageEventData(record, 'on_reception') }, { message: record }),
       );
     }
     return { records, ops };

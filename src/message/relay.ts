@@ -5,11 +5,14 @@ import { domainOf, isMailboxAddress } from '../util/email.ts';
 import { AppError, badRequest, forbidden } from '../util/errors.ts';
 import { newId } from '../util/ids.ts';
 import type { Clock } from '../util/time.ts';
-import type { Acceptor, NewMessage } from './accept.ts';
+import type { Acceptor, NewMessage, StoredBody } from './accept.ts';
 import { newMessageId } from './message-id.ts';
-import { prepareSubmitted } from './submitted.ts';
+import { prepareSubmitted, type SubmittedOptions } from './submitted.ts';
 import type { SpooledMessage, DataSpool } from './spool.ts';
 import { rfc5322Date } from '../bounce/dsn.ts';
+import { rewriteHtmlParts } from './mime-html.ts';
+import type { TrackingLinks } from './send.ts';
+import { finishTracking, planTracking } from './tracking.ts';
 
 /** Who relays: the credential's account, its domains (null: every domain), sandbox or not. */
 /** The submitting client, for the Received trace field. */
@@ -39,6 +42,8 @@ export class Relay {
     private readonly hostname: string,
     /** A spool for one message's DATA (large messages are written to the store as they arrive). */
     readonly newSpool: () => DataSpool,
+    /** Absent: mail is never tracked. */
+    private readonly tracking?: TrackingLinks,
   ) {}
 
   /** The sender domain for MAIL FROM: the account's, allowed to the credential, DNS valid. */
@@ -69,16 +74,26 @@ export class Relay {
     const bodyId = spooled?.bodyId ?? newId();
     const chunks: Buffer[] = [];
     if (spooled) chunks.push(prepared.message, ...spooled.tail);
-    else for (let at = 0; at < prepared.message.length; at += BODY_CHUNK_BYTES) chunks.push(prepared.message.subarray(at, at + BODY_CHUNK_BYTES));
-    const messages: NewMessage[] = recipients.map((recipient, i) => ({
-      id: i === 0 ? first.id : newMessageId(domain.name, now).id,
-      messageId: prepared.messageId,
-      recipient,
-      // The whole message, headers included, is the shared body: SMTP mail keeps its own To.
-      head: '',
-      bodyId,
-      subject: prepared.subject,
-    }));
+    else chunks.push(...chunked(prepared.message));
+    const ids = recipients.map((_, i) => (i === 0 ? first.id : newMessageId(domain.name, now).id));
+    const bodies: StoredBody[] = [{ id: bodyId, chunks, spooled: spooled?.written }];
+    const tracked = spooled ? [] : this.tracked(relayer.account, domain, o, prepared.message, ids);
+    const messages: NewMessage[] = recipients.map((recipient, i) => {
+      const own = tracked[i];
+      if (own) bodies.push({ id: own.bodyId, chunks: chunked(own.message) });
+      return {
+        id: ids[i]!,
+        messageId: prepared.messageId,
+        recipient,
+        // The whole message, headers included, is the shared body: SMTP mail keeps its own To.
+        head: '',
+        bodyId: own?.bodyId ?? bodyId,
+        subject: prepared.subject,
+        ...(own && own.links.length > 0 ? { links: own.links } : {}),
+      };
+    });
+    // A body every recipient replaced with its own tracked copy is not stored.
+    if (tracked.length > 0 && tracked.every((t) => t !== null)) bodies.shift();
     const sandbox = relayer.sandbox || o.sandbox === true;
     return this.acceptor.accept({
       account: relayer.account,
@@ -89,10 +104,41 @@ export class Relay {
       sandbox: sandbox ? (o.sandboxResult ?? 'deliver') : null,
       tracking: { open: o.trackOpens, click: o.trackClicks },
       retention: { metadata: o.metadataRetention, data: o.dataRetention },
-      bodies: [{ id: bodyId, chunks, spooled: spooled?.written }],
+      bodies,
       messages,
     });
   }
+
+  /**
+   * Per recipient, its own copy of a tracked message (HTML parts rewritten with its message's
+   * pixel and links; message/tracking.ts), or null for one that keeps the shared body. The
+   * ahasend-track-* headers override the account's defaults. A message spooled while it was
+   * received (over 1 MiB) is not tracked: it is not all in memory to rewrite.
+   */
+  private tracked(account: AccountRecord, domain: DomainRecord, o: SubmittedOptions, message: Buffer, ids: string[]): Array<{ bodyId: string; message: Buffer; links: string[] } | null> {
+    const open = o.trackOpens ?? account.trackOpens;
+    const click = o.trackClicks ?? account.trackClicks;
+    if (!this.tracking || (!open && !click)) return [];
+    const urls = this.tracking.urls(domain);
+    return ids.map((id) => {
+      const links: string[] = [];
+      let pixel = open;
+      const rewritten = rewriteHtmlParts(message, (html) => {
+        // One pixel, in the first HTML part.
+        const plan = planTracking(html, { open: pixel, click }, links.length);
+        pixel = false;
+        links.push(...plan.links);
+        return finishTracking(plan.html, id, urls);
+      });
+      return rewritten ? { bodyId: newId(), message: rewritten, links } : null;
+    });
+  }
+}
+
+function chunked(message: Buffer): Buffer[] {
+  const out: Buffer[] = [];
+  for (let at = 0; at < message.length; at += BODY_CHUNK_BYTES) out.push(message.subarray(at, at + BODY_CHUNK_BYTES));
+  return out;
 }
 
 /** Whether an error is one to answer the client with (its text is meant for it). */

@@ -12,6 +12,12 @@ import { newMessageId } from './message-id.ts';
 import { DAY_MS } from './retention.ts';
 import { checkSubstitutions, TemplateError, TemplateRefused, TemplateSet, yieldToEventLoop, type EngineFailureReport, type Rendered } from './templating.ts';
 import { TemplateEngine } from './template-engine.ts';
+import { finishTracking, planTracking, type TrackingPlan, type TrackingUrls } from './tracking.ts';
+
+/** Makes the tracking URLs of a sender domain (tracking/ implements it). */
+export interface TrackingLinks {
+  urls(domain: DomainRecord): TrackingUrls;
+}
 
 export interface RecipientInput extends Address {
   substitutions?: Record<string, unknown> | undefined;
@@ -75,6 +81,8 @@ export class Sender {
     private readonly clock: Clock,
     /** The MiniJinja instance templated sends render with; replaced after an internal failure. */
     readonly templates: TemplateEngine = new TemplateEngine(),
+    /** Absent: mail is never tracked (opens and clicks have nowhere to go). */
+    private readonly tracking?: TrackingLinks,
   ) {}
 
   /** `log` hears of failures inside the template engine (the client gets our generic words). */
@@ -96,9 +104,10 @@ export class Sender {
       headers,
       date: new Date(now),
     };
+    const tracked = this.trackingOf(account, mail, domain);
     const batch = mail.audience.kind === 'individual'
-      ? await this.individual(mail, mail.audience, base, domain, now, log)
-      : await this.conversation(mail, mail.audience, base, domain, now);
+      ? await this.individual(mail, mail.audience, base, domain, now, tracked, log)
+      : await this.conversation(mail, mail.audience, base, domain, now, tracked);
     const accepted = batch.messages.length === 0
       ? []
       : await this.acceptor.accept({
@@ -118,6 +127,20 @@ export class Sender {
     return batch.outcomes.map((o) => ({ recipient: o.recipient, message: o.id ? byId.get(o.id)! : null, error: o.error }));
   }
 
+  /**
+   * Whether and how the mail is tracked: the request's `tracking`, else the account's defaults,
+   * and only when there is HTML to track (message/tracking.ts). Null: not tracked.
+   */
+  private trackingOf(account: AccountRecord, mail: OutgoingMail, domain: DomainRecord): Tracked | null {
+    if (!this.tracking || !mail.html) return null;
+    const open = mail.tracking?.open ?? account.trackOpens;
+    const click = mail.tracking?.click ?? account.trackClicks;
+    if (!open && !click) return null;
+    const plan = planTracking(mail.html, { open, click });
+    if (!plan.open && plan.links.length === 0) return null;
+    return { plan, urls: this.tracking.urls(domain) };
+  }
+
   /** The sender's domain: the account's, usable by this caller, with valid DNS. */
   private async senderDomain(account: AccountRecord, from: Address, mayUse: (domain: string) => boolean): Promise<DomainRecord> {
     if (!isMailboxAddress(from.email)) throw badRequest('from.email is not a valid email address');
@@ -130,7 +153,7 @@ export class Sender {
   }
 
   /** One message per recipient, To set to that recipient; templated when substitutions exist. */
-  private async individual(mail: OutgoingMail, audience: Extract<Audience, { kind: 'individual' }>, base: Omit<BodyContent, 'subject' | 'text' | 'html' | 'amp'>, domain: DomainRecord, now: number, log?: FailureLog): Promise<Batch> {
+  private async individual(mail: OutgoingMail, audience: Extract<Audience, { kind: 'individual' }>, base: Omit<BodyContent, 'subject' | 'text' | 'html' | 'amp'>, domain: DomainRecord, now: number, tracked: Tracked | null, log?: FailureLog): Promise<Batch> {
     const batch = new Batch();
     const recipients: RecipientInput[] = [];
     audience.recipients.forEach((r, i) => {
@@ -139,8 +162,13 @@ export class Sender {
       else throw badRequest(`recipients[${i}].email is not a valid email address`);
     });
     const templated = hasKeys(audience.substitutions) || audience.recipients.some((r) => hasKeys(r.substitutions));
+    const content = { ...contentOf(mail), ...(tracked ? { html: tracked.plan.html } : {}) };
     if (!templated) {
-      const body = await batch.body({ ...base, ...contentOf(mail) });
+      if (tracked) {
+        for (const r of recipients) await batch.trackedAdd(r, domain, now, { ...base, ...content }, tracked, true);
+        return batch;
+      }
+      const body = await batch.body({ ...base, ...content });
       for (const r of recipients) batch.add(r, domain, now, body, true);
       return batch;
     }
@@ -152,7 +180,7 @@ export class Sender {
     let templates: TemplateSet;
     try {
       const report: EngineFailureReport = (err) => log?.warn({ err }, 'the template engine was stopped or failed inside; a fresh instance replaces it');
-      templates = await TemplateSet.compile(this.templates, contentOf(mail), { globals: audience.substitutions, report });
+      templates = await TemplateSet.compile(this.templates, content, { globals: audience.substitutions, report });
     } catch (err) {
       if (err instanceof TemplateError || err instanceof TemplateRefused) throw badRequest(err.message);
       throw err;
@@ -173,6 +201,10 @@ export class Sender {
           batch.fail(r, err.message);
           continue;
         }
+        if (tracked) {
+          await batch.trackedAdd(r, domain, now, { ...base, ...rendered }, tracked, true);
+          continue;
+        }
         const key = JSON.stringify(rendered);
         let body = shared.get(key);
         if (body === undefined) {
@@ -188,7 +220,7 @@ export class Sender {
   }
 
   /** One body with real To/Cc headers for everyone (Bcc only on the envelope), no templating. */
-  private async conversation(mail: OutgoingMail, audience: Extract<Audience, { kind: 'conversation' }>, base: Omit<BodyContent, 'subject' | 'text' | 'html' | 'amp'>, domain: DomainRecord, now: number): Promise<Batch> {
+  private async conversation(mail: OutgoingMail, audience: Extract<Audience, { kind: 'conversation' }>, base: Omit<BodyContent, 'subject' | 'text' | 'html' | 'amp'>, domain: DomainRecord, now: number, tracked: Tracked | null): Promise<Batch> {
     const everyone = [...audience.to, ...(audience.cc ?? []), ...(audience.bcc ?? [])];
     if (everyone.length > 50) throw badRequest('to, cc and bcc together must not exceed 50 recipients');
     for (const [field, list] of [['to', audience.to], ['cc', audience.cc], ['bcc', audience.bcc]] as const) {
@@ -197,12 +229,14 @@ export class Sender {
       });
     }
     const batch = new Batch();
-    const body = await batch.body({
+    const content: BodyContent = {
       ...base,
       ...contentOf(mail),
+      ...(tracked ? { html: tracked.plan.html } : {}),
       to: audience.to,
       ...(audience.cc ? { cc: audience.cc } : {}),
-    });
+    };
+    const body = tracked ? null : await batch.body(content);
     const seen = new Set<string>();
     for (const r of everyone) {
       const address = r.email.toLowerCase();
@@ -211,10 +245,17 @@ export class Sender {
         continue;
       }
       seen.add(address);
-      batch.add(r, domain, now, body, false);
+      if (tracked) await batch.trackedAdd(r, domain, now, content, tracked, false);
+      else batch.add(r, domain, now, body!, false);
     }
     return batch;
   }
+}
+
+/** Tracked mail: the request's HTML planned once, and the URLs of its sender domain. */
+interface Tracked {
+  plan: TrackingPlan;
+  urls: TrackingUrls;
 }
 
 /** A composed body and the (rendered) subject its messages carry. */
@@ -236,8 +277,8 @@ class Batch {
     return { id, subject: content.subject };
   }
 
-  add(recipient: RecipientInput, domain: DomainRecord, now: number, body: BodyRef, ownTo: boolean): void {
-    const { id, header } = newMessageId(domain.name, now);
+  add(recipient: RecipientInput, domain: DomainRecord, now: number, body: BodyRef, ownTo: boolean, made = newMessageId(domain.name, now), links?: string[]): void {
+    const { id, header } = made;
     this.messages.push({
       id,
       messageId: header,
@@ -245,8 +286,17 @@ class Batch {
       head: messageHead(header, ownTo ? recipient : undefined),
       bodyId: body.id,
       subject: body.subject,
+      ...(links && links.length > 0 ? { links } : {}),
     });
     this.outcomes.push({ recipient, id, error: null });
+  }
+
+  /** A tracked recipient: its own body, with its message's pixel and links. */
+  async trackedAdd(recipient: RecipientInput, domain: DomainRecord, now: number, content: BodyContent, tracked: Tracked, ownTo: boolean): Promise<void> {
+    const made = newMessageId(domain.name, now);
+    const html = content.html === undefined ? undefined : finishTracking(content.html, made.id, tracked.urls);
+    const body = await this.body({ ...content, html });
+    this.add(recipient, domain, now, body, ownTo, made, tracked.plan.links);
   }
 
   fail(recipient: RecipientInput, error: string): void {

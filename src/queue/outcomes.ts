@@ -198,11 +198,11 @@ export class Outcomes {
   }
 
   private event(m: MessageRecord, type: OutcomeEvent, attempt: DeliveryAttemptData | undefined): WriteOp[] {
-    return this.events.record({ type, accountId: m.accountId, data: messageEventData(m, EVENT_NAMES[type], attempt) });
+    return this.events.record({ type, accountId: m.accountId, data: messageEventData(m, EVENT_NAMES[type], attempt) }, { message: m });
   }
 }
 
-type OutcomeEvent = Exclude<Event['type'], 'domain.dns_error' | 'message.reception' | 'suppression.created'>;
+type OutcomeEvent = Exclude<Event['type'], 'domain.dns_error' | 'message.reception' | 'suppression.created' | 'message.opened' | 'message.clicked'>;
 
 const EVENT_NAMES = {
   'message.delivered': 'on_delivered',

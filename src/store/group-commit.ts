@@ -1,8 +1,18 @@
 import type { Family } from './store.ts';
 
+/** A tree of counts: numbers, or named counts nested (see store/counter-cache.ts). */
+export interface Counts {
+  [name: string]: number | Counts;
+}
+
 export type WriteOp =
   | { type: 'put'; family: Family; key: string; value: unknown }
-  | { type: 'del'; family: Family; key: string };
+  | { type: 'del'; family: Family; key: string }
+  /**
+   * Adds `value` to the counts stored under `key` (absent: zero), resolved when its batch is
+   * written, so that concurrent writers never lose an increment (store/counter-cache.ts).
+   */
+  | { type: 'add'; family: 'counters'; key: string; value: Counts };
 
 interface Pending {
   ops: WriteOp[];

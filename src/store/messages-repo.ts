@@ -63,6 +63,15 @@ export class MessagesRepo {
     return (await this.store.families.messages.get(id)) as MessageRecord | undefined;
   }
 
+  /** The links a tracked message's click tokens number (kept as long as its metadata). */
+  putLinks(id: string, links: string[]): WriteOp[] {
+    return [{ type: 'put', family: 'links', key: id, value: links }];
+  }
+
+  async links(id: string): Promise<string[] | undefined> {
+    return (await this.store.families.links.get(id)) as string[] | undefined;
+  }
+
   /** Writes the record, moving its index and expiry entries from `previous` when given. */
   put(next: MessageRecord, previous?: MessageRecord): WriteOp[] {
     const ops: WriteOp[] = [{ type: 'put', family: 'messages', key: next.id, value: next }];
@@ -84,6 +93,7 @@ export class MessagesRepo {
       ...indexKeys(record).map((key): WriteOp => ({ type: 'del', family: 'messageIndex', key })),
       ...expiryKeys(record).map((key): WriteOp => ({ type: 'del', family: 'messageExpiry', key })),
       ...this.unschedule(record),
+      ...(record.tracking.click ? [{ type: 'del', family: 'links', key: record.id } as WriteOp] : []),
     ];
   }
 

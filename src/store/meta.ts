@@ -2,8 +2,14 @@ import type { WriteOp } from './group-commit.ts';
 import type { Store } from './store.ts';
 
 /** The store layout this release writes. 1: no version recorded, due-time keys `<time>:<message id>`;
- * 2: due-time keys `<kind>:<time>:<id>`. */
-export const SCHEMA_VERSION = 2;
+ * 2: due-time keys `<kind>:<time>:<id>`; 3: statistics counters. */
+export const SCHEMA_VERSION = 3;
+
+/** Migration steps that need more than the store (given by the caller, which owns them). */
+export interface MigrationSteps {
+  /** 2 → 3: builds the statistics counters from the stored messages; how many it counted. */
+  buildCounters(store: Store): Promise<number>;
+}
 
 export class SchemaError extends Error {}
 
@@ -50,7 +56,7 @@ export class MetaRepo {
  * step, before anything else reads it; refuses one written by a newer release. Returns the steps
  * taken, for the log.
  */
-export async function migrate(store: Store): Promise<string[]> {
+export async function migrate(store: Store, hooks: MigrationSteps): Promise<string[]> {
   const meta = new MetaRepo(store);
   const found = await meta.schemaVersion();
   if (found > SCHEMA_VERSION) {
@@ -75,6 +81,12 @@ export async function migrate(store: Store): Promise<string[]> {
     ops.push({ type: 'put', family: 'meta', key: 'schema', value: 2 });
     await store.commit(ops);
     steps.push(`schema 1 → 2: ${moved} due-time entries now name their job kind`);
+  }
+  if (found < 3) {
+    // 2 → 3: the statistics read counters, which the messages stored so far never wrote.
+    const counted = await hooks.buildCounters(store);
+    await store.commit([{ type: 'put', family: 'meta', key: 'schema', value: 3 }]);
+    steps.push(`schema 2 → 3: statistics counters built from ${counted} stored messages`);
   }
   return steps;
 }

@@ -271,8 +271,12 @@ export interface MessageRecord {
   /** When the content may be dropped (once delivery is final). */
   dataRetainUntil: string;
   attempts: DeliveryAttemptRecord[];
+  /** Every open and click, bots too. */
   openCount: number;
   clickCount: number;
+  /** The first open and click by a person (not flagged is_bot); absent or null: none yet. */
+  firstOpenAt?: string | null;
+  firstClickAt?: string | null;
   bounceClassification: string;
   isBounceNotification: boolean;
   referenceMessageId: number | null;

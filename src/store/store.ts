@@ -1,7 +1,8 @@
 import { mkdirSync } from 'node:fs';
 import { Level } from 'level';
 import type { AbstractSublevel } from 'abstract-level';
-import { GroupCommitter, type WriteOp } from './group-commit.ts';
+import { CounterCache } from './counter-cache.ts';
+import { GroupCommitter, type Counts, type WriteOp } from './group-commit.ts';
 import { ReadCache, type CacheLimits } from './read-cache.ts';
 
 /** The families of records, one sublevel each. Only store/ knows their keys. */
@@ -43,6 +44,8 @@ export const FAMILIES = [
   'jobsHeld',
   'jobsParked',
   'jobsFailed',
+  'counters',
+  'links',
 ] as const;
 /**
  * Families kept in memory after the first read (see ReadCache), with how many records of each at
@@ -87,6 +90,7 @@ export class Store {
     readonly families: Record<Family, Sublevel>,
     private readonly committer: GroupCommitter,
     readonly dir: string,
+    private readonly counters: CounterCache,
   ) {}
 
   /** Opens (creating if needed) the store; fails clearly when another process holds it. */
@@ -117,15 +121,22 @@ export class Store {
     // public batch clones, checks and re-encodes every operation, which cost more per accept than
     // the write itself. Only this committer writes, and close() drains it before the db closes.
     const raw = db as unknown as RawBatch;
-    const committer = new GroupCommitter((ops) => {
-      const encoded = ops.map((op): RawOp => {
+    const counters = new CounterCache((keys) => families.counters.getMany(keys) as Promise<Array<Counts | undefined>>);
+    const committer = new GroupCommitter(async (ops) => {
+      const adds = ops.filter((op) => op.type === 'add');
+      const totals = adds.length > 0 ? await counters.resolve(adds) : null;
+      const encoded: RawOp[] = [];
+      for (const op of ops) {
         const key = prefixes[op.family] + op.key;
-        if (op.type === 'del') return { type: 'del', key };
-        return { type: 'put', key, value: encodeValue(op) };
-      });
-      return raw._batch(encoded, SYNC);
+        if (op.type === 'del') encoded.push({ type: 'del', key });
+        else if (op.type === 'put') encoded.push({ type: 'put', key, value: encodeValue(op) });
+      }
+      // Each added row once, with its total after all the batch's adds.
+      if (totals) for (const [key, total] of totals) encoded.push({ type: 'put', key: prefixes.counters + key, value: JSON.stringify(total) });
+      await raw._batch(encoded, SYNC);
+      if (totals) counters.keep(totals);
     });
-    return new Store(db, families, committer, dir);
+    return new Store(db, families, committer, dir, counters);
   }
 
   /** Durably applies all ops atomically; resolves only once they are synced to disk. */
@@ -168,6 +179,16 @@ export class Store {
   async get<T>(family: Family, key: string): Promise<T | undefined> {
     const read = async () => (await this.families[family].get(key)) as T | undefined;
     return this.cache.caches(family) ? this.cache.get(family, key, read) : read();
+  }
+
+  /**
+   * Deletes every counter row (the statistics counters are rebuilt from the messages): only
+   * before anything adds to them.
+   */
+  async clearCounters(): Promise<void> {
+    await this.committer.drain();
+    await this.families.counters.clear();
+    this.counters.clear();
   }
 
   /** Whether the database is open (the daemon's readiness). */

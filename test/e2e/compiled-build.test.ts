@@ -48,7 +48,7 @@ describe('the compiled build (dist/, what npm start, the bin and the systemd uni
   it('starts the daemon from dist/, answers /v2/ping with the bootstrap key, and stops with status 0 on SIGTERM', async () => {
     writeFileSync(
       join(dir, 'postilion.yaml'),
-      `data:\n  dir: ${join(dir, 'data')}\nkeys:\n  dir: ${join(dir, 'keys')}\napi:\n  port: 0\nmetrics:\n  port: 0\nsmtp:\n  submission:\n    starttls_port: 0\n    tls_port: 0\n  inbound:\n    port: 0\n`,
+      `data:\n  dir: ${join(dir, 'data')}\nkeys:\n  dir: ${join(dir, 'keys')}\napi:\n  port: 0\nmetrics:\n  port: 0\ntracking:\n  port: 0\nsmtp:\n  submission:\n    starttls_port: 0\n    tls_port: 0\n  inbound:\n    port: 0\n`,
     );
     // A service's environment: nothing inherited from mocha (no tsx loader, no NODE_OPTIONS).
     const proc = spawn(process.execPath, [COMPILED, '--config', join(dir, 'postilion.yaml'), 'start'], {

@@ -14,8 +14,8 @@ export class Child {
   constructor(args: string[], cwd: string, env: NodeJS.ProcessEnv = {}) {
     this.proc = spawn(process.execPath, [CLI, ...args], {
       cwd,
-      // The metrics listener on a free port unless a test says otherwise: daemons run side by side.
-      env: { PATH: process.env.PATH, HOME: process.env.HOME, POSTILION_METRICS__PORT: '0', ...env },
+      // The metrics and tracking listeners on free ports unless a test says otherwise: daemons run side by side.
+      env: { PATH: process.env.PATH, HOME: process.env.HOME, POSTILION_METRICS__PORT: '0', POSTILION_TRACKING__PORT: '0', ...env },
       stdio: ['ignore', 'pipe', 'pipe'],
     });
     this.proc.stdout!.on('data', (d: Buffer) => (this.stdout += d.toString()));

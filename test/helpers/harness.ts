@@ -60,6 +60,7 @@ export async function startServer(options: TestServerOptions = {}): Promise<Test
     },
     // A free port: tests run daemons side by side, and 9464 may be taken.
     metrics: { port: 0, ...options.config?.metrics },
+    tracking: { port: 0, ...options.config?.tracking },
   };
   const config = validateConfig(input, 'test');
   let announced = '';

@@ -1,6 +1,7 @@
 import type { Next } from 'koa';
 import type { Logger } from 'pino';
 import { cidrContains, isLoopback, parseClientIp, type Cidr } from '../../util/cidr.ts';
+import { forwardedClient } from '../../util/forwarded.ts';
 import { badRequest, forbidden } from '../../util/errors.ts';
 import { newId } from '../../util/ids.ts';
 import type { ApiContext } from '../context.ts';
@@ -51,15 +52,9 @@ export function transport(policy: () => TransportPolicy) {
     let client = peer;
     let secure = (ctx.req.socket as { encrypted?: boolean }).encrypted === true;
     if (trusted(peer)) {
-      // Walk X-Forwarded-For from the right, past our own proxies, to the first outside hop.
-      // An unreadable hop fails closed: the request is refused rather than left as the proxy's.
-      const hops = (ctx.get('x-forwarded-for') || '').split(',').map((s) => s.trim()).filter(Boolean);
-      for (let i = hops.length - 1; i >= 0; i--) {
-        const hop = parseForwardedHop(hops[i]!);
-        if (!hop) throw badRequest(`X-Forwarded-For holds an unreadable address: "${hops[i]}"`);
-        client = hop;
-        if (!trusted(hop)) break;
-      }
+      const found = forwardedClient(peer, ctx.get('x-forwarded-for'), trustedProxies);
+      if (typeof found === 'string') throw badRequest(`X-Forwarded-For holds an unreadable address: "${found}"`);
+      client = found;
       // The right-most value is the one our proxy set; values to its left came from the client.
       const proto = ctx.get('x-forwarded-proto').split(',').at(-1)?.trim().toLowerCase();
       if (!secure) secure = proto ? proto === 'https' : isLoopback(client);
@@ -70,12 +65,4 @@ export function transport(policy: () => TransportPolicy) {
     ctx.state.clientIp = client;
     await next();
   };
-}
-
-/** An X-Forwarded-For hop: an address, possibly with a port ("192.0.2.1:4711", "[2001:db8::1]:443"). */
-function parseForwardedHop(text: string) {
-  const bracketed = /^\[([^\]]+)\](?::\d+)?$/.exec(text);
-  if (bracketed) return parseClientIp(bracketed[1]!);
-  const v4WithPort = /^(\d{1,3}(?:\.\d{1,3}){3}):\d+$/.exec(text);
-  return parseClientIp(v4WithPort ? v4WithPort[1]! : text);
 }

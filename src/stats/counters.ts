@@ -1,0 +1,130 @@
+import type { EventObserver } from '../events/types.ts';
+import type { Counts, WriteOp } from '../store/group-commit.ts';
+import type { EventRecord, MessageRecord } from '../store/records.ts';
+import { domainOf } from '../util/email.ts';
+
+/**
+ * Statistics counters: hourly and daily rows of counts, written by `add` ops in the batch of the
+ * event they count (store/counter-cache.ts), so that a count never runs ahead of or behind its
+ * event. The statistics queries read these rows and never the messages.
+ *
+ * Rows (family `counters`), times in UTC:
+ *   `h|<account>|<dim>|<value>|<YYYYMMDDHH>`  hourly, and `d|…|<YYYYMMDD>` daily, for the dims
+ *      `a` (everything, empty value), `s` (sender domain), `r` (recipient domain), `t` (one tag);
+ *   `f|<account>|<sender domain>|<YYYYMMDDHH>|<recipient domain>|<tag set>`  the finest rows, for
+ *      queries that filter on more than one dimension (or on several tags, counted once each);
+ *   `i|<account>|<sender domain>`  the sender domains an account has counts for.
+ * Tags are URI-encoded in keys (they may hold `|`); a tag set is its sorted tags joined by `,`.
+ *
+ * Counted (outbound mail only; sandbox mail and Postilion's own DSNs are left out):
+ *   r reception · d delivered, with `dt.<recipient domain>.{ms,n}` the time from acceptance (or
+ *   the scheduled first attempt) to delivery · df the message's first deferral · b bounced, with
+ *   `bc.<classification>` · f failed · s suppressed · o, c the message's first open or click by a
+ *   person (bots are flagged on the event and not counted here).
+ */
+export type CounterDelta = Counts;
+
+/** What a counted event is attributed to. */
+export interface CounterKey {
+  accountId: string;
+  at: number;
+  senderDomain: string;
+  recipientDomain: string;
+  tags: readonly string[];
+}
+
+/** The observer the EventRecorder calls for each event it records. */
+export function countersObserver(): EventObserver {
+  return (event, subject) => {
+    if (!subject) return [];
+    const m = subject.message;
+    if (!counted(m)) return [];
+    const delta = deltaOf(event, m, subject.first === true);
+    if (!delta) return [];
+    return counterAdds(keyOf(m, Date.parse(event.createdAt)), delta);
+  };
+}
+
+/** Whether a message counts in the statistics at all. */
+export function counted(m: MessageRecord): boolean {
+  return m.direction === 'outbound' && m.sandbox === null && !m.isBounceNotification;
+}
+
+export function keyOf(m: MessageRecord, at: number): CounterKey {
+  return { accountId: m.accountId, at, senderDomain: m.domain, recipientDomain: domainOf(m.recipient), tags: m.tags };
+}
+
+/** What one event adds, or null when it adds nothing. */
+export function deltaOf(event: Pick<EventRecord, 'type'>, m: MessageRecord, first: boolean): CounterDelta | null {
+  switch (event.type) {
+    case 'message.reception':
+      return { r: 1 };
+    case 'message.delivered':
+      return deliveredDelta(m);
+    case 'message.transient_error':
+      // A message deferred three times is one deferred message: only its first deferral counts.
+      return m.attempts.slice(0, -1).some((a) => a.status === 'Deferred') ? null : { df: 1 };
+    case 'message.bounced':
+      return { b: 1, bc: { [m.bounceClassification || 'Uncategorized']: 1 } };
+    case 'message.failed':
+      return { f: 1 };
+    case 'message.suppressed':
+      return { s: 1 };
+    case 'message.opened':
+      return first ? { o: 1 } : null;
+    case 'message.clicked':
+      return first ? { c: 1 } : null;
+    default:
+      return null;
+  }
+}
+
+export function deliveredDelta(m: MessageRecord): CounterDelta {
+  const start = Date.parse(m.schedule?.firstAttempt ?? m.createdAt);
+  const ms = Math.max(0, Date.parse(m.deliveredAt ?? m.updatedAt) - start);
+  return { d: 1, dt: { [domainOf(m.recipient)]: { ms, n: 1 } } };
+}
+
+/** The add ops of one counted event: every row it belongs to. */
+export function counterAdds(k: CounterKey, delta: CounterDelta): WriteOp[] {
+  const hour = hourKey(k.at);
+  const day = hour.slice(0, 8);
+  const a = k.accountId;
+  const rows = [
+    `a|`,
+    `s|${k.senderDomain}`,
+    `r|${k.recipientDomain}`,
+    ...[...new Set(k.tags)].map((tag) => `t|${encodeTag(tag)}`),
+  ];
+  const ops: WriteOp[] = [];
+  for (const row of rows) {
+    ops.push({ type: 'add', family: 'counters', key: `h|${a}|${row}|${hour}`, value: delta });
+    ops.push({ type: 'add', family: 'counters', key: `d|${a}|${row}|${day}`, value: delta });
+  }
+  ops.push({ type: 'add', family: 'counters', key: `f|${a}|${k.senderDomain}|${hour}|${k.recipientDomain}|${tagSet(k.tags)}`, value: delta });
+  ops.push({ type: 'add', family: 'counters', key: `i|${a}|${k.senderDomain}`, value: { n: 1 } });
+  return ops;
+}
+
+/** `YYYYMMDDHH` of a time, UTC. */
+export function hourKey(ms: number): string {
+  const d = new Date(ms);
+  return `${d.getUTCFullYear()}${pad(d.getUTCMonth() + 1)}${pad(d.getUTCDate())}${pad(d.getUTCHours())}`;
+}
+
+/** The time of an hour (`YYYYMMDDHH`) or day (`YYYYMMDD`) key. */
+export function keyTime(key: string): number {
+  return Date.UTC(Number(key.slice(0, 4)), Number(key.slice(4, 6)) - 1, Number(key.slice(6, 8)), key.length >= 10 ? Number(key.slice(8, 10)) : 0);
+}
+
+export function encodeTag(tag: string): string {
+  return encodeURIComponent(tag);
+}
+
+export function tagSet(tags: readonly string[]): string {
+  return [...new Set(tags)].map(encodeTag).sort().join(',');
+}
+
+function pad(n: number): string {
+  return n < 10 ? `0${n}` : String(n);
+}

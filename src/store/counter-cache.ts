@@ -1,0 +1,69 @@
+import type { Counts, WriteOp } from './group-commit.ts';
+
+type AddOp = Extract<WriteOp, { type: 'add' }>;
+
+/**
+ * The current value of counter rows, for the `add` write op. An add is turned into a put of the
+ * new total when its batch is written: batches are written one at a time (GroupCommitter), so the
+ * total read here is always the one on disk plus the adds before it, and two writers adding to
+ * one row never lose an increment. Rows read or written lately stay in memory (bounded: past
+ * `max` rows the least recently used go, to be read again from the store when next needed).
+ */
+export class CounterCache {
+  private readonly rows = new Map<string, Counts>();
+
+  constructor(
+    /** Reads rows from the store (absent: undefined). */
+    private readonly read: (keys: string[]) => Promise<Array<Counts | undefined>>,
+    private readonly max = 20_000,
+  ) {}
+
+  /**
+   * The new totals of the rows the adds touch, not yet kept: `keep` them once the batch is on
+   * disk (a batch that fails leaves the cache as it was).
+   */
+  async resolve(adds: AddOp[]): Promise<Map<string, Counts>> {
+    const missing = [...new Set(adds.map((op) => op.key).filter((key) => !this.rows.has(key)))];
+    const loaded = new Map<string, Counts>();
+    if (missing.length > 0) {
+      const values = await this.read(missing);
+      missing.forEach((key, i) => loaded.set(key, values[i] ?? {}));
+    }
+    const next = new Map<string, Counts>();
+    for (const op of adds) {
+      let total = next.get(op.key);
+      if (total === undefined) {
+        total = structuredClone(this.rows.get(op.key) ?? loaded.get(op.key)!);
+        next.set(op.key, total);
+      }
+      addCounts(total, op.value);
+    }
+    return next;
+  }
+
+  keep(totals: Map<string, Counts>): void {
+    for (const [key, total] of totals) {
+      this.rows.delete(key);
+      this.rows.set(key, total);
+    }
+    for (const key of this.rows.keys()) {
+      if (this.rows.size <= this.max) break;
+      this.rows.delete(key);
+    }
+  }
+
+  /** Forgets every row (after the counters family was rewritten outside adds). */
+  clear(): void {
+    this.rows.clear();
+  }
+}
+
+/** Adds `delta` into `total`, branch by branch. */
+export function addCounts(total: Counts, delta: Counts): Counts {
+  for (const [name, value] of Object.entries(delta)) {
+    const current = total[name];
+    if (typeof value === 'number') total[name] = (typeof current === 'number' ? current : 0) + value;
+    else total[name] = addCounts(typeof current === 'object' ? current : {}, value);
+  }
+  return total;
+}
