@@ -29,6 +29,8 @@ const RULES: Array<{ folder: string; may: string[] }> = [
   { folder: 'bounce', may: ['util'] },
   { folder: 'events', may: ['store', 'util'] },
   { folder: 'delivery', may: ['bounce', 'domains', 'store', 'util', 'webhooks'] },
+  { folder: 'stats', may: ['events', 'store', 'util'] },
+  { folder: 'tracking', may: ['events', 'message', 'store', 'util'] },
 ];
 
 describe('layers (DESIGN.md §1)', () => {
@@ -40,5 +42,8 @@ describe('layers (DESIGN.md §1)', () => {
   it('delivery/ never imports queue/, events/ never imports webhooks/', () => {
     expect(importsOf('delivery').filter((i) => i.target === 'queue')).to.deep.equal([]);
     expect(importsOf('events').filter((i) => i.target === 'webhooks')).to.deep.equal([]);
+  });
+  it('message/ never imports tracking/ or stats/ (they observe it, not the reverse)', () => {
+    expect(importsOf('message').filter((i) => i.target === 'tracking' || i.target === 'stats')).to.deep.equal([]);
   });
 });
