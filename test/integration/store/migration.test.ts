@@ -194,7 +194,7 @@ describe('a data directory written by release 1', function () {
     }
   });
 
-  it('a data directory whose meta says schema 3 (a newer release) is refused, naming it, and left as it was', async () => {
+  it('a data directory whose meta names a newer schema (a later release) is refused, naming it, and left as it was', async () => {
     const newer = SCHEMA_VERSION + 1;
     const empty = mkdtempSync(join(tmpdir(), 'postilion-schema-3-'));
     try {
