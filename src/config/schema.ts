@@ -223,7 +223,7 @@ export const configSchema = z.strictObject({
   }).prefault({}),
   statistics: z.strictObject({
     counters: z.boolean().default(true)
-      .describe('count events into the statistics counters in their own batch (off: the statistics endpoints stop counting new mail)'),
+      .describe('count events into the statistics counters, in the batch that records each event (off: the statistics endpoints stop counting new mail)'),
   }).prefault({}),
   shutdown: z.strictObject({
     grace_seconds: z.number().min(0).max(600).default(30)

@@ -10,10 +10,13 @@ import { domainOf } from '../util/email.ts';
  *
  * Rows (family `counters`), times in UTC:
  *   `h|<account>|<dim>|<value>|<YYYYMMDDHH>`  hourly, and `d|…|<YYYYMMDD>` daily, for the dims
- *      `a` (everything, empty value), `s` (sender domain), `r` (recipient domain), `t` (one tag);
+ *      `a` (everything, empty value), `s` (sender domain), `r` (recipient domain), `t` (one tag),
+ *      `g` (a message's whole tag set, when it has tags: a query on several tags counts a message
+ *      once by summing the sets that hold any of them);
  *   `f|<account>|<sender domain>|<YYYYMMDDHH>|<recipient domain>|<tag set>`  the finest rows, for
- *      queries that filter on more than one dimension (or on several tags, counted once each);
- *   `i|<account>|<sender domain>`  the sender domains an account has counts for.
+ *      queries that filter on more than one dimension;
+ *   `i|<account>|<sender domain>`  the sender domains an account has counts for, and
+ *   `j|<account>|<tag set>`  the tag sets.
  * Tags are URI-encoded in keys (they may hold `|`); a tag set is its sorted tags joined by `,`.
  *
  * Counted (outbound mail only; sandbox mail and Postilion's own DSNs are left out):
@@ -96,13 +99,16 @@ export function counterAdds(k: CounterKey, delta: CounterDelta): WriteOp[] {
     `r|${k.recipientDomain}`,
     ...[...new Set(k.tags)].map((tag) => `t|${encodeTag(tag)}`),
   ];
+  const set = tagSet(k.tags);
+  if (set !== '') rows.push(`g|${set}`);
   const ops: WriteOp[] = [];
   for (const row of rows) {
     ops.push({ type: 'add', family: 'counters', key: `h|${a}|${row}|${hour}`, value: delta });
     ops.push({ type: 'add', family: 'counters', key: `d|${a}|${row}|${day}`, value: delta });
   }
-  ops.push({ type: 'add', family: 'counters', key: `f|${a}|${k.senderDomain}|${hour}|${k.recipientDomain}|${tagSet(k.tags)}`, value: delta });
+  ops.push({ type: 'add', family: 'counters', key: `f|${a}|${k.senderDomain}|${hour}|${k.recipientDomain}|${set}`, value: delta });
   ops.push({ type: 'add', family: 'counters', key: `i|${a}|${k.senderDomain}`, value: { n: 1 } });
+  if (set !== '') ops.push({ type: 'add', family: 'counters', key: `j|${a}|${set}`, value: { n: 1 } });
   return ops;
 }
 

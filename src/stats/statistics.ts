@@ -34,8 +34,9 @@ export interface Bucket {
  * the window is returned, empty ones too.
  *
  * Which rows: no filter reads the account's `a` rows; one kind of filter (sender domains,
- * recipient domains, or a single tag) reads that dimension's rows, one range per value; any other
- * combination reads the finest rows of each sender domain. Hourly rows serve group_by=hour and
+ * recipient domains, or a single tag) reads that dimension's rows, one range per value; several
+ * tags alone read the rows of every tag set holding any of them (a message counted once); any
+ * other combination reads the finest rows of each sender domain. Hourly rows serve group_by=hour and
  * the partial days at the window's ends; daily rows the whole days between.
  */
 export class Statistics {
@@ -58,6 +59,7 @@ export class Statistics {
     else if (filters === 1 && senders) await this.rollup(q, 's', senders, start, end, into);
     else if (filters === 1 && recipients) await this.rollup(q, 'r', recipients, start, end, into);
     else if (filters === 1 && tags && tags.length === 1) await this.rollup(q, 't', tags.map(encodeTag), start, end, into);
+    else if (filters === 1 && tags) await this.rollup(q, 'g', await this.tagSetsWithAny(q.accountId, tags), start, end, into);
     else await this.fine(q, senders ?? (await this.senderDomains(q.accountId)), start, end, into);
     return buckets;
   }
@@ -67,6 +69,18 @@ export class Statistics {
     const prefix = `i|${accountId}|`;
     const keys = (await this.store.families.counters.keys({ gt: prefix, lt: `${prefix}\xff` }).all()) as string[];
     return keys.map((k) => k.slice(prefix.length));
+  }
+
+  /** The account's tag sets that hold any of `tags`. */
+  async tagSetsWithAny(accountId: string, tags: string[]): Promise<string[]> {
+    const wanted = new Set(tags.map(encodeTag));
+    const prefix = `j|${accountId}|`;
+    const out: string[] = [];
+    for await (const key of this.store.families.counters.keys({ gt: prefix, lt: `${prefix}\xff` })) {
+      const set = (key as string).slice(prefix.length);
+      if (set.split(',').some((t) => wanted.has(t))) out.push(set);
+    }
+    return out;
   }
 
   /** Rollup rows of one dimension: hourly at the window's partial days (or throughout for hours), daily between. */

@@ -9,6 +9,7 @@
  * With BENCH_SUBMISSION=1 (test/bench/smtp-relay.ts) SMTP submission listens too, STARTTLS only,
  * on a free port of 127.0.0.1 (AUTH in clear is allowed from loopback), and a global SMTP
  * credential is made; its port, username and password are in the READY line.
+ * With BENCH_COUNTERS=off the statistics counters are not written (`statistics.counters: false`).
  *
  *   BENCH_SINK_PORT=… BENCH_CAPTURE_PORT=… BENCH_SESSIONS=20 node --import tsx test/bench/deliver-server.ts
  */
@@ -22,12 +23,15 @@ const port = (name: string): number => {
 };
 const sessions = Number(process.env.BENCH_SESSIONS ?? 20);
 const submission = process.env.BENCH_SUBMISSION === '1';
+/** BENCH_COUNTERS=off: no statistics counters (the baseline of `bench:deliver-counters`). */
+const counters = process.env.BENCH_COUNTERS !== 'off';
 const RAISED_RATE = { per_second: 1_000_000, burst: 1_000_000 };
 
 const bed = await startMessageBed({
   api: { rate_limits: { general: RAISED_RATE } },
   log: { level: 'silent' },
   dkim: { ed25519: false },
+  statistics: { counters },
   delivery: {
     enabled: true,
     // One destination (the sink's domain): every session may go to it.

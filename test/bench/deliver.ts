@@ -28,6 +28,10 @@
  *
  *   npm run bench:deliver
  *
+ * With BENCH_COUNTERS=compare (`npm run bench:deliver-counters`) a second Postilion child runs
+ * with `statistics.counters: false`, and every run is made on both, in alternating order: the
+ * summary gives the rate with counters against the rate without them (target ≥ 0.95).
+ *
  * Knobs (environment): BENCH_MESSAGES (10000 per run), BENCH_RUNS (5), BENCH_SESSIONS (20),
  * BENCH_SIGN_SECONDS (3), BENCH_SINK (auto | smtp-sink | node), BENCH_CPU_PROF=<dir> (run the
  * Postilion child under --cpu-prof; see cpuprofile-top.ts).
@@ -46,6 +50,7 @@ const RUNS = Math.round(envNumber('BENCH_RUNS', 5));
 const SESSIONS = Math.round(envNumber('BENCH_SESSIONS', 20));
 const SIGN_SECONDS = envNumber('BENCH_SIGN_SECONDS', 3, 0.5);
 const SINK_KIND = process.env.BENCH_SINK ?? 'auto';
+const COMPARE_COUNTERS = process.env.BENCH_COUNTERS === 'compare';
 const CPU_PROF = process.env.BENCH_CPU_PROF ? resolve(process.env.BENCH_CPU_PROF) : null;
 const BATCH = 100;
 const ACCEPT_IN_FLIGHT = 4;
@@ -256,6 +261,13 @@ async function main(defer: Defer): Promise<void> {
   );
   defer(() => child.stop());
   await child.ready();
+  // The baseline without statistics counters, when comparing.
+  let plain: PostilionChild | null = null;
+  if (COMPARE_COUNTERS) {
+    plain = new PostilionChild({ BENCH_SINK_PORT: String(sink.port), BENCH_CAPTURE_PORT: String(capture.port), BENCH_SESSIONS: String(SESSIONS), BENCH_COUNTERS: 'off' }, []);
+    defer(() => plain!.stop());
+    await plain.ready();
+  }
 
   const cpu = cpus();
   console.log('deliver benchmark');
@@ -276,6 +288,7 @@ async function main(defer: Defer): Promise<void> {
   await signRate(key, 0.5);
   console.log(`warm-up: ${WARMUP_MESSAGES} messages…`);
   await deliveryRun(child, sink, 'warm', WARMUP_MESSAGES);
+  if (plain) await deliveryRun(plain, sink, 'warm-plain', WARMUP_MESSAGES);
   console.log('');
 
   // Signing is measured before each delivery run and once after the last; a run is compared
@@ -284,9 +297,14 @@ async function main(defer: Defer): Promise<void> {
   const signs: SignRun[] = [await signRate(key, SIGN_SECONDS)];
   const around: number[] = [];
   console.log(`runs (signing, delivery, signing, …):`);
+  const withoutCounters: DeliveryRun[] = [];
   for (let i = 1; i <= RUNS; i++) {
+    // Comparing: the child without counters runs first on even runs, second on odd ones.
+    if (plain && i % 2 === 0) withoutCounters.push(await deliveryRun(plain, sink, `plain${i}`, MESSAGES));
     const d = await deliveryRun(child, sink, `run${i}`, MESSAGES);
     deliveries.push(d);
+    if (plain && i % 2 === 1) withoutCounters.push(await deliveryRun(plain, sink, `plain${i}`, MESSAGES));
+    if (plain) console.log(`  #${i} without counters: delivered ${f0(withoutCounters.at(-1)!.perSecond)} msgs/s | ${withoutCounters.at(-1)!.check}`);
     const s = await signRate(key, SIGN_SECONDS);
     signs.push(s);
     around.push((signs[i - 1]!.perSecond + s.perSecond) / 2);
@@ -311,6 +329,13 @@ async function main(defer: Defer): Promise<void> {
   }
   console.log(`  ratio delivered / signing: ${ratio.toFixed(3)} (per run, against the signing around it: ${deliveries.map((r, i) => (r.perSecond / around[i]!).toFixed(3)).join(' ')})`
     + `   target ≥ 0.7: ${ratio >= 0.7 ? 'MET' : 'NOT MET'}`);
+  if (plain) {
+    const pMed = median(withoutCounters.map((r) => r.perSecond));
+    const counterRatio = dMed / pMed;
+    console.log(`  statistics counters on  (the runs above)       ${f0(dMed).padStart(6)} msgs/s`);
+    console.log(`  statistics counters off (statistics.counters: false) ${f0(pMed).padStart(6)} msgs/s   per run: ${withoutCounters.map((r) => f0(r.perSecond)).join(' ')}`);
+    console.log(`  ratio with / without counters: ${counterRatio.toFixed(3)}   target ≥ 0.95: ${counterRatio >= 0.95 ? 'MET' : 'NOT MET'}`);
+  }
   console.log(`load average at end: ${loadavg().map((n) => n.toFixed(2)).join(' ')}`);
   console.log('=================================================================================');
 }

@@ -39,8 +39,9 @@ export class ServerProcess<Info extends { pid: number }, Stats> {
 
   private readonly killAfterMs: number;
 
-  async ready(): Promise<Info> {
-    this.info = JSON.parse(await this.next('READY', 60_000)) as Info;
+  /** Waits for the child's READY line (`ms`: how long it may take to get there). */
+  async ready(ms = 60_000): Promise<Info> {
+    this.info = JSON.parse(await this.next('READY', ms)) as Info;
     return this.info;
   }
 

@@ -71,7 +71,8 @@ describe('e2e: tracked mail, opened and clicked', function () {
     const api = (await child.waitFor(/"urls":\["(http:\/\/127\.0\.0\.1:\d+)"/))[1]!;
     const tracking = (await child.waitFor(/"url":"(http:\/\/127\.0\.0\.1:\d+)","msg":"tracking listening"/))[1]!;
     await child.waitFor(/"msg":"delivery started"/);
-    const call = async (method: string, path: string, body?: unknown) => {
+    // eslint-disable-next-line @typescript-eslint/no-explicit-any -- JSON of many shapes
+    const call = async (method: string, path: string, body?: unknown): Promise<{ status: number; body: any }> => {
       const res = await fetch(`${api}/v2/accounts/${account}${path}`, {
         method,
         headers: { authorization: `Bearer ${key}`, ...(body === undefined ? {} : { 'content-type': 'application/json' }) },
