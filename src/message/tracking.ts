@@ -105,6 +105,16 @@ function openTag(name: string, attribs: Record<string, string>): string {
   return `${out}>`;
 }
 
+/**
+ * An attribute value as HTML source. Characters outside ASCII are written as numeric references:
+ * the parser decoded the part's entities, and the part may be in a charset (us-ascii, latin1)
+ * that cannot hold what they stood for.
+ */
 function escapeAttribute(value: string): string {
-  return value.replace(/&/g, '&amp;').replace(/"/g, '&quot;').replace(/</g, '&lt;').replace(/>/g, '&gt;');
+  return value
+    .replace(/&/g, '&amp;')
+    .replace(/"/g, '&quot;')
+    .replace(/</g, '&lt;')
+    .replace(/>/g, '&gt;')
+    .replace(/[^\x00-\x7f]/gu, (c) => `&#${c.codePointAt(0)};`);
 }

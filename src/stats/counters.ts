@@ -8,16 +8,25 @@ import { domainOf } from '../util/email.ts';
  * event they count (store/counter-cache.ts), so that a count never runs ahead of or behind its
  * event. The statistics queries read these rows and never the messages.
  *
- * Rows (family `counters`), times in UTC:
- *   `h|<account>|<dim>|<value>|<YYYYMMDDHH>`  hourly, and `d|…|<YYYYMMDD>` daily, for the dims
- *      `a` (everything, empty value), `s` (sender domain), `r` (recipient domain), `t` (one tag),
- *      `g` (a message's whole tag set, when it has tags: a query on several tags counts a message
- *      once by summing the sets that hold any of them);
- *   `f|<account>|<sender domain>|<YYYYMMDDHH>|<recipient domain>|<tag set>`  the finest rows, for
- *      queries that filter on more than one dimension;
- *   `i|<account>|<sender domain>`  the sender domains an account has counts for, and
- *   `j|<account>|<tag set>`  the tag sets.
- * Tags are URI-encoded in keys (they may hold `|`); a tag set is its sorted tags joined by `,`.
+ * Rows (family `counters`), times in UTC, two series per row:
+ *   `h|<account>|<dim>|<value>|<YYYYMMDDHH>` hourly and `d|…|<YYYYMMDD>` daily: the counts;
+ *   `ht|…|<YYYYMMDDHH>` and `dt|…|<YYYYMMDD>`: the delivery times by recipient domain (`{ dt }`),
+ *      apart, so that the other queries never read them (an account's rows hold one entry per
+ *      recipient domain it delivered to);
+ * for the dims `a` (everything, empty value), `s` (sender domain), `r` (recipient domain), `t`
+ * (one tag), `g` (a message's whole tag set, when it has tags: a query on several tags counts a
+ * message once by summing the sets that hold any of them), and the pairs `sr` (`<sender
+ * domain>,<recipient domain>`), `st` (`<sender domain>,<tag>`), `rt` (`<recipient domain>,<tag>`);
+ *   `f|<account>|<sender domain>|<YYYYMMDDHH>|<recipient domain>|<tag set>` and the same in the
+ *      order `e|<account>|<sender domain>|<recipient domain>|<YYYYMMDDHH>|<tag set>`: the finest
+ *      rows (both series), for the filters no rollup answers (three dimensions, or several tags
+ *      with another filter), read by sender domain or by sender and recipient domain;
+ *   `i|<account>|<sender domain>` and `j|<account>|<tag set>`: the sender domains and tag sets
+ *      an account has counts for.
+ * Tags are URI-encoded in keys (they may hold `|` or `,`); a tag set is its sorted tags joined by `,`.
+ *
+ * What a message costs: 2 × (4 + 3 × tags + 1 if tagged) row adds per event, twice that for a
+ * delivery (both series), plus the two finest rows and the index rows.
  *
  * Counted (outbound mail only; sandbox mail and Postilion's own DSNs are left out):
  *   r reception · d delivered, with `dt.<recipient domain>.{ms,n}` the time from acceptance (or
@@ -93,21 +102,27 @@ export function counterAdds(k: CounterKey, delta: CounterDelta): WriteOp[] {
   const hour = hourKey(k.at);
   const day = hour.slice(0, 8);
   const a = k.accountId;
-  const rows = [
-    `a|`,
-    `s|${k.senderDomain}`,
-    `r|${k.recipientDomain}`,
-    ...[...new Set(k.tags)].map((tag) => `t|${encodeTag(tag)}`),
-  ];
-  const set = tagSet(k.tags);
+  const sd = k.senderDomain;
+  const rd = k.recipientDomain;
+  const tags = [...new Set(k.tags)].map(encodeTag);
+  const set = [...tags].sort().join(',');
+  const rows = [`a|`, `s|${sd}`, `r|${rd}`, `sr|${sd},${rd}`];
+  for (const tag of tags) rows.push(`t|${tag}`, `st|${sd},${tag}`, `rt|${rd},${tag}`);
   if (set !== '') rows.push(`g|${set}`);
+  const { dt, ...counts } = delta;
+  const series: Array<[string, string, Counts]> = [];
+  if (Object.keys(counts).length > 0) series.push(['h', 'd', counts]);
+  if (dt !== undefined) series.push(['ht', 'dt', { dt }]);
   const ops: WriteOp[] = [];
-  for (const row of rows) {
-    ops.push({ type: 'add', family: 'counters', key: `h|${a}|${row}|${hour}`, value: delta });
-    ops.push({ type: 'add', family: 'counters', key: `d|${a}|${row}|${day}`, value: delta });
+  for (const [hourly, daily, value] of series) {
+    for (const row of rows) {
+      ops.push({ type: 'add', family: 'counters', key: `${hourly}|${a}|${row}|${hour}`, value });
+      ops.push({ type: 'add', family: 'counters', key: `${daily}|${a}|${row}|${day}`, value });
+    }
   }
-  ops.push({ type: 'add', family: 'counters', key: `f|${a}|${k.senderDomain}|${hour}|${k.recipientDomain}|${set}`, value: delta });
-  ops.push({ type: 'add', family: 'counters', key: `i|${a}|${k.senderDomain}`, value: { n: 1 } });
+  ops.push({ type: 'add', family: 'counters', key: `f|${a}|${sd}|${hour}|${rd}|${set}`, value: delta });
+  ops.push({ type: 'add', family: 'counters', key: `e|${a}|${sd}|${rd}|${hour}|${set}`, value: delta });
+  ops.push({ type: 'add', family: 'counters', key: `i|${a}|${sd}`, value: { n: 1 } });
   if (set !== '') ops.push({ type: 'add', family: 'counters', key: `j|${a}|${set}`, value: { n: 1 } });
   return ops;
 }

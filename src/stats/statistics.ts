@@ -1,4 +1,3 @@
-import { addCounts } from '../store/counter-cache.ts';
 import type { Counts } from '../store/group-commit.ts';
 import type { Store } from '../store/store.ts';
 import { encodeTag, hourKey, keyTime } from './counters.ts';
@@ -7,11 +6,15 @@ export const GROUPS = ['hour', 'day', 'week', 'month'] as const;
 export type Group = (typeof GROUPS)[number];
 
 const HOUR_MS = 3_600_000;
+/** Pair rows are read while the filter values make at most this many pairs (each pair: up to three range reads). */
+export const PAIR_VALUES = 100;
 const DAY_MS = 24 * HOUR_MS;
 
 /** A statistics question: one account, a window, a grouping, and filters (null: no filter). */
 export interface StatsQuery {
   accountId: string;
+  /** Which series of the rows: the counts, or the delivery times by recipient domain (`dt`). */
+  series: 'counts' | 'times';
   fromMs: number;
   toMs: number;
   group: Group;
@@ -35,9 +38,12 @@ export interface Bucket {
  *
  * Which rows: no filter reads the account's `a` rows; one kind of filter (sender domains,
  * recipient domains, or a single tag) reads that dimension's rows, one range per value; several
- * tags alone read the rows of every tag set holding any of them (a message counted once); any
- * other combination reads the finest rows of each sender domain. Hourly rows serve group_by=hour and
- * the partial days at the window's ends; daily rows the whole days between.
+ * tags alone read tag-set rows (a message counted once; see severalTags); two
+ * kinds with a single tag among them read the pair rows (`sr`, `st`, `rt`) while the values make
+ * at most PAIR_VALUES pairs; anything else reads the finest rows of each sender domain (all of
+ * the account's when no sender domain is given: the one slow shape, recipient domains with
+ * several tags, or all three filters without a sender domain). Hourly rows serve group_by=hour
+ * and the partial days at the window's ends; daily rows the whole days between.
  */
 export class Statistics {
   constructor(private readonly store: Store) {}
@@ -47,20 +53,37 @@ export class Statistics {
     const end = Math.ceil(q.toMs / HOUR_MS) * HOUR_MS;
     const buckets = bucketsOf(start, end, q.group);
     const starts = buckets.map((b) => b.from);
-    const into = (at: number, counts: Counts) => {
+    const filled = new Set<number>();
+    const into = (at: number, counts: Counts, factor = 1) => {
       const i = lastAtOrBefore(starts, at);
-      if (i >= 0) addCounts(buckets[i]!.counts, counts);
+      if (i < 0) return;
+      // A row read from the store is this query's own object: the first one into a bucket is taken as it is.
+      if (factor === 1 && !filled.has(i)) buckets[i]!.counts = counts;
+      else addScaled(buckets[i]!.counts, counts, factor);
+      filled.add(i);
     };
-    const senders = q.senderDomains;
-    const recipients = q.recipientDomains;
-    const tags = q.tags;
-    const filters = [senders, recipients, tags].filter((f) => f !== null).length;
-    if (filters === 0) await this.rollup(q, 'a', [''], start, end, into);
-    else if (filters === 1 && senders) await this.rollup(q, 's', senders, start, end, into);
-    else if (filters === 1 && recipients) await this.rollup(q, 'r', recipients, start, end, into);
-    else if (filters === 1 && tags && tags.length === 1) await this.rollup(q, 't', tags.map(encodeTag), start, end, into);
-    else if (filters === 1 && tags) await this.rollup(q, 'g', await this.tagSetsWithAny(q.accountId, tags), start, end, into);
-    else await this.fine(q, senders ?? (await this.senderDomains(q.accountId)), start, end, into);
+    const senders = q.senderDomains ? [...new Set(q.senderDomains)] : null;
+    const recipients = q.recipientDomains ? [...new Set(q.recipientDomains)] : null;
+    const tags = q.tags ? [...new Set(q.tags.map(encodeTag))] : null;
+    const oneTag = tags?.length === 1 ? tags[0]! : null;
+    const pairs = (xs: string[], ys: string[]) => (xs.length * ys.length <= PAIR_VALUES ? xs.flatMap((x) => ys.map((y) => `${x},${y}`)) : null);
+    const rollup = (dim: string, values: string[], factor = 1) => this.rollup(q, dim, values, start, end, (at, c) => into(at, c, factor));
+    let plan: Promise<void> | null = null;
+    if (!senders && !recipients && !tags) plan = rollup('a', ['']);
+    else if (senders && !recipients && !tags) plan = rollup('s', senders);
+    else if (!senders && recipients && !tags) plan = rollup('r', recipients);
+    else if (!senders && !recipients && tags) plan = oneTag !== null ? rollup('t', [oneTag]) : this.severalTags(q.accountId, tags, rollup);
+    else if (senders && recipients && !tags) {
+      const values = pairs(senders, recipients);
+      if (values) plan = rollup('sr', values);
+    } else if (senders && !recipients && oneTag !== null) {
+      const values = pairs(senders, [oneTag]);
+      if (values) plan = rollup('st', values);
+    } else if (!senders && recipients && oneTag !== null) {
+      const values = pairs(recipients, [oneTag]);
+      if (values) plan = rollup('rt', values);
+    }
+    await (plan ?? this.fine(q, senders ?? (await this.senderDomains(q.accountId)), start, end, into));
     return buckets;
   }
 
@@ -71,16 +94,35 @@ export class Statistics {
     return keys.map((k) => k.slice(prefix.length));
   }
 
-  /** The account's tag sets that hold any of `tags`. */
+  /** The account's tag sets (encoded) that hold any of `tags` (encoded as in keys). */
   async tagSetsWithAny(accountId: string, tags: string[]): Promise<string[]> {
-    const wanted = new Set(tags.map(encodeTag));
+    return (await this.tagSetOverlaps(accountId, tags)).map(([set]) => set);
+  }
+
+  /** The account's tag sets holding any of `tags`, each with how many of them it holds. */
+  private async tagSetOverlaps(accountId: string, tags: string[]): Promise<Array<[string, number]>> {
+    const wanted = new Set(tags);
     const prefix = `j|${accountId}|`;
-    const out: string[] = [];
+    const out: Array<[string, number]> = [];
     for await (const key of this.store.families.counters.keys({ gt: prefix, lt: `${prefix}\xff` })) {
       const set = (key as string).slice(prefix.length);
-      if (set.split(',').some((t) => wanted.has(t))) out.push(set);
+      const overlap = set.split(',').filter((t) => wanted.has(t)).length;
+      if (overlap > 0) out.push([set, overlap]);
     }
     return out;
+  }
+
+  /**
+   * Messages with any of several tags, each once. Either the sum of the tag sets holding any of
+   * them, or, when that reads fewer rows, the tags' own rows minus the sets holding k ≥ 2 of them
+   * taken k − 1 times (a message with two of the tags is in two tag rows and must count once).
+   */
+  private async severalTags(accountId: string, tags: string[], rollup: (dim: string, values: string[], factor?: number) => Promise<void>): Promise<void> {
+    const overlaps = await this.tagSetOverlaps(accountId, tags);
+    const several = overlaps.filter(([, k]) => k >= 2);
+    if (overlaps.length <= tags.length + several.length) return rollup('g', overlaps.map(([set]) => set));
+    await rollup('t', tags);
+    for (const [set, k] of several) await rollup('g', [set], -(k - 1));
   }
 
   /** Rollup rows of one dimension: hourly at the window's partial days (or throughout for hours), daily between. */
@@ -88,15 +130,16 @@ export class Statistics {
     const firstDay = Math.ceil(start / DAY_MS) * DAY_MS;
     const lastDay = Math.floor(end / DAY_MS) * DAY_MS;
     const daily = q.group !== 'hour' && firstDay < lastDay;
+    const [hourly, dailyRows] = q.series === 'counts' ? ['h', 'd'] : ['ht', 'dt'];
     for (const value of [...new Set(values)]) {
       const row = `${q.accountId}|${dim}|${value}|`;
       if (!daily) {
-        await this.scan(`h|${row}`, hourKey(start), hourKey(end), into);
+        await this.scan(`${hourly}|${row}`, hourKey(start), hourKey(end), into);
         continue;
       }
-      await this.scan(`h|${row}`, hourKey(start), hourKey(firstDay), into);
-      await this.scan(`d|${row}`, hourKey(firstDay).slice(0, 8), hourKey(lastDay).slice(0, 8), into);
-      await this.scan(`h|${row}`, hourKey(lastDay), hourKey(end), into);
+      await this.scan(`${hourly}|${row}`, hourKey(start), hourKey(firstDay), into);
+      await this.scan(`${dailyRows}|${row}`, hourKey(firstDay).slice(0, 8), hourKey(lastDay).slice(0, 8), into);
+      await this.scan(`${hourly}|${row}`, hourKey(lastDay), hourKey(end), into);
     }
   }
 
@@ -108,17 +151,34 @@ export class Statistics {
     }
   }
 
-  /** The finest rows of each sender domain in the window, filtered on recipient domain and tags. */
+  /**
+   * The finest rows in the window, filtered on recipient domain and tags: by sender domain and
+   * recipient domain (`e` rows, one range per pair) when both are given, else by sender domain
+   * (`f` rows, every recipient domain of each).
+   */
   private async fine(q: StatsQuery, senders: string[], start: number, end: number, into: (at: number, c: Counts) => void): Promise<void> {
-    const recipients = q.recipientDomains ? new Set(q.recipientDomains) : null;
     const tags = q.tags ? new Set(q.tags.map(encodeTag)) : null;
-    for (const sender of [...new Set(senders)]) {
+    const wanted = (set: string) => !tags || (set !== '' && set.split(',').some((t) => tags.has(t)));
+    const from = hourKey(start);
+    const to = hourKey(end);
+    const recipients = q.recipientDomains ? [...new Set(q.recipientDomains)] : null;
+    if (recipients) {
+      for (const sender of new Set(senders)) {
+        for (const recipient of recipients) {
+          const prefix = `e|${q.accountId}|${sender}|${recipient}|`;
+          for await (const [key, value] of this.store.families.counters.iterator({ gte: prefix + from, lt: prefix + to })) {
+            const rest = (key as string).slice(prefix.length);
+            if (wanted(rest.slice(11))) into(keyTime(rest.slice(0, 10)), value as Counts);
+          }
+        }
+      }
+      return;
+    }
+    for (const sender of new Set(senders)) {
       const prefix = `f|${q.accountId}|${sender}|`;
-      for await (const [key, value] of this.store.families.counters.iterator({ gte: prefix + hourKey(start), lt: prefix + hourKey(end) })) {
-        const [hour, recipient, set] = (key as string).slice(prefix.length).split('|') as [string, string, string];
-        if (recipients && !recipients.has(recipient)) continue;
-        if (tags && !(set !== '' && set.split(',').some((t) => tags.has(t)))) continue;
-        into(keyTime(hour), value as Counts);
+      for await (const [key, value] of this.store.families.counters.iterator({ gte: prefix + from, lt: prefix + to })) {
+        const [hour, , set] = (key as string).slice(prefix.length).split('|') as [string, string, string];
+        if (wanted(set)) into(keyTime(hour), value as Counts);
       }
     }
   }
@@ -139,15 +199,21 @@ export function bucketsOf(start: number, end: number, group: Group): Bucket[] {
 export function bucketCount(start: number, end: number, group: Group): number {
   const s = Math.floor(start / HOUR_MS) * HOUR_MS;
   const e = Math.ceil(end / HOUR_MS) * HOUR_MS;
+  if (e <= s) return 0;
   switch (group) {
     case 'hour':
-      return Math.max(0, (e - s) / HOUR_MS);
+      return (e - s) / HOUR_MS;
     case 'day':
-      return Math.max(0, Math.ceil(e / DAY_MS) - Math.floor(s / DAY_MS));
-    case 'week':
-      return Math.max(0, Math.ceil((e - s) / (7 * DAY_MS)) + 1);
-    case 'month':
-      return Math.max(0, (new Date(e).getUTCFullYear() - new Date(s).getUTCFullYear()) * 12 + new Date(e).getUTCMonth() - new Date(s).getUTCMonth() + 1);
+      return Math.ceil(e / DAY_MS) - Math.floor(s / DAY_MS);
+    case 'week': {
+      const first = nextBoundary(s, 'week');
+      return first >= e ? 1 : 1 + Math.ceil((e - first) / (7 * DAY_MS));
+    }
+    case 'month': {
+      const from = new Date(s);
+      const to = new Date(e - 1);
+      return (to.getUTCFullYear() - from.getUTCFullYear()) * 12 + to.getUTCMonth() - from.getUTCMonth() + 1;
+    }
   }
 }
 
@@ -166,6 +232,16 @@ function nextBoundary(at: number, group: Group): number {
     }
     case 'month':
       return Date.UTC(d.getUTCFullYear(), d.getUTCMonth() + 1, 1);
+  }
+}
+
+/** Adds `factor` × `delta` into `total`, nested counts too (factor −1: subtracts). */
+function addScaled(total: Counts, delta: Counts, factor: number): void {
+  for (const name in delta) {
+    const value = delta[name]!;
+    const current = total[name];
+    if (typeof value === 'number') total[name] = (typeof current === 'number' ? current : 0) + factor * value;
+    else addScaled(typeof current === 'object' ? current : (total[name] = {}), value, factor);
   }
 }
 

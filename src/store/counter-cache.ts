@@ -15,7 +15,7 @@ export class CounterCache {
   constructor(
     /** Reads rows from the store (absent: undefined). */
     private readonly read: (keys: string[]) => Promise<Array<Counts | undefined>>,
-    private readonly max = 20_000,
+    private readonly max = 100_000,
   ) {}
 
   /**

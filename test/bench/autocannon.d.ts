@@ -22,6 +22,8 @@ declare module 'autocannon' {
     headers?: Record<string, string>;
     body?: string | Buffer;
     title?: string;
+    /** Requests each connection cycles through (path and headers over the defaults). */
+    requests?: Array<{ method?: string; path?: string; headers?: Record<string, string> }>;
   }
   export interface Result {
     title?: string;

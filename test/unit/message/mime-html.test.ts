@@ -409,4 +409,17 @@ describe('rewriteHtmlParts (MIME-aware rewriting of text/html parts)', () => {
     expect(htmlB).to.contain('<a href="https://t.example/c/r2/0">Shop</a>');
     expect(htmlA).to.not.contain('shop.example');
   });
+
+  it('with the tracking rewrite: entities in a tracked link\'s other attributes survive a latin1 or us-ascii part', () => {
+    const urls = { open: (id: string) => `https://t.example/o/${id}`, click: (id: string, i: number) => `https://t.example/c/${id}/${i}` };
+    for (const charset of ['iso-8859-1', 'us-ascii']) {
+      const html = '<a href="https://x.example/" title="&#8364;5 &eacute;">x</a>';
+      const message = bytes(crlf(HEAD, `Content-Type: text/html; charset=${charset}`, 'Content-Transfer-Encoding: 7bit', '', html, ''));
+      const out = rewriteHtmlParts(message, (h) => finishTracking(planTracking(h, { open: false, click: true }, 0).html, 'r1', urls))!;
+      const body = out.subarray(out.indexOf('\r\n\r\n') + 4);
+      // Only ASCII is written, and the title reads as it did: € and é as character references.
+      expect([...body].every((b) => b < 0x80), `${charset}: ${body.toString('latin1')}`).to.equal(true);
+      expect(body.toString('latin1')).to.contain('<a href="https://t.example/c/r1/0" title="&#8364;5 &#233;">x</a>');
+    }
+  });
 });

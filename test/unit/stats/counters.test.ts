@@ -94,23 +94,27 @@ describe('statistics counters', () => {
     const at = Date.parse('2026-11-03T09:30:00Z');
     const key: CounterKey = { accountId: 'acc', at, senderDomain: 'example.com', recipientDomain: 'gmail.com', tags: ['welcome', 'a|b'] };
 
-    it('adds the delta to the hourly and daily rows of every dimension and of the tag set, the finest row, and the sender and tag-set indexes', () => {
+    it('adds the counts to the hourly and daily rows of every dimension, pair and the tag set, the delivery times to their own series, and the finest row and indexes', () => {
       const delta = { d: 1, dt: { 'gmail.com': { ms: 120_000, n: 1 } } };
       const ops = counterAdds(key, delta);
+      const rows = [
+        'a|',
+        's|example.com',
+        'r|gmail.com',
+        'sr|example.com,gmail.com',
+        't|welcome',
+        'st|example.com,welcome',
+        'rt|gmail.com,welcome',
+        't|a%7Cb',
+        'st|example.com,a%7Cb',
+        'rt|gmail.com,a%7Cb',
+        'g|a%7Cb,welcome',
+      ];
       expect(keys(ops)).to.deep.equal([
-        'h|acc|a||2026110309',
-        'd|acc|a||20261103',
-        'h|acc|s|example.com|2026110309',
-        'd|acc|s|example.com|20261103',
-        'h|acc|r|gmail.com|2026110309',
-        'd|acc|r|gmail.com|20261103',
-        'h|acc|t|welcome|2026110309',
-        'd|acc|t|welcome|20261103',
-        'h|acc|t|a%7Cb|2026110309',
-        'd|acc|t|a%7Cb|20261103',
-        'h|acc|g|a%7Cb,welcome|2026110309',
-        'd|acc|g|a%7Cb,welcome|20261103',
+        ...rows.flatMap((row) => [`h|acc|${row}|2026110309`, `d|acc|${row}|20261103`]),
+        ...rows.flatMap((row) => [`ht|acc|${row}|2026110309`, `dt|acc|${row}|20261103`]),
         'f|acc|example.com|2026110309|gmail.com|a%7Cb,welcome',
+        'e|acc|example.com|gmail.com|2026110309|a%7Cb,welcome',
         'i|acc|example.com',
         'j|acc|a%7Cb,welcome',
       ]);
@@ -119,16 +123,24 @@ describe('statistics counters', () => {
         expect(op.family).to.equal('counters');
       }
       for (const op of ops) {
-        const index = op.key.startsWith('i|') || op.key.startsWith('j|');
-        expect((op as { value: unknown }).value, op.key).to.deep.equal(index ? { n: 1 } : delta);
+        const value = (op as { value: unknown }).value;
+        if (op.key.startsWith('i|') || op.key.startsWith('j|')) expect(value, op.key).to.deep.equal({ n: 1 });
+        else if (op.key.startsWith('f|') || op.key.startsWith('e|')) expect(value, op.key).to.deep.equal(delta);
+        else if (op.key.startsWith('ht|') || op.key.startsWith('dt|')) expect(value, op.key).to.deep.equal({ dt: delta.dt });
+        else expect(value, op.key).to.deep.equal({ d: 1 });
       }
+    });
+
+    it('an event without delivery times writes no time rows', () => {
+      expect(keys(counterAdds(key, { b: 1, bc: { InvalidRecipient: 1 } })).filter((k) => k.startsWith('ht|') || k.startsWith('dt|'))).to.deep.equal([]);
     });
 
     it('without tags: no tag or tag-set rows, and an empty tag set in the finest row', () => {
       const ops = counterAdds({ ...key, tags: [] }, { r: 1 });
-      expect(keys(ops).filter((k) => k.includes('|t|') || k.includes('|g|') || k.startsWith('j|'))).to.deep.equal([]);
+      expect(keys(ops).filter((k) => /\|(t|g|st|rt)\|/.test(k) || k.startsWith('j|'))).to.deep.equal([]);
       expect(keys(ops)).to.include('f|acc|example.com|2026110309|gmail.com|');
-      expect(ops).to.have.length(8);
+      // a, s, r, sr, hourly and daily, the two finest rows and the sender index.
+      expect(ops).to.have.length(11);
     });
 
     it('counts a tag given twice once', () => {

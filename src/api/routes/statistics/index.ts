@@ -15,7 +15,7 @@ const FAMILY = 'statistics-transactional:read';
 
 /** The three statistics operations (reference-api §11), answered from the counters. */
 export function statisticsRoutes(statistics: Statistics, now: () => number): Route[] {
-  const buckets = async (ctx: ApiContext): Promise<Bucket[]> => statistics.buckets(queryOf(ctx, now()));
+  const buckets = async (ctx: ApiContext, series: StatsQuery['series'] = 'counts'): Promise<Bucket[]> => statistics.buckets(queryOf(ctx, now(), series));
   return [
     {
       operationId: 'getDeliverabilityStatistics',
@@ -32,7 +32,7 @@ export function statisticsRoutes(statistics: Statistics, now: () => number): Rou
     {
       operationId: 'getDeliveryTimeStatistics',
       handler: async (ctx) => {
-        ctx.body = { object: 'list', data: (await buckets(ctx)).map(deliveryTime) };
+        ctx.body = { object: 'list', data: (await buckets(ctx, 'times')).map(deliveryTime) };
       },
     },
   ];
@@ -42,7 +42,7 @@ export function statisticsRoutes(statistics: Statistics, now: () => number): Rou
  * The question a request asks. A domain-scoped key must hold the scope for every sender_domain
  * it names (403), and without sender_domain it sees only its own domains.
  */
-function queryOf(ctx: ApiContext, now: number): StatsQuery {
+function queryOf(ctx: ApiContext, now: number, series: StatsQuery['series']): StatsQuery {
   const q = parseQuery(ctx, statisticsQuery);
   const toText = q.to_time ?? q.to_date;
   const fromText = q.from_time ?? q.from_date;
@@ -61,6 +61,7 @@ function queryOf(ctx: ApiContext, now: number): StatsQuery {
   }
   return {
     accountId: auth.account.id,
+    series,
     fromMs,
     toMs,
     group: q.group_by,
