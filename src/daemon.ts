@@ -1,7 +1,7 @@
 import { TrackingHits } from './tracking/hits.ts';
 import { trackingEndpoint, TrackingUrlMaker } from './tracking/endpoint.ts';
 import { TrackingTokens } from './tracking/tokens.ts';
-import { countersObserver } from './stats/counters.ts';
+import { countersObserver, expandCount } from './stats/counters.ts';
 import { rebuildCounters } from './stats/rebuild.ts';
 import { Statistics } from './stats/statistics.ts';
 import { existsSync, readFileSync } from 'node:fs';
@@ -145,7 +145,7 @@ export function identityOf(config: Config): Identity {
 
 export async function openCore(config: Config, clock: Clock = systemClock): Promise<Core> {
   const box = SecretBox.loadOrCreate(join(config.keys.dir, 'secret-box.key'));
-  const store = await Store.open(resolve(config.data.dir));
+  const store = await Store.open(resolve(config.data.dir), { expandCounts: expandCount });
   let migrations: string[];
   try {
     migrations = await migrate(store, { buildCounters: rebuildCounters });

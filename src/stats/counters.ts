@@ -5,8 +5,9 @@ import { domainOf } from '../util/email.ts';
 
 /**
  * Statistics counters: hourly and daily rows of counts, written by `add` ops in the batch of the
- * event they count (store/counter-cache.ts), so that a count never runs ahead of or behind its
- * event. The statistics queries read these rows and never the messages.
+ * event they count (logged there, and folded into the rows: store/counter-log.ts), so that a
+ * count never runs ahead of or behind its event. The statistics queries read these rows (after a
+ * fold) and never the messages.
  *
  * Rows (family `counters`), times in UTC, two series per row:
  *   `h|<account>|<dim>|<value>|<YYYYMMDDHH>` hourly and `d|…|<YYYYMMDD>` daily: the counts;
@@ -45,7 +46,11 @@ export interface CounterKey {
   tags: readonly string[];
 }
 
-/** The observer the EventRecorder calls for each event it records. */
+/**
+ * The observer the EventRecorder calls for each event it records: one `count` op naming the
+ * event's account, hour, sender and recipient domain and tag set (`countKey`), expanded into the
+ * adds of its rows (`expandCount`) when the store folds its counters' log.
+ */
 export function countersObserver(): EventObserver {
   return (event, subject) => {
     if (!subject) return [];
@@ -53,8 +58,20 @@ export function countersObserver(): EventObserver {
     if (!counted(m)) return [];
     const delta = deltaOf(event, m, subject.first === true);
     if (!delta) return [];
-    return counterAdds(keyOf(m, Date.parse(event.createdAt)), delta);
+    return [{ type: 'count', family: 'counters', key: countKey(keyOf(m, Date.parse(event.createdAt))), value: delta }];
   };
+}
+
+/** `<account>|<YYYYMMDDHH>|<sender domain>|<recipient domain>|<tag set>`: what a count op is attributed to. */
+export function countKey(k: CounterKey): string {
+  return `${k.accountId}|${hourKey(k.at)}|${k.senderDomain}|${k.recipientDomain}|${tagSet(k.tags)}`;
+}
+
+/** The adds of a count op (the store's `expandCounts`): the rows of counterAdds. */
+export function expandCount(key: string, value: Counts): Array<{ key: string; value: Counts }> {
+  const [accountId, hour, senderDomain, recipientDomain, set] = key.split('|') as [string, string, string, string, string];
+  const tags = set === '' ? [] : set.split(',').map((t) => decodeURIComponent(t));
+  return counterAdds({ accountId, at: keyTime(hour), senderDomain, recipientDomain, tags }, value) as Array<{ key: string; value: Counts }>;
 }
 
 /** Whether a message counts in the statistics at all. */
@@ -122,8 +139,9 @@ export function counterAdds(k: CounterKey, delta: CounterDelta): WriteOp[] {
   }
   ops.push({ type: 'add', family: 'counters', key: `f|${a}|${sd}|${hour}|${rd}|${set}`, value: delta });
   ops.push({ type: 'add', family: 'counters', key: `e|${a}|${sd}|${rd}|${hour}|${set}`, value: delta });
-  ops.push({ type: 'add', family: 'counters', key: `i|${a}|${sd}`, value: { n: 1 } });
-  if (set !== '') ops.push({ type: 'add', family: 'counters', key: `j|${a}|${set}`, value: { n: 1 } });
+  // The index rows: an empty add writes them once, when they are not there yet.
+  ops.push({ type: 'add', family: 'counters', key: `i|${a}|${sd}`, value: {} });
+  if (set !== '') ops.push({ type: 'add', family: 'counters', key: `j|${a}|${set}`, value: {} });
   return ops;
 }
 

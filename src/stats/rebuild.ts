@@ -25,6 +25,7 @@ export async function rebuildCounters(store: Store): Promise<number> {
     }
   }
   await store.commit(ops);
+  await store.foldCounters();
   return messages;
 }
 

@@ -4,7 +4,8 @@ type AddOp = Extract<WriteOp, { type: 'add' }>;
 
 /**
  * The current value of counter rows, for the `add` write op. An add is turned into a put of the
- * new total when its batch is written: batches are written one at a time (GroupCommitter), so the
+ * new total when its batch is written (an empty add only creates a row that is not there yet: the
+ * index rows): batches are written one at a time (GroupCommitter), so the
  * total read here is always the one on disk plus the adds before it, and two writers adding to
  * one row never lose an increment. Rows read or written lately stay in memory (bounded: past
  * `max` rows the least recently used go, to be read again from the store when next needed).
@@ -23,17 +24,26 @@ export class CounterCache {
    * disk (a batch that fails leaves the cache as it was).
    */
   async resolve(adds: AddOp[]): Promise<Map<string, Counts>> {
-    const missing = [...new Set(adds.map((op) => op.key).filter((key) => !this.rows.has(key)))];
+    let missing: Set<string> | null = null;
+    for (const op of adds) if (!this.rows.has(op.key)) (missing ??= new Set()).add(op.key);
     const loaded = new Map<string, Counts>();
-    if (missing.length > 0) {
-      const values = await this.read(missing);
-      missing.forEach((key, i) => loaded.set(key, values[i] ?? {}));
+    /** Rows not in the store yet: written even when only an empty add (an index row) touches them. */
+    const absent = new Set<string>();
+    if (missing !== null) {
+      const keys = [...missing];
+      const values = await this.read(keys);
+      keys.forEach((key, i) => {
+        loaded.set(key, values[i] ?? {});
+        if (values[i] === undefined) absent.add(key);
+      });
     }
     const next = new Map<string, Counts>();
     for (const op of adds) {
       let total = next.get(op.key);
       if (total === undefined) {
-        total = structuredClone(this.rows.get(op.key) ?? loaded.get(op.key)!);
+        // An empty add to a row that exists changes nothing: nothing to write.
+        if (!absent.has(op.key) && isEmpty(op.value)) continue;
+        total = cloneCounts(this.rows.get(op.key) ?? loaded.get(op.key)!);
         next.set(op.key, total);
       }
       addCounts(total, op.value);
@@ -60,10 +70,26 @@ export class CounterCache {
 
 /** Adds `delta` into `total`, branch by branch. */
 export function addCounts(total: Counts, delta: Counts): Counts {
-  for (const [name, value] of Object.entries(delta)) {
+  for (const name in delta) {
+    const value = delta[name]!;
     const current = total[name];
     if (typeof value === 'number') total[name] = (typeof current === 'number' ? current : 0) + value;
     else total[name] = addCounts(typeof current === 'object' ? current : {}, value);
   }
   return total;
+}
+
+function isEmpty(counts: Counts): boolean {
+  for (const _ in counts) return false;
+  return true;
+}
+
+/** A deep copy of counts (plain objects of numbers: cheaper than structuredClone). */
+export function cloneCounts(counts: Counts): Counts {
+  const out: Counts = {};
+  for (const name in counts) {
+    const value = counts[name]!;
+    out[name] = typeof value === 'number' ? value : cloneCounts(value);
+  }
+  return out;
 }

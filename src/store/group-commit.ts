@@ -12,7 +12,13 @@ export type WriteOp =
    * Adds `value` to the counts stored under `key` (absent: zero), resolved when its batch is
    * written, so that concurrent writers never lose an increment (store/counter-cache.ts).
    */
-  | { type: 'add'; family: 'counters'; key: string; value: Counts };
+  | { type: 'add'; family: 'counters'; key: string; value: Counts }
+  /**
+   * A counted event: `key` names what it is attributed to (its account, hour, dimensions), and
+   * the store's `expandCounts` turns it into the adds of every counter row it belongs to when the
+   * counters' log is folded (store/counter-log.ts): one small entry per event on the hot path.
+   */
+  | { type: 'count'; family: 'counters'; key: string; value: Counts };
 
 interface Pending {
   ops: WriteOp[];

@@ -2,6 +2,7 @@ import { mkdirSync } from 'node:fs';
 import { Level } from 'level';
 import type { AbstractSublevel } from 'abstract-level';
 import { CounterCache } from './counter-cache.ts';
+import { CounterLog, type ExpandCounts, type LogEntry } from './counter-log.ts';
 import { GroupCommitter, type Counts, type WriteOp } from './group-commit.ts';
 import { ReadCache, type CacheLimits } from './read-cache.ts';
 
@@ -45,6 +46,7 @@ export const FAMILIES = [
   'jobsParked',
   'jobsFailed',
   'counters',
+  'counterLog',
   'links',
 ] as const;
 /**
@@ -90,11 +92,36 @@ export class Store {
     readonly families: Record<Family, Sublevel>,
     private readonly committer: GroupCommitter,
     readonly dir: string,
-    private readonly counters: CounterCache,
-  ) {}
+    private readonly counterLog: CounterLog,
+  ) {
+    this.foldTimer = setInterval(() => this.foldSoon(), FOLD_INTERVAL_MS);
+    this.foldTimer.unref();
+  }
+
+  private readonly foldTimer: NodeJS.Timeout;
+
+  /**
+   * Moves the logged counter adds into the counter rows (store/counter-log.ts); resolves once
+   * that is on disk. Whoever reads the counters folds first.
+   */
+  foldCounters(): Promise<void> {
+    return this.counterLog.fold((ops) => this.commit(ops));
+  }
+
+  /** A fold in the background (the timer's, or a log grown large); a failure is told, and retried by the next. */
+  private foldSoon(): void {
+    if (this.closing || this.counterLog.isEmpty) return;
+    this.foldCounters().catch((err: unknown) => {
+      if (!(err instanceof StoreClosedError)) process.emitWarning(`folding the statistics counters failed: ${(err as Error).message}`);
+    });
+  }
 
   /** Opens (creating if needed) the store; fails clearly when another process holds it. */
-  static async open(dir: string): Promise<Store> {
+  /**
+   * `expandCounts` turns the statistics' `count` ops into counter rows (the daemon gives it);
+   * without it, counted events stay in the counters' log until a store that has it folds them.
+   */
+  static async open(dir: string, options: { expandCounts?: ExpandCounts } = {}): Promise<Store> {
     mkdirSync(dir, { recursive: true });
     // LevelDB's 4 MB write buffer dates from small machines. Each accepted message writes its body,
     // record, index entries and event, and its outcome rewrites the record: with 4 MB memtables
@@ -122,21 +149,26 @@ export class Store {
     // the write itself. Only this committer writes, and close() drains it before the db closes.
     const raw = db as unknown as RawBatch;
     const counters = new CounterCache((keys) => families.counters.getMany(keys) as Promise<Array<Counts | undefined>>);
+    let store: Store | null = null;
+    const log = new CounterLog(counters, () => store?.foldSoon(), options.expandCounts ?? null);
     const committer = new GroupCommitter(async (ops) => {
-      const adds = ops.filter((op) => op.type === 'add');
-      const totals = adds.length > 0 ? await counters.resolve(adds) : null;
       const encoded: RawOp[] = [];
       for (const op of ops) {
         const key = prefixes[op.family] + op.key;
         if (op.type === 'del') encoded.push({ type: 'del', key });
         else if (op.type === 'put') encoded.push({ type: 'put', key, value: encodeValue(op) });
       }
-      // Each added row once, with its total after all the batch's adds.
-      if (totals) for (const [key, total] of totals) encoded.push({ type: 'put', key: prefixes.counters + key, value: JSON.stringify(total) });
+      // The batch's adds and counts, summed, as one row of the counters' log (store/counter-log.ts).
+      const entry = CounterLog.sum(ops);
+      const logKey = entry ? log.nextKey() : null;
+      if (entry) encoded.push({ type: 'put', key: prefixes.counterLog + logKey, value: JSON.stringify(entry) });
       await raw._batch(encoded, SYNC);
-      if (totals) counters.keep(totals);
+      if (entry) log.logged(logKey!, entry);
     });
-    return new Store(db, families, committer, dir, counters);
+    // Adds logged before the last stop (or a crash) and not folded yet.
+    for await (const [key, value] of families.counterLog.iterator()) log.logged(key as string, value as LogEntry);
+    store = new Store(db, families, committer, dir, log);
+    return store;
   }
 
   /** Durably applies all ops atomically; resolves only once they are synced to disk. */
@@ -186,9 +218,11 @@ export class Store {
    * before anything adds to them.
    */
   async clearCounters(): Promise<void> {
+    await this.foldCounters();
     await this.committer.drain();
     await this.families.counters.clear();
-    this.counters.clear();
+    await this.families.counterLog.clear();
+    this.counterLog.clear();
   }
 
   /** Whether the database is open (the daemon's readiness). */
@@ -207,6 +241,10 @@ export class Store {
 
   /** Stops taking writes (they are refused with StoreClosedError), lets the queued ones land, closes. */
   async close(): Promise<void> {
+    clearInterval(this.foldTimer);
+    // What the counters' log holds goes into the counter rows before the last batch.
+    await this.committer.drain();
+    await this.foldCounters().catch(() => undefined);
     this.closing = true;
     await this.committer.drain();
     await this.db.close();
@@ -227,6 +265,8 @@ interface RawBatch {
   _batch(ops: RawOp[], options: { sync: boolean }): Promise<void>;
 }
 const SYNC = { sync: true };
+/** How often the counters' log is folded into the counter rows. */
+const FOLD_INTERVAL_MS = 1000;
 
 function encodeValue(op: WriteOp & { type: 'put' }): string | Buffer {
   const value = BINARY.has(op.family) ? op.value : JSON.stringify(op.value);

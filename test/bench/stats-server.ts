@@ -61,7 +61,7 @@ const count = (at: number, key: { senderDomain: string; recipientDomain: string;
   if (!rowsOfDay) pending.set(day, (rowsOfDay = new Map()));
   for (const op of counterAdds({ accountId, at, ...key }, delta)) {
     if (op.type !== 'add') continue;
-    const into = op.key.startsWith('i|') ? indexRows : rowsOfDay;
+    const into = /^[ij]\|/.test(op.key) ? indexRows : rowsOfDay;
     const current = into.get(op.key);
     if (current) addCounts(current, op.value);
     else into.set(op.key, structuredClone(op.value));
