@@ -16,7 +16,7 @@
  *   npm run bench:tracking
  *
  * Knobs (environment): BENCH_RUNS (5), BENCH_DURATION (seconds per run, 10), BENCH_CONNECTIONS (50),
- * BENCH_CLICK_MESSAGES (1000).
+ * BENCH_CLICK_MESSAGES (1000), BENCH_CPU_PROF=<dir> (the Postilion child under --cpu-prof).
  */
 import autocannon, { type Result } from 'autocannon';
 import { readFileSync } from 'node:fs';
@@ -68,7 +68,8 @@ async function load(url: string, host: string, paths: string[], pid: number, dur
 }
 
 async function main(defer: Defer): Promise<void> {
-  const postilion = new ServerProcess<PostilionInfo, unknown>('postilion', 'tracking-server.ts');
+  const cpuProf = process.env.BENCH_CPU_PROF;
+  const postilion = new ServerProcess<PostilionInfo, unknown>('postilion', 'tracking-server.ts', cpuProf ? { nodeArgs: ['--cpu-prof', `--cpu-prof-dir=${cpuProf}`] } : {});
   defer(() => postilion.stop());
   const floor = new ServerProcess<FloorInfo, unknown>('floor', 'redirect-floor.ts');
   defer(() => floor.stop());
