@@ -16,6 +16,23 @@ export interface Client {
 const MAX_PENDING = 10_000;
 /** A user agent is kept to this many characters in events. */
 const MAX_USER_AGENT = 512;
+/** Tracked messages whose facts (domain, tracking, links) are kept in memory at most, and for how long. */
+const KNOWN_MAX = 20_000;
+const KNOWN_MS = 10 * 60_000;
+
+/** What a hit needs of its message, none of which changes once it is accepted. */
+interface Known {
+  domainId: string;
+  open: boolean;
+  click: boolean;
+  links: readonly string[] | null | undefined;
+  at: number;
+}
+
+/** The message a hit is for (its id), once it is known to be tracked that way. */
+export interface TrackedMessage {
+  id: string;
+}
 
 /**
  * Opens and clicks. A request is answered once its message and link are known; the hit itself
@@ -26,6 +43,12 @@ const MAX_USER_AGENT = 512;
 export class TrackingHits {
   private pending = 0;
   private readonly idle: Array<() => void> = [];
+  /**
+   * Recently hit messages' facts, so that a redirect reads nothing from the store (a message
+   * record is rewritten by every hit; reading it again each time cost more than the rest).
+   * Bounded, and forgotten after KNOWN_MS: a message deleted since is seen again soon.
+   */
+  private readonly known = new Map<string, Known>();
 
   constructor(
     private readonly repo: MessagesRepo,
@@ -37,19 +60,37 @@ export class TrackingHits {
   ) {}
 
   /** The tracked message of the domain, or null (unknown, another domain's, or not tracked that way). */
-  async message(domain: DomainRecord, id: string, kind: 'open' | 'click'): Promise<MessageRecord | null> {
-    const m = await this.repo.get(id);
-    if (!m || m.domainId !== domain.id || m.direction !== 'outbound') return null;
-    return (kind === 'open' ? m.tracking.open : m.tracking.click) ? m : null;
+  async message(domain: DomainRecord, id: string, kind: 'open' | 'click'): Promise<TrackedMessage | null> {
+    const known = await this.facts(id);
+    if (!known || known.domainId !== domain.id) return null;
+    return (kind === 'open' ? known.open : known.click) ? { id } : null;
   }
 
   /** The URL link `index` of a tracked message points at, or null. */
   async link(id: string, index: number): Promise<string | null> {
-    return (await this.repo.links(id))?.[index] ?? null;
+    const known = await this.facts(id);
+    if (known && known.links === undefined) known.links = (await this.repo.links(id)) ?? null;
+    return known?.links?.[index] ?? null;
+  }
+
+  private async facts(id: string): Promise<Known | null> {
+    const now = this.clock.now();
+    const cached = this.known.get(id);
+    if (cached && now - cached.at < KNOWN_MS) return cached;
+    const m = await this.repo.get(id);
+    if (!m || m.direction !== 'outbound') {
+      this.known.delete(id);
+      return null;
+    }
+    const known: Known = { domainId: m.domainId, open: m.tracking.open, click: m.tracking.click, links: undefined, at: now };
+    this.known.delete(id);
+    this.known.set(id, known);
+    if (this.known.size > KNOWN_MAX) this.known.delete(this.known.keys().next().value!);
+    return known;
   }
 
   /** Records a hit; resolves at once unless too many are waiting to be written. */
-  async hit(message: MessageRecord, kind: 'open' | 'click', client: Client, url?: string): Promise<void> {
+  async hit(message: TrackedMessage, kind: 'open' | 'click', client: Client, url?: string): Promise<void> {
     const at = this.clock.now();
     this.pending += 1;
     const written = this.write(message.id, kind, client, url, at).catch((err) => {
