@@ -65,24 +65,25 @@ async function startReverseFront(upstreamPort: number): Promise<ReverseFront> {
     return response.toBuffer();
   };
   const relays = new Set<UdpSocket>();
-  const udp = createSocket('udp4', (message, peer) => {
-    const own = answerPtr(Packet.parse(message));
-    if (own) return void udp.send(own, peer.port, peer.address);
-    const relay = createSocket('udp4');
-    relays.add(relay);
-    const done = () => {
-      relays.delete(relay);
-      relay.close();
-    };
-    relay.on('message', (reply) => {
-      udp.send(reply, peer.port, peer.address);
-      done();
+  const makeUdp = () => {
+    const socket = createSocket('udp4', (message, peer) => {
+      const own = answerPtr(Packet.parse(message));
+      if (own) return void socket.send(own, peer.port, peer.address);
+      const relay = createSocket('udp4');
+      relays.add(relay);
+      const done = () => {
+        relays.delete(relay);
+        relay.close();
+      };
+      relay.on('message', (reply) => {
+        socket.send(reply, peer.port, peer.address);
+        done();
+      });
+      relay.send(message, upstreamPort, '127.0.0.1');
+      setTimeout(() => relays.has(relay) && done(), 2000).unref();
     });
-    relay.send(message, upstreamPort, '127.0.0.1');
-    setTimeout(() => relays.has(relay) && done(), 2000).unref();
-  });
-  await new Promise<void>((resolve) => udp.bind(0, '127.0.0.1', resolve));
-  const port = udp.address().port;
+    return socket;
+  };
   // Answers too big for UDP come back truncated, and are asked again over TCP on the same port.
   const piped = new Set<Socket>();
   const tcp = createServer((client) => {
@@ -94,10 +95,24 @@ async function startReverseFront(upstreamPort: number): Promise<ReverseFront> {
     }
     client.pipe(upstream).pipe(client);
   });
-  await new Promise<void>((resolve, reject) => {
-    tcp.once('error', reject);
-    tcp.listen(port, '127.0.0.1', resolve);
-  });
+  // A free UDP port may be taken for TCP (another test's connection): try again with another.
+  let udp = makeUdp();
+  let port = 0;
+  for (let attempt = 1; ; attempt++) {
+    await new Promise<void>((resolve) => udp.bind(0, '127.0.0.1', resolve));
+    port = udp.address().port;
+    const listening = await new Promise<boolean>((resolve, reject) => {
+      const onError = (err: NodeJS.ErrnoException) => (err.code === 'EADDRINUSE' && attempt < 20 ? resolve(false) : reject(err));
+      tcp.once('error', onError);
+      tcp.listen(port, '127.0.0.1', () => {
+        tcp.off('error', onError);
+        resolve(true);
+      });
+    });
+    if (listening) break;
+    await new Promise<void>((r) => udp.close(() => r()));
+    udp = makeUdp();
+  }
   return {
     address: `127.0.0.1:${port}`,
     ptr,
