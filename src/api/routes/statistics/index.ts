@@ -32,7 +32,9 @@ export function statisticsRoutes(statistics: Statistics, now: () => number): Rou
     {
       operationId: 'getDeliveryTimeStatistics',
       handler: async (ctx) => {
-        ctx.body = { object: 'list', data: (await buckets(ctx, 'times')).map(deliveryTime) };
+        const all = await buckets(ctx, 'times');
+        const domains = recipientDomainsOf(all);
+        ctx.body = { object: 'list', data: all.map((b) => deliveryTime(b, domains)) };
       },
     },
   ];
@@ -93,16 +95,25 @@ function bounce(b: Bucket) {
   };
 }
 
-function deliveryTime(b: Bucket) {
-  const byDomain = (b.counts.dt ?? {}) as Record<string, Counts>;
+/** Every recipient domain of the buckets' delivery times, sorted once for all of them. */
+function recipientDomainsOf(buckets: Bucket[]): string[] {
+  const domains = new Set<string>();
+  for (const b of buckets) for (const domain in (b.counts.dt ?? {}) as Counts) domains.add(domain);
+  return [...domains].sort();
+}
+
+function deliveryTime(b: Bucket, domains: string[]) {
+  const byDomain = (b.counts.dt ?? {}) as Record<string, Counts | undefined>;
   let ms = 0;
   let count = 0;
-  const delivery_times = Object.keys(byDomain).sort().map((recipient_domain) => {
-    const d = byDomain[recipient_domain]!;
+  const delivery_times = [];
+  for (const recipient_domain of domains) {
+    const d = byDomain[recipient_domain];
+    if (d === undefined) continue;
     ms += n(d.ms);
     count += n(d.n);
-    return { recipient_domain, delivery_time: seconds(n(d.ms), n(d.n)), count: n(d.n) };
-  });
+    delivery_times.push({ recipient_domain, delivery_time: seconds(n(d.ms), n(d.n)), count: n(d.n) });
+  }
   return { ...times(b), avg_delivery_time: seconds(ms, count), delivered_count: count, delivery_times };
 }
 
