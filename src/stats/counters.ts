@@ -26,8 +26,9 @@ import { domainOf } from '../util/email.ts';
  *      an account has counts for.
  * Tags are URI-encoded in keys (they may hold `|` or `,`); a tag set is its sorted tags joined by `,`.
  *
- * What a message costs: 2 × (4 + 3 × tags + 1 if tagged) row adds per event, twice that for a
- * delivery (both series), plus the two finest rows and the index rows.
+ * What an event costs when the log is folded: 2 × (4 + 3 × tags + 1 if tagged) row adds, twice
+ * that for a delivery (both series), plus the two finest rows and the index rows; where it is
+ * recorded, one `count` entry.
  *
  * Counted (outbound mail only; sandbox mail and Postilion's own DSNs are left out):
  *   r reception · d delivered, with `dt.<recipient domain>.{ms,n}` the time from acceptance (or

@@ -85,13 +85,18 @@ export class Statistics {
       const values = pairs(recipients, [oneTag]);
       if (values) plan = rollup('rt', values);
     }
-    await (plan ?? this.fine(q, senders ?? (await this.senderDomains(q.accountId)), start, end, into));
+    await (plan ?? this.fine(q, senders ?? (await this.indexedSenderDomains(q.accountId)), start, end, into));
     return buckets;
   }
 
   /** The sender domains the account has counts for. */
   async senderDomains(accountId: string): Promise<string[]> {
     await this.store.foldCounters();
+    return this.indexedSenderDomains(accountId);
+  }
+
+  /** The sender domains of the account's index rows (the log folded by the caller). */
+  private async indexedSenderDomains(accountId: string): Promise<string[]> {
     const prefix = `i|${accountId}|`;
     const keys = (await this.store.families.counters.keys({ gt: prefix, lt: `${prefix}\xff` }).all()) as string[];
     return keys.map((k) => k.slice(prefix.length));

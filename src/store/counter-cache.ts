@@ -3,11 +3,11 @@ import type { Counts, WriteOp } from './group-commit.ts';
 type AddOp = Extract<WriteOp, { type: 'add' }>;
 
 /**
- * The current value of counter rows, for the `add` write op. An add is turned into a put of the
- * new total when its batch is written (an empty add only creates a row that is not there yet: the
- * index rows): batches are written one at a time (GroupCommitter), so the
- * total read here is always the one on disk plus the adds before it, and two writers adding to
- * one row never lose an increment. Rows read or written lately stay in memory (bounded: past
+ * The current value of counter rows, for folding the counters' log (store/counter-log.ts): the
+ * adds of a fold become puts of the new totals (an empty add only creates a row that is not there
+ * yet: the index rows). Folds run one at a time and are the only writers of counter rows, so the
+ * total read here is always the one on disk plus the adds before it, and no increment is lost.
+ * Rows read or written lately stay in memory (bounded: past
  * `max` rows the least recently used go, to be read again from the store when next needed).
  */
 export class CounterCache {

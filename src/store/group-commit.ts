@@ -9,8 +9,9 @@ export type WriteOp =
   | { type: 'put'; family: Family; key: string; value: unknown }
   | { type: 'del'; family: Family; key: string }
   /**
-   * Adds `value` to the counts stored under `key` (absent: zero), resolved when its batch is
-   * written, so that concurrent writers never lose an increment (store/counter-cache.ts).
+   * Adds `value` to the counts stored under `key` (absent: zero): logged in its batch, and added
+   * to the row when the counters' log is folded (store/counter-log.ts), so that concurrent
+   * writers never lose an increment.
    */
   | { type: 'add'; family: 'counters'; key: string; value: Counts }
   /**

@@ -116,8 +116,8 @@ export class Store {
     });
   }
 
-  /** Opens (creating if needed) the store; fails clearly when another process holds it. */
   /**
+   * Opens (creating if needed) the store; fails clearly when another process holds it.
    * `expandCounts` turns the statistics' `count` ops into counter rows (the daemon gives it);
    * without it, counted events stay in the counters' log until a store that has it folds them.
    */

@@ -118,6 +118,21 @@ describe('open and click tracking', function () {
     expect(await events('message.opened')).to.have.length(0);
   });
 
+  it('answers over-long and malformed requests with a 4xx and records nothing', async () => {
+    const [id] = await sendTracked();
+    const { links } = trackingUrls(await htmlOf(id!));
+    const path = new URL(links[0]!).pathname;
+    const clicksBefore = (await events('message.clicked')).length;
+    // A Host past 300 characters, a token past 64, a path with a query or more segments.
+    expect((await trackingGet(base, `https://${'a'.repeat(300)}.track.example.com${path}`)).status).to.equal(404);
+    expect((await trackingGet(base, `https://track.example.com/c/${'A'.repeat(65)}`)).status).to.equal(404);
+    expect((await trackingGet(base, `https://track.example.com${path}/extra`)).status).to.equal(404);
+    expect((await trackingGet(base, `https://track.example.com/x${path}`)).status).to.equal(404);
+    // A query string is ignored; the link still redirects.
+    expect((await trackingGet(base, `https://track.example.com${path}?utm=1`)).status).to.equal(302);
+    expect((await events('message.clicked')).length).to.equal(clicksBefore + 1);
+  });
+
   it('does not answer for another domain\'s tracking host, even with a valid token', async () => {
     const other = await bed.create('example.net');
     bed.publish(other);
