@@ -8,6 +8,10 @@ import { existsSync, readFileSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import { schedule, type ScheduledTask } from 'node-cron';
 import { Accounts } from './accounts/accounts.ts';
+import { HeldMail } from './queue/held-mail.ts';
+import { AccountStatuses } from './accounts/account-status.ts';
+import { SubAccounts } from './accounts/sub-accounts.ts';
+import { CreditGate, Usage, type ReceptionCount } from './accounts/usage.ts';
 import { ApiKeys } from './accounts/api-keys.ts';
 import { bootstrap, bootstrapDefaults, formatBootstrap } from './accounts/bootstrap.ts';
 import { buildApp, type ApiSettings } from './api/app.ts';
@@ -128,6 +132,11 @@ export interface Core {
   /** Inbound routes; their secrets are sealed with keys/route-secrets.key. */
   routes: Routes;
   routeCounters: TargetCounters;
+  /** Account states (suspension with its cascade, soft delete); activations release held mail. */
+  accountStatuses: AccountStatuses;
+  subAccounts: SubAccounts;
+  /** A parent's usage in the billing period, from the statistics counters. */
+  usage: Usage;
   /** The statistics queries, over the counters the events write. */
   statistics: Statistics;
   /** Tokens of open pixels and tracked links (key in keys/tracking.key). */
@@ -176,7 +185,15 @@ export async function openCore(config: Config, clock: Clock = systemClock): Prom
   const messagesRepo = new MessagesRepo(store);
   const allowNetworks = config.webhooks.allow_networks.map(parseCidr);
   const accountsRepo = new AccountsRepo(store);
-  const acceptor = new Acceptor(store, messagesRepo, events, clock);
+  const statistics = new Statistics(store);
+  const receptions: ReceptionCount = async (accountId, fromMs, toMs) => {
+    const buckets = await statistics.buckets({ accountId, series: 'counts', fromMs, toMs, group: 'month', senderDomains: null, recipientDomains: null, tags: null });
+    return buckets.reduce((sum, b) => sum + (typeof b.counts.r === 'number' ? b.counts.r : 0), 0);
+  };
+  const acceptor = new Acceptor(store, messagesRepo, events, clock, new CreditGate((id) => accountsRepo.getAccount(id), receptions, clock));
+  const accounts = new Accounts(store, accountsRepo, clock);
+  const accountStatuses = new AccountStatuses(store, accounts, accountsRepo, clock);
+  const apiKeys = new ApiKeys(store, apiKeysRepo, domains.ownership, clock, keyLocks);
   const dnsChecker = new DnsChecker(store, domainsRepo, resolver, events, domainLocks, clock, identityOf(config), config.domains.check_cache_seconds * 1000);
   const trackingTokens = new TrackingTokens(SecretBox.loadOrCreate(join(config.keys.dir, 'tracking.key')).rawKey());
   const trackingUrls = new TrackingUrlMaker(trackingTokens, config.tracking.link_scheme);
@@ -184,8 +201,11 @@ export async function openCore(config: Config, clock: Clock = systemClock): Prom
     config,
     store,
     box,
-    accounts: new Accounts(store, accountsRepo, clock),
-    apiKeys: new ApiKeys(store, apiKeysRepo, domains.ownership, clock, keyLocks),
+    accounts,
+    accountStatuses,
+    subAccounts: new SubAccounts(store, accounts, accountStatuses, accountsRepo, domainsRepo, messagesRepo, apiKeys),
+    usage: new Usage(accountsRepo, receptions, clock, () => ({ monthlyAmount: config.billing.monthly_amount, currency: config.billing.currency })),
+    apiKeys,
     idempotency: new Idempotency(new IdempotencyRepo(store), box, config.api.idempotency, clock),
     domains,
     dnsChecker,
@@ -217,7 +237,7 @@ export async function openCore(config: Config, clock: Clock = systemClock): Prom
     inboundRepo: new InboundRepo(store),
     routes: new Routes(store, new RoutesRepo(store), domainsRepo, SecretBox.loadOrCreate(join(config.keys.dir, 'route-secrets.key')), resolver, () => allowNetworks, routeCounters, clock),
     routeCounters,
-    statistics: new Statistics(store),
+    statistics,
     trackingTokens,
     trackingUrls,
     migrations,
@@ -314,6 +334,8 @@ export class Daemon {
       webhooks: core.webhooks,
       routes: core.routes,
       statistics: core.statistics,
+      subAccounts: core.subAccounts,
+      usage: core.usage,
       now: () => core.clock.now(),
       idempotency: core.idempotency,
       rateLimiter: this.rateLimiter,
@@ -508,7 +530,12 @@ export class Daemon {
       tlsRejectUnauthorized: d.tls_reject_unauthorized,
     });
     const deliverer = new Deliverer(core.messagesRepo, core.domainsRepo, core.signer, router, pool, rules, core.clock, (id) => core.verp.token(id));
-    const queue = new DeliveryQueue(deliverer, this.outcomes, core.suppressions, { get: (id) => core.messages.current(id) }, core.clock, log);
+    const held = new HeldMail((id) => core.accountsRepo.getAccount(id), core.messages, core.messagesRepo, log, (dueMs) => engine.notify(dueMs));
+    const queue = new DeliveryQueue(deliverer, this.outcomes, core.suppressions, { get: (id) => core.messages.current(id) }, core.clock, log, held);
+    core.accountStatuses.onActivated((ids) => {
+      void held.release(ids).catch((err: unknown) => log.error({ err, account_ids: ids }, 'could not release held mail'));
+    });
+    void held.releaseActive().catch((err: unknown) => log.error({ err }, 'could not release the held mail of active accounts'));
     engine.register(messageKind(core.messagesRepo, queue, (domain) => router.mxSet(domain)));
     queue.attach(engine);
     core.messages.deliveringWith((id) => engine.holds('message', id));

@@ -106,17 +106,55 @@ export class Accounts {
     const member: MemberRecord = { v: 1, accountId: account.id, userId: owner.id, role: 'Administrator', createdAt: now, updatedAt: now };
     return {
       account,
-      ops: [...(existing ? [] : this.repo.putUser(owner)), this.repo.putAccount(account), this.repo.putMember(member)],
+      ops: [...(existing ? [] : this.repo.putUser(owner)), ...this.repo.putAccount(account), this.repo.putMember(member)],
     };
   }
 
+  /**
+   * Runs `fn` under the lock of the account's family (a top-level account and its sub accounts):
+   * every rewrite of an account record happens there, so a status cascade and an update of one
+   * of its accounts never undo each other.
+   */
+  async inFamily<T>(id: string, fn: () => Promise<T>): Promise<T> {
+    const account = await this.require(id);
+    return this.mutex.run(`family:${account.parentAccountId ?? account.id}`, fn);
+  }
+
+  /**
+   * The records of a new sub account of `parent` (checked by the caller): owned by the parent's
+   * owner without a membership of its own (member_count counts direct members only).
+   */
+  prepareSubAccount(parent: AccountRecord, input: { name: string; website: string; monthlyCredit: number }): { account: AccountRecord; ops: WriteOp[] } {
+    const name = input.name.trim();
+    if (name.length === 0 || name.length > 255) throw badRequest('name must be 1 to 255 characters');
+    if (!isPrintable(name)) throw badRequest('name must not contain control characters');
+    const now = iso(this.clock.now());
+    const account: AccountRecord = {
+      v: 1,
+      id: newId(),
+      parentAccountId: parent.id,
+      name,
+      website: input.website,
+      ...ACCOUNT_DEFAULTS,
+      ownerId: parent.ownerId,
+      // A parent that is suspended has no key to ask with; the operator's store is the exception.
+      status: parent.status === 'active' ? 'active' : 'parent-suspended',
+      monthlyCredit: input.monthlyCredit,
+      createdAt: now,
+      updatedAt: now,
+    };
+    return { account, ops: this.repo.putAccount(account) };
+  }
+
   async update(id: string, patch: AccountPatch): Promise<AccountRecord> {
-    return this.mutex.run(`account:${id}`, async () => {
-      const account = await this.require(id);
-      const updated: AccountRecord = { ...account, ...patch, updatedAt: iso(this.clock.now()) };
-      await this.store.commit([this.repo.putAccount(updated)]);
-      return updated;
-    });
+    return this.inFamily(id, async () => this.rewrite(await this.require(id), patch));
+  }
+
+  /** Writes `account` with `patch` applied; the caller holds the family's lock (inFamily) and read `account` under it. */
+  async rewrite(account: AccountRecord, patch: AccountPatch & { monthlyCredit?: number }): Promise<AccountRecord> {
+    const updated: AccountRecord = { ...account, ...patch, updatedAt: iso(this.clock.now()) };
+    await this.store.commit(this.repo.putAccount(updated));
+    return updated;
   }
 
   async listMembers(accountId: string): Promise<MemberRecord[]> {

@@ -25,6 +25,9 @@ import { smtpCredentialRoutes } from './routes/smtp-credentials/index.ts';
 import { webhookRoutes } from './routes/webhooks/index.ts';
 import { routeRoutes } from './routes/routes/index.ts';
 import { statisticsRoutes } from './routes/statistics/index.ts';
+import { subAccountRoutes } from './routes/sub-accounts/index.ts';
+import type { SubAccounts } from '../accounts/sub-accounts.ts';
+import type { Usage } from '../accounts/usage.ts';
 import type { Statistics } from '../stats/statistics.ts';
 import type { Routes } from '../inbound/routes.ts';
 import type { Webhooks } from '../webhooks/webhooks.ts';
@@ -57,6 +60,8 @@ export interface ApiDeps {
   webhooks: Webhooks;
   routes: Routes;
   statistics: Statistics;
+  subAccounts: SubAccounts;
+  usage: Usage;
   /** The time now, in ms (statistics windows default to the 30 days before it). */
   now: () => number;
   idempotency: Idempotency;
@@ -91,6 +96,7 @@ export function buildApp(deps: ApiDeps): Koa<ApiState> {
     ...webhookRoutes(deps.webhooks),
     ...routeRoutes(deps.routes),
     ...statisticsRoutes(deps.statistics, deps.now),
+    ...subAccountRoutes(deps.subAccounts, deps.usage),
   ];
   const refusals = limitRefusals(deps.refusalLimiter);
   const auth = authenticate(deps.apiKeys, deps.accounts);

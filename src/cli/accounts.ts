@@ -17,10 +17,29 @@ export function accountCommands(program: Command, io: CliIo): Command {
     });
   accounts
     .command('list')
-    .description('list accounts')
-    .action(async () => {
+    .description('list accounts: id, status, parent (- for a top-level account), name')
+    .option('--json', 'print JSON')
+    .action(async (opts: { json?: boolean }) => {
       const { accounts: list } = await onAdmin(program, (admin) => admin.listAccounts({}));
-      for (const a of list) io.out(`${a.id}\t${a.status}\t${a.name}\n`);
+      if (opts.json) return io.out(`${JSON.stringify(list, null, 2)}\n`);
+      for (const a of list) io.out(`${a.id}\t${a.status}\t${a.parent_account_id ?? '-'}\t${a.name}${a.suspension ? `\t(suspended by ${a.suspension.by}: ${a.suspension.reason})` : ''}\n`);
+    });
+  accounts
+    .command('suspend')
+    .description('suspend an account: its API keys get 401, its SMTP credentials 535, its queued mail is held (not sent, not lost); a top-level account takes its active sub accounts with it')
+    .argument('<id>', 'account id')
+    .requiredOption('--reason <text>', 'why (1 to 500 characters; shown in accounts list)')
+    .action(async (id: string, opts: { reason: string }) => {
+      const a = await onAdmin(program, (admin) => admin.suspendAccount({ account: id, reason: opts.reason }));
+      io.out(`${a.id}\t${a.status}\n`);
+    });
+  accounts
+    .command('unsuspend')
+    .description('make a suspended account active again (with the sub accounts suspended with it); its held mail goes out')
+    .argument('<id>', 'account id')
+    .action(async (id: string) => {
+      const a = await onAdmin(program, (admin) => admin.unsuspendAccount({ account: id }));
+      io.out(`${a.id}\t${a.status}\n`);
     });
   return accounts;
 }

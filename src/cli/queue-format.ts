@@ -16,14 +16,15 @@ export function formatStatus(s: QueueStatus): string {
     );
   }
   const t = s.totals;
-  lines.push(`queued: ${t.queued}  (due now ${t.due}, waiting for retry ${t.deferred}, scheduled for later ${t.scheduled})`);
+  const held = t.held > 0 ? `, held for an account that is not active ${t.held}` : '';
+  lines.push(`queued: ${t.queued}  (due now ${t.due}, waiting for retry ${t.deferred}, scheduled for later ${t.scheduled}${held})`);
   const sections = [`${lines.join('\n')}\n`];
   if (s.destinations.length > 0) {
-    const headers = ['DESTINATION', 'QUEUED', 'DUE', 'DEFERRED', 'SCHEDULED', 'OLDEST', 'NEXT ATTEMPT'];
+    const headers = ['DESTINATION', 'QUEUED', 'DUE', 'DEFERRED', 'SCHEDULED', 'HELD', 'OLDEST', 'NEXT ATTEMPT'];
     const rows = s.destinations.map((d) =>
-      [d.destination, d.queued, d.due, d.deferred, d.scheduled, age(now - Date.parse(d.oldest_created_at)), when(d.next_attempt_at, now)].map(String),
+      [d.destination, d.queued, d.due, d.deferred, d.scheduled, d.held, age(now - Date.parse(d.oldest_created_at)), when(d.next_attempt_at, now)].map(String),
     );
-    sections.push(table(headers, rows, new Set([1, 2, 3, 4])));
+    sections.push(table(headers, rows, new Set([1, 2, 3, 4, 5])));
   }
   if (s.jobs.length > 0) {
     const headers = ['JOBS', 'DESTINATION', 'PENDING', 'DUE', 'HELD', 'PARKED', 'FAILED', 'NEXT ATTEMPT'];
@@ -71,6 +72,7 @@ export function formatRetry(r: RetryResult, daemon: boolean): string {
   else lines.push(`retried ${count(r.retried, 'message')}${daemon ? '' : ' (they go out when the daemon starts)'}`);
   if (r.already_due > 0) lines.push(`${count(r.already_due, 'message')} already due (being delivered, or waiting for a connection${daemon ? '' : ' or for the daemon'})`);
   if (r.kept_scheduled > 0) lines.push(`${count(r.kept_scheduled, 'scheduled message')} kept at the time their sender asked for (name them by id to send now)`);
+  if (r.held > 0) lines.push(`${count(r.held, 'message')} held: their account is not active (postilion accounts unsuspend sends them)`);
   for (const n of r.not_queued) lines.push(`${n.id}: not queued (${n.status})`);
   return `${lines.join('\n')}\n`;
 }

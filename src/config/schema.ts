@@ -225,6 +225,12 @@ export const configSchema = z.strictObject({
     counters: z.boolean().default(true)
       .describe('count events into the statistics counters, in the batch that records each event (off: the statistics endpoints stop counting new mail)'),
   }).prefault({}),
+  billing: z.strictObject({
+    monthly_amount: z.number().min(0).max(1_000_000_000).default(0)
+      .describe('what one top-level account\'s pooled invoice amounts to per calendar month: the sub-account usage endpoint allocates it by message volume'),
+    currency: z.string().regex(/^[a-z]{3}$/, 'a lower-case three-letter currency code').default('usd')
+      .describe('currency code of monthly_amount, as the usage endpoint shows it'),
+  }).prefault({}),
   shutdown: z.strictObject({
     grace_seconds: z.number().min(0).max(600).default(30)
       .describe('on SIGTERM, how long in-flight work may take before connections are cut'),

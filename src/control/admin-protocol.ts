@@ -11,6 +11,10 @@ import { z } from 'zod';
 export interface AdminOperations {
   createAccount(input: NewAccountInput): Promise<AccountView>;
   listAccounts(input: Record<string, never>): Promise<{ accounts: AccountView[] }>;
+  /** Any account (a top-level one takes its active sub accounts with it); its mail is held. */
+  suspendAccount(input: SuspendAccountInput): Promise<AccountView>;
+  /** Back to active (sub accounts suspended with it too); its held mail goes out. */
+  unsuspendAccount(input: AccountInput): Promise<AccountView>;
   /** The one answer that holds a secret: the CLI prints it once; nobody logs it. */
   createKey(input: NewKeyInput): Promise<CreatedKey>;
   listKeys(input: AccountInput): Promise<{ keys: KeyView[] }>;
@@ -37,6 +41,15 @@ export interface AccountView {
   id: string;
   name: string;
   status: string;
+  /** null: a top-level account. */
+  parent_account_id: string | null;
+  /** Why it is suspended, and by whom (null when it is not suspended in its own right). */
+  suspension: { reason: string; at: string; by: string } | null;
+}
+
+export interface SuspendAccountInput {
+  account: string;
+  reason: string;
 }
 
 export interface KeyView {
@@ -107,6 +120,8 @@ const domainInput = z.strictObject({ name: text });
 export const ADMIN_INPUTS = {
   createAccount: z.strictObject({ name: text, owner_email: text, website: text }),
   listAccounts: z.strictObject({}),
+  suspendAccount: z.strictObject({ account: text, reason: text }),
+  unsuspendAccount: accountInput,
   createKey: z.strictObject({
     account: text,
     label: text,

@@ -15,7 +15,7 @@ import {
   type NewAccountInput,
   type NewDomainInput,
   type NewKeyInput,
-  type RotationView, type VerifyDomainInput } from './admin-protocol.ts';
+  type RotationView, type SuspendAccountInput, type VerifyDomainInput } from './admin-protocol.ts';
 import type { ListQuery, PurgeResult, QueueList, QueueOperations, QueueStatus, RetryResult, Selection, SuspendResult } from './protocol.ts';
 
 /** No daemon listens on the control socket (none, or a file left by a crash): nothing was sent. */
@@ -63,6 +63,14 @@ export class ControlClient implements QueueOperations, AdminOperations {
 
   listAccounts(input: Record<string, never>): Promise<{ accounts: AccountView[] }> {
     return this.admin('listAccounts', input);
+  }
+
+  suspendAccount(input: SuspendAccountInput): Promise<AccountView> {
+    return this.admin('suspendAccount', input);
+  }
+
+  unsuspendAccount(input: AccountInput): Promise<AccountView> {
+    return this.admin('unsuspendAccount', input);
   }
 
   createKey(input: NewKeyInput): Promise<CreatedKey> {

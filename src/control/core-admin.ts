@@ -1,4 +1,5 @@
 import type { Accounts } from '../accounts/accounts.ts';
+import type { AccountStatuses } from '../accounts/account-status.ts';
 import type { ApiKeys } from '../accounts/api-keys.ts';
 import { EVERY_GLOBAL_SCOPE } from '../accounts/scopes.ts';
 import type { DnsChecker, PresentedRecord } from '../domains/dns-checker.ts';
@@ -24,12 +25,14 @@ import type {
   NewKeyInput,
   RecordView,
   RotationView,
+  SuspendAccountInput,
   VerifyDomainInput,
 } from './admin-protocol.ts';
 
 /** The domain services the operator's administration works on (a Core has them all). */
 export interface CoreAdminServices {
   accounts: Accounts;
+  accountStatuses: AccountStatuses;
   apiKeys: ApiKeys;
   domains: Domains;
   dnsChecker: DnsChecker;
@@ -53,6 +56,14 @@ export class CoreAdmin implements AdminOperations {
 
   async listAccounts(): Promise<{ accounts: AccountView[] }> {
     return { accounts: (await this.s.accounts.list()).map(account) };
+  }
+
+  async suspendAccount(input: SuspendAccountInput): Promise<AccountView> {
+    return account(await this.s.accountStatuses.suspend(await this.account(input.account), input.reason, 'operator'));
+  }
+
+  async unsuspendAccount(input: AccountInput): Promise<AccountView> {
+    return account(await this.s.accountStatuses.unsuspend(await this.account(input.account), 'operator'));
   }
 
   async createKey(input: NewKeyInput): Promise<CreatedKey> {
@@ -153,7 +164,13 @@ function uuid(value: string, option: string, what: string): string {
   return value.toLowerCase();
 }
 
-const account = (a: AccountRecord): AccountView => ({ id: a.id, name: a.name, status: a.status });
+const account = (a: AccountRecord): AccountView => ({
+  id: a.id,
+  name: a.name,
+  status: a.status,
+  parent_account_id: a.parentAccountId,
+  suspension: a.suspension ?? null,
+});
 
 const apiKey = (k: ApiKeyRecord): KeyView => ({
   id: k.id,

@@ -57,9 +57,10 @@ export interface EngineFigures {
 /**
  * Where a queued message stands: `due` (its time has come: being delivered, waiting for a
  * connection, or waiting for the daemon to run), `deferred` (attempted, waiting for its next
- * attempt), `scheduled` (never attempted, held until the first_attempt its sender asked for).
+ * attempt), `scheduled` (never attempted, held until the first_attempt its sender asked for),
+ * `held` (its account is suspended or deleted: kept, not sent, until the account is active).
  */
-export const QUEUE_STATES = ['due', 'deferred', 'scheduled'] as const;
+export const QUEUE_STATES = ['due', 'deferred', 'scheduled', 'held'] as const;
 export type QueueState = (typeof QUEUE_STATES)[number];
 
 export interface QueueTotals {
@@ -67,6 +68,7 @@ export interface QueueTotals {
   due: number;
   deferred: number;
   scheduled: number;
+  held: number;
 }
 
 export interface DestinationFigures extends QueueTotals {
@@ -157,6 +159,8 @@ export interface RetryResult {
   already_due: number;
   /** Selected by domain/account/all but scheduled by their sender: they keep their time. */
   kept_scheduled: number;
+  /** Held for an account that is not active: they go when it is active again. */
+  held: number;
   not_queued: NotQueued[];
 }
 

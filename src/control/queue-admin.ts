@@ -85,13 +85,13 @@ export class QueueAdmin implements QueueOperations {
 
   async status(): Promise<QueueStatus> {
     const now = this.o.clock.now();
-    const totals = { queued: 0, due: 0, deferred: 0, scheduled: 0 };
+    const totals = { queued: 0, due: 0, deferred: 0, scheduled: 0, held: 0 };
     const byDestination = new Map<string, DestinationFigures>();
     for await (const { message, state } of this.queued(now)) {
       const destination = domainOf(message.recipient);
       let figures = byDestination.get(destination);
       if (!figures) {
-        figures = { destination, queued: 0, due: 0, deferred: 0, scheduled: 0, oldest_created_at: message.createdAt, next_attempt_at: message.dueAt };
+        figures = { destination, queued: 0, due: 0, deferred: 0, scheduled: 0, held: 0, oldest_created_at: message.createdAt, next_attempt_at: message.dueAt };
         byDestination.set(destination, figures);
       }
       totals.queued += 1;
@@ -217,13 +217,18 @@ export class QueueAdmin implements QueueOperations {
    */
   async retry(selection: Selection): Promise<RetryResult> {
     const { ids, named } = await this.select(selection);
-    const result: RetryResult = { retried: 0, ids: [], already_due: 0, kept_scheduled: 0, not_queued: [] };
+    const result: RetryResult = { retried: 0, ids: [], already_due: 0, kept_scheduled: 0, held: 0, not_queued: [] };
     await eachLimited(ids, async (id) => {
       // Set by the change below; a message deleted meanwhile (retention) is not queued any more.
-      let verdict = { id, status: 'deleted' } as 'retried' | 'already_due' | 'kept_scheduled' | NotQueued;
+      let verdict = { id, status: 'deleted' } as 'retried' | 'already_due' | 'kept_scheduled' | 'held' | NotQueued;
       const changed = await this.o.messages.update(id, (current, now) => {
         if (isFinal(current.status)) {
           verdict = { id, status: current.status };
+          return null;
+        }
+        if (current.heldAt) {
+          // Its account is not active: it goes when the account does (accounts unsuspend).
+          verdict = 'held';
           return null;
         }
         if (Date.parse(current.dueAt) <= now) {
@@ -244,6 +249,7 @@ export class QueueAdmin implements QueueOperations {
         result.ids.push(id);
       } else if (verdict === 'already_due') result.already_due += 1;
       else if (verdict === 'kept_scheduled') result.kept_scheduled += 1;
+      else if (verdict === 'held') result.held += 1;
       else if (named) result.not_queued.push(verdict);
     });
     if (result.retried > 0) await this.o.daemon?.delivery?.scheduler.wake();
@@ -275,11 +281,13 @@ export class QueueAdmin implements QueueOperations {
         const next: MessageRecord = {
           ...current,
           status: 'Failed' as MessageStatus,
+          heldAt: null,
           updatedAt: iso(now),
           bounceClassification: PURGE_CLASSIFICATION,
           attempts: [...current.attempts, { time: iso(now), log: PURGE_LOG, status: 'Failed' }],
         };
-        return { next, extra: [...this.o.repo.unschedule(current), ...this.failedEvent(next)] };
+        const off = current.heldAt ? this.o.repo.unhold(current) : this.o.repo.unschedule(current);
+        return { next, extra: [...off, ...this.failedEvent(next)] };
       });
       if (verdict === 'purged') {
         this.logChange(changed, 'message purged by operator');
@@ -328,6 +336,21 @@ export class QueueAdmin implements QueueOperations {
       }
     }
     yield* this.read(chunk, now);
+    // Then the mail held for accounts that are not active (off the index).
+    let held: string[] = [];
+    const readHeld = async function* (this: QueueAdmin, ids: string[]): AsyncGenerator<Queued> {
+      for (const message of await this.o.repo.getMany(ids)) {
+        if (message?.heldAt && !isFinal(message.status)) yield { message, state: 'held' };
+      }
+    };
+    for await (const [, id] of this.o.repo.held()) {
+      held.push(id);
+      if (held.length === READ_CHUNK) {
+        yield* readHeld.call(this, held);
+        held = [];
+      }
+    }
+    yield* readHeld.call(this, held);
   }
 
   private async *read(entries: Array<{ dueMs: number; id: string }>, now: number): AsyncGenerator<Queued> {

@@ -17,6 +17,11 @@ export interface StoredBody {
   spooled?: number | undefined;
 }
 
+/** Counts an account's receptions before they are committed; throws (403) past its cap. Returns the undo. */
+export interface Quota {
+  reserve(accountId: string, n: number): Promise<() => void>;
+}
+
 /** One recipient's message: its header block and the body it shares. */
 export interface NewMessage {
   id: string;
@@ -61,11 +66,21 @@ export class Acceptor {
     private readonly repo: MessagesRepo,
     private readonly events: EventRecorder,
     private readonly clock: Clock,
+    /** A sub account's monthly credit (accounts/usage.ts): counts receptions, refuses a send past it. */
+    private readonly quota?: Quota,
   ) {}
 
   async accept(submission: Submission): Promise<MessageRecord[]> {
     const { records, ops } = this.prepare(submission);
-    await this.store.commit(ops);
+    // Receptions as the statistics count them: sandbox mail and our own DSNs are not.
+    const counted = submission.sandbox === null && !submission.bounceNotification ? records.length : 0;
+    const undo = this.quota && counted > 0 ? await this.quota.reserve(submission.account.id, counted) : null;
+    try {
+      await this.store.commit(ops);
+    } catch (err) {
+      undo?.();
+      throw err;
+    }
     this.announce(records, submission.bodies);
     return records;
   }

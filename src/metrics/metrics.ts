@@ -1,7 +1,7 @@
 import { collectDefaultMetrics, Counter, Gauge, Histogram, Registry } from 'prom-client';
 
 /** What the queue looks like now: the operator's `queue status`, reduced to what metrics need. */
-export type QueueSnapshot = Array<{ destination: string; due: number; deferred: number; scheduled: number; oldest_created_at: string }>;
+export type QueueSnapshot = Array<{ destination: string; due: number; deferred: number; scheduled: number; held: number; oldest_created_at: string }>;
 
 /**
  * The daemon's Prometheus instruments, one registry per daemon (no module-level singletons: a test
@@ -79,7 +79,7 @@ export class Metrics {
 
   private readonly queueMessages = new Gauge({
     name: 'postilion_queue_messages',
-    help: `Queued outbound messages by state (due, deferred, scheduled) and destination (recipient domain; the ${MAX_DESTINATIONS} largest, the rest summed as "other").`,
+    help: `Queued outbound messages by state (due, deferred, scheduled, held) and destination (recipient domain; the ${MAX_DESTINATIONS} largest, the rest summed as "other").`,
     labelNames: ['state', 'destination'] as const,
     registers: [this.registry],
   });
@@ -152,7 +152,7 @@ export class Metrics {
   private setQueueGauges(snapshot: QueueSnapshot, now: number): void {
     this.queueMessages.reset();
     const sorted = [...snapshot].sort((a, b) => total(b) - total(a));
-    const other = { due: 0, deferred: 0, scheduled: 0 };
+    const other = { due: 0, deferred: 0, scheduled: 0, held: 0 };
     let oldest = Infinity;
     for (const [i, d] of sorted.entries()) {
       oldest = Math.min(oldest, Date.parse(d.oldest_created_at));
@@ -160,6 +160,7 @@ export class Metrics {
         other.due += d.due;
         other.deferred += d.deferred;
         other.scheduled += d.scheduled;
+        other.held += d.held;
         continue;
       }
       for (const state of STATES) this.queueMessages.set({ state, destination: d.destination }, d[state]);
@@ -169,7 +170,7 @@ export class Metrics {
   }
 }
 
-const STATES = ['due', 'deferred', 'scheduled'] as const;
+const STATES = ['due', 'deferred', 'scheduled', 'held'] as const;
 const OUTCOMES: Record<string, string> = {
   'message.delivered': 'delivered',
   'message.transient_error': 'transient_error',

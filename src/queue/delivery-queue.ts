@@ -5,9 +5,10 @@ import type { MessageRecord } from '../store/records.ts';
 import { domainOf } from '../util/email.ts';
 import type { Clock } from '../util/time.ts';
 import type { Outcomes, SuppressionList } from './outcomes.ts';
+import type { HeldMail } from './held-mail.ts';
 
 /**
- * What happens to one due message: expired → failed; sandbox → simulated; a suppressed
+ * What happens to one due message: its account not active → held (queue/held-mail.ts); expired → failed; sandbox → simulated; a suppressed
  * recipient → suppressed, unsent; otherwise one delivery attempt and its outcome. A deferral re-arms the scheduler for the new due time.
  */
 export class DeliveryQueue {
@@ -20,6 +21,8 @@ export class DeliveryQueue {
     private readonly repo: Pick<MessagesRepo, 'get'>,
     private readonly clock: Clock,
     private readonly log: Logger,
+    /** Mail of accounts that are not active is held here (absent: everything is delivered). */
+    private readonly held?: Pick<HeldMail, 'mayDeliver' | 'hold'>,
   ) {}
 
   attach(scheduler: { notify(dueMs: number): void }): void {
@@ -38,6 +41,12 @@ export class DeliveryQueue {
   private async handle(message: MessageRecord, transactionDone: () => void): Promise<void> {
     const now = this.clock.now();
     const log = this.log.child({ message_id: message.id, account_id: message.accountId, destination: domainOf(message.recipient) });
+    // First: a suspended account's mail is neither sent, nor simulated, nor failed while it waits.
+    if (this.held && !(await this.held.mayDeliver(message))) {
+      transactionDone();
+      await this.held.hold(message);
+      return;
+    }
     if (message.schedule?.expires && Date.parse(message.schedule.expires) <= now) {
       await this.outcomes.expire(message);
       log.info({ status: 'Failed' }, 'message expired before delivery');

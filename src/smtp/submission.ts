@@ -6,6 +6,7 @@ import type { Accounts } from '../accounts/accounts.ts';
 import type { DomainRecord } from '../store/records.ts';
 import type { Relay, Relayer } from '../message/relay.ts';
 import { isClientError } from '../message/relay.ts';
+import { CreditExhausted } from '../accounts/usage.ts';
 import { receiveData, type DataSpool } from '../message/spool.ts';
 import { cidrContains, parseClientIp, type Cidr } from '../util/cidr.ts';
 import { isMailboxAddress } from '../util/email.ts';
@@ -204,7 +205,7 @@ function createServer(options: SubmissionOptions, deps: SubmissionDeps, secure: 
           return callback(reply(535, '5.7.8 Authentication credentials invalid'));
         }
         const account = await accounts.get(credential.accountId);
-        if (account?.status !== 'active') return callback(reply(535, '5.7.8 The account of this credential is suspended'));
+        if (account?.status !== 'active') return callback(reply(535, `5.7.8 The account of this credential ${account?.status === 'deleted' ? 'has been deleted' : 'is suspended'}`));
         throttle.succeed(address);
         const user: SessionUser = {
           credentialId: credential.id,
@@ -224,7 +225,7 @@ function createServer(options: SubmissionOptions, deps: SubmissionDeps, secure: 
         const user = session.user as SessionUser;
         if (!(await credentials.exists(user.credentialId))) return callback(reply(535, '5.7.8 This credential no longer exists'));
         const account = await accounts.get(user.relayer.account.id);
-        if (account?.status !== 'active') return callback(reply(550, '5.7.1 The account of this credential is suspended'));
+        if (account?.status !== 'active') return callback(reply(550, `5.7.1 The account of this credential ${account?.status === 'deleted' ? 'has been deleted' : 'is suspended'}`));
         const relayer = { ...user.relayer, account };
         user.relayer = relayer;
         try {
@@ -272,7 +273,7 @@ function createServer(options: SubmissionOptions, deps: SubmissionDeps, secure: 
           } catch (err) {
             await spool.discard();
             if (!isClientError(err)) throw err;
-            callback(reply(550, `5.6.0 ${err.message}`));
+            callback(reply(550, `${err instanceof CreditExhausted ? '5.7.1' : '5.6.0'} ${err.message}`));
           }
         },
       ).catch((err: unknown) => {

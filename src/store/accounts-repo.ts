@@ -1,4 +1,5 @@
 import type { WriteOp } from './group-commit.ts';
+import { readPage, type Page, type PageRequest } from './page.ts';
 import type { AccountRecord, MemberRecord, UserRecord } from './records.ts';
 import type { Store } from './store.ts';
 
@@ -18,8 +19,32 @@ export class AccountsRepo {
     return (await this.store.families.accounts.keys({ limit: 1 }).all()).length > 0;
   }
 
-  putAccount(account: AccountRecord): WriteOp {
-    return { type: 'put', family: 'accounts', key: account.id, value: account };
+  /**
+   * The account record, and for a sub account its entry under its parent: `<parent>:l:<id>` while
+   * it lives, `<parent>:d:<id>` once deleted (kept for the period's usage).
+   */
+  putAccount(account: AccountRecord): WriteOp[] {
+    const ops: WriteOp[] = [{ type: 'put', family: 'accounts', key: account.id, value: account }];
+    const parent = account.parentAccountId;
+    if (parent) {
+      const [now, before] = account.status === 'deleted' ? ['d', 'l'] : ['l', 'd'];
+      ops.push(
+        { type: 'del', family: 'accountsByParent', key: `${parent}:${before}:${account.id}` },
+        { type: 'put', family: 'accountsByParent', key: `${parent}:${now}:${account.id}`, value: account.id },
+      );
+    }
+    return ops;
+  }
+
+  /** One page of a parent's sub accounts that are not deleted, in creation order (ids are time-sortable). */
+  liveChildIds(parentId: string, page: PageRequest): Promise<Page<string>> {
+    return readPage<string>(this.store.families.accountsByParent, `${parentId}:l:`, page);
+  }
+
+  /** Every sub account id of a parent, deleted ones too. */
+  async allChildIds(parentId: string): Promise<string[]> {
+    const prefix = `${parentId}:`;
+    return (await this.store.families.accountsByParent.values({ gt: prefix, lt: `${prefix}\xff` }).all()) as string[];
   }
 
   getUser(id: string): Promise<UserRecord | undefined> {

@@ -20,6 +20,12 @@ export class DomainsRepo {
     return id === undefined ? undefined : this.get(id);
   }
 
+  /** How many domains an account has. */
+  async countOfAccount(accountId: string): Promise<number> {
+    const prefix = `${accountId}:`;
+    return (await this.store.families.domainsByAccount.keys({ gt: prefix, lt: `${prefix}\xff` }).all()).length;
+  }
+
   /** One page of an account's domains in creation order; `valid` filters on dns_valid. */
   async list(accountId: string, valid: boolean | undefined, page: PageRequest): Promise<Page<DomainRecord>> {
     if (valid === undefined) {

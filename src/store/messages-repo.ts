@@ -97,6 +97,45 @@ export class MessagesRepo {
     ];
   }
 
+  /** The account's newest message (ids are time-sortable), or undefined when it has none stored. */
+  async newest(accountId: string): Promise<MessageRecord | undefined> {
+    const prefix = indexPrefix('a', accountId);
+    const [id] = (await this.store.families.messageIndex.values({ gt: prefix, lt: `${prefix}\xff`, reverse: true, limit: 1 }).all()) as string[];
+    return id === undefined ? undefined : this.get(id);
+  }
+
+  /**
+   * Takes a message off the due-time index and lists it under its account while the account is
+   * not active (with the record's `heldAt`, in the caller's batch).
+   */
+  hold(record: MessageRecord): WriteOp[] {
+    return [...this.unschedule(record), { type: 'put', family: 'messagesHeld', key: `${record.accountId}:${record.id}`, value: record.id }];
+  }
+
+  /** The held entry's removal; `next` (no longer held) goes back on the index at its `dueAt`. */
+  unhold(record: MessageRecord, next?: MessageRecord): WriteOp[] {
+    return [{ type: 'del', family: 'messagesHeld', key: `${record.accountId}:${record.id}` }, ...(next ? this.schedule(next) : [])];
+  }
+
+  /** Removes a held entry whose message is gone or no longer held. */
+  async dropHeld(accountId: string, id: string): Promise<void> {
+    await this.store.commit([{ type: 'del', family: 'messagesHeld', key: `${accountId}:${id}` }]);
+  }
+
+  /** Ids of up to `limit` messages held for an account. */
+  async heldOf(accountId: string, limit: number): Promise<string[]> {
+    const prefix = `${accountId}:`;
+    return (await this.store.families.messagesHeld.values({ gt: prefix, lt: `${prefix}\xff`, limit }).all()) as string[];
+  }
+
+  /** Every held message, by account: `[accountId, messageId]`. */
+  async *held(): AsyncGenerator<[string, string]> {
+    for await (const key of this.store.families.messagesHeld.keys()) {
+      const [accountId, id] = (key as string).split(':') as [string, string];
+      yield [accountId, id];
+    }
+  }
+
   /** Puts the message on the job engine's due-time index at its `dueAt`. */
   schedule(record: MessageRecord): WriteOp[] {
     return [this.index.put('message', record.id, Date.parse(record.dueAt))];

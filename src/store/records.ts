@@ -17,10 +17,23 @@ export interface AccountRecord {
   messageMetadataRetention: number;
   messageDataRetention: number;
   ownerId: string;
-  status: 'active' | 'suspended';
+  status: AccountStatus;
+  /** Why the account was suspended (by its parent or the operator); absent or null when it is not. */
+  suspension?: { reason: string; at: string; by: 'parent' | 'operator' } | null;
+  /** A sub account's cap on receptions per calendar month (UTC); absent or 0: no cap. */
+  monthlyCredit?: number;
+  /** When a sub account was soft-deleted. */
+  deletedAt?: string | null;
   createdAt: string;
   updatedAt: string;
 }
+
+/**
+ * `active`; `suspended` directly (operator, or a parent for its sub account); `parent-suspended`
+ * while its parent is suspended; `deleted` (a soft-deleted sub account). Only `active` sends.
+ */
+export const ACCOUNT_STATUSES = ['active', 'suspended', 'parent-suspended', 'deleted'] as const;
+export type AccountStatus = (typeof ACCOUNT_STATUSES)[number];
 
 export interface UserRecord {
   v: 1;
@@ -258,6 +271,11 @@ export interface MessageRecord {
   schedule: { firstAttempt: string | null; expires: string | null } | null;
   /** When delivery is first due. */
   dueAt: string;
+  /**
+   * Set while its account is not active: the message is off the due-time index and listed under
+   * its account (`messagesHeld`) until the account is active again; delivery then resumes.
+   */
+  heldAt?: string | null;
   bodyId: string;
   head: string;
   /** The content was dropped by retention; metadata remains. */

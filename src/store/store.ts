@@ -10,6 +10,7 @@ import { ReadCache, type CacheLimits } from './read-cache.ts';
 export const FAMILIES = [
   'meta',
   'accounts',
+  'accountsByParent',
   'users',
   'usersByEmail',
   'members',
@@ -28,6 +29,7 @@ export const FAMILIES = [
   'bodies',
   'bodyRefs',
   'schedule',
+  'messagesHeld',
   'suppressions',
   'suppressionIndex',
   'smtpCredentials',

@@ -12,7 +12,7 @@ import type { RefusalLimiter } from './rate-limit.ts';
 const BEARER = /^Bearer\s+(\S+)\s*$/i;
 
 /** Why a presented secret does not make a caller. */
-export type AuthRefusal = 'malformed' | 'invalid' | 'other-account' | 'suspended' | 'ip';
+export type AuthRefusal = 'malformed' | 'invalid' | 'other-account' | 'suspended' | 'deleted' | 'ip';
 
 /**
  * The one authentication rule both API versions follow: a well-formed secret of a live key of
@@ -36,6 +36,8 @@ export async function identify(
   }
   const account = await accounts.get(key.accountId);
   if (!account) return 'invalid';
+  if (account.status === 'deleted') return 'deleted';
+  // suspended, or parent-suspended: the contract's one answer for both.
   if (account.status !== 'active') return 'suspended';
   if (!allowListCovers(key.ipAllowList, ctx.state.clientIp)) return 'ip';
   ctx.state.auth = { key, account, grants: grantsOf(key) };
@@ -60,6 +62,7 @@ const V2_REFUSALS: Record<AuthRefusal, () => AppError> = {
   invalid: () => unauthorized('Invalid API key'),
   'other-account': () => unauthorized('API key does not belong to this account'),
   suspended: () => unauthorized('Account is suspended'),
+  deleted: () => unauthorized('Account has been deleted'),
   ip: () => forbidden('client IP address is not in the ip_allow_list of this API key'),
 };
 

@@ -103,8 +103,8 @@ describe('postilion accounts, keys and domains (CLI), daemon running or stopped'
     t.account = created.out.slice(0, 36);
     const listed = await ok('accounts', 'list');
     expect(listed.out.split('\n')).to.have.length(3);
-    expect(listed.out).to.match(/^[0-9a-f-]{36}\tactive\tPostilion\n/);
-    expect(listed.out).to.contain(`${t.account}\tactive\tAcme\n`);
+    expect(listed.out).to.match(/^[0-9a-f-]{36}\tactive\t-\tPostilion\n/);
+    expect(listed.out).to.contain(`${t.account}\tactive\t-\tAcme\n`);
 
     const scoped = await ok('keys', 'create', '--account', t.account, '--label', 'ci', '--scope', 'accounts:read', '--ip', '127.0.0.1');
     expect(scoped.out).to.match(/^key id: [0-9a-f-]{36}\nAPI key \(shown once\): aha-sk-[A-Za-z0-9]{64}\n$/);

@@ -92,7 +92,7 @@ describe('postilion queue (CLI)', function () {
     it('status counts queued messages by state and destination, with the scheduler\'s live figures', async () => {
       await fillQueue();
       const status = await json('status');
-      expect(status.totals).to.deep.equal({ queued: 4, due: 0, deferred: 3, scheduled: 1 });
+      expect(status.totals).to.deep.equal({ queued: 4, due: 0, deferred: 3, scheduled: 1, held: 0 });
       expect(status.destinations.map((d: { destination: string; queued: number }) => [d.destination, d.queued])).to.deep.equal([
         ['example.org', 3],
         ['example.net', 1],
@@ -108,8 +108,8 @@ describe('postilion queue (CLI)', function () {
       expect(table.code).to.equal(0);
       expect(table.out).to.match(/^daemon: running; 0 in flight/m);
       expect(table.out).to.contain('queued: 4  (due now 0, waiting for retry 3, scheduled for later 1)');
-      expect(table.out).to.match(/^DESTINATION\s+QUEUED\s+DUE\s+DEFERRED\s+SCHEDULED\s+OLDEST\s+NEXT ATTEMPT$/m);
-      expect(table.out).to.match(/^example\.org\s+3\s+0\s+2\s+1\s+\d+s\s+\S+Z \(in \d+m\)$/m);
+      expect(table.out).to.match(/^DESTINATION\s+QUEUED\s+DUE\s+DEFERRED\s+SCHEDULED\s+HELD\s+OLDEST\s+NEXT ATTEMPT$/m);
+      expect(table.out).to.match(/^example\.org\s+3\s+0\s+2\s+1\s+0\s+\d+s\s+\S+Z \(in \d+m\)$/m);
     });
 
     it('lists each queued message with the reply that keeps it waiting, filtered by domain, account and state', async () => {
@@ -239,7 +239,7 @@ describe('postilion queue (CLI)', function () {
       }
       const table = await queue('status');
       expect(table.out).to.match(/^daemon: running; 1 in flight, 0 ready in memory/m);
-      expect(table.out).to.match(/^stall\.example\s+1\s+1\s+0\s+0\s+\S+\s+now$/m);
+      expect(table.out).to.match(/^stall\.example\s+1\s+1\s+0\s+0\s+0\s+\S+\s+now$/m);
       // The engine's view: by MX set (here the transport's host), with its limits.
       expect(table.out).to.match(/^ENGINE DESTINATION\s+DISPATCHER\s+READY\s+RUNNING\s+CONCURRENCY\s+RATE\s+STATE$/m);
       expect(table.out).to.match(/^127\.0\.0\.1\s+smtp\s+0\s+1\s+5\s+-\s+active$/m);
@@ -281,7 +281,7 @@ describe('postilion queue (CLI)', function () {
 
       const status = await json('status');
       expect(status.daemon).to.equal(null);
-      expect(status.totals).to.deep.equal({ queued: 4, due: 0, deferred: 3, scheduled: 1 });
+      expect(status.totals).to.deep.equal({ queued: 4, due: 0, deferred: 3, scheduled: 1, held: 0 });
       expect((await queue('status')).out).to.match(/^daemon: not running \(read from the store\)$/m);
       expect((await json('list', '--status', 'deferred')).messages).to.have.length(3);
 

@@ -276,7 +276,7 @@ describe('SMTP submission', function () {
     const core = bed.server.daemon.core;
     const repo = new AccountsRepo(core.store);
     const account = (await repo.getAccount(bed.server.accountId))!;
-    await core.store.commit([repo.putAccount({ ...account, status: 'suspended' })]);
+    await core.store.commit(repo.putAccount({ ...account, status: 'suspended' }));
     try {
       const suspended = transport();
       const err = await refusal(suspended.sendMail(mail()));
@@ -284,7 +284,7 @@ describe('SMTP submission', function () {
       expect(err.responseCode).to.equal(535);
       expect(err.response).to.contain('suspended');
     } finally {
-      await core.store.commit([repo.putAccount(account)]);
+      await core.store.commit(repo.putAccount(account));
     }
   });
 

@@ -150,7 +150,7 @@ describe('a data directory written by release 1', function () {
     expect(scheduled).to.include({ recipient: fixture.scheduled.recipient, status: 'Received', num_attempts: 0 });
 
     const status = await queueStatus();
-    expect(status.totals).to.deep.equal({ queued: 2, due: 1, deferred: 0, scheduled: 1 });
+    expect(status.totals).to.deep.equal({ queued: 2, due: 1, deferred: 0, scheduled: 1, held: 0 });
     expect(status.destinations.map((d: { destination: string; queued: number }) => [d.destination, d.queued])).to.deep.equal([['example.org', 2]]);
     expect(status.destinations[0].next_attempt_at).to.equal(new Date(fixture.clock).toISOString());
     await s.stop();
@@ -179,7 +179,7 @@ describe('a data directory written by release 1', function () {
     expect(sink.received.map((r) => r.to[0])).to.deep.equal([fixture.due.recipient, fixture.scheduled.recipient]);
     await until(s, SCHEDULED_ID, 'Delivered');
     expect(await dueEntries(s)).to.deep.equal([]);
-    expect((await queueStatus()).totals).to.deep.equal({ queued: 0, due: 0, deferred: 0, scheduled: 0 });
+    expect((await queueStatus()).totals).to.deep.equal({ queued: 0, due: 0, deferred: 0, scheduled: 0, held: 0 });
     await s.stop();
     server = null;
 

@@ -35,6 +35,7 @@ export function v1Authenticate(apiKeys: ApiKeys, accounts: Accounts): Handler {
   return async (ctx, next) => {
     const refusal = await identify(apiKeys, accounts, ctx, ctx.get('x-api-key').trim(), 'v1');
     if (refusal === 'suspended') throw forbidden('account is suspended');
+    if (refusal === 'deleted') throw forbidden('account has been deleted');
     if (refusal === 'ip') throw forbidden('client IP address is not allowed for this API key');
     if (refusal) throw forbidden('invalid credentials');
     await next();
