@@ -60,11 +60,11 @@ export class Usage {
       .sort((a, b) => (a.id < b.id ? -1 : 1));
     const live = children.filter((c) => c.status !== 'deleted');
     const removed = children.filter((c) => c.status === 'deleted' && c.deletedAt && Date.parse(c.deletedAt) >= period.start);
-    const [own, liveCounts, removedCounts] = await Promise.all([
-      count(parent.id),
-      Promise.all(live.map((c) => count(c.id))),
-      Promise.all(removed.map((c) => count(c.id))),
-    ]);
+    // A few counter reads at a time: a parent may have thousands of sub accounts.
+    const counts = await mapLimited([parent.id, ...live.map((c) => c.id), ...removed.map((c) => c.id)], 16, count);
+    const own = counts[0]!;
+    const liveCounts = counts.slice(1, 1 + live.length);
+    const removedCounts = counts.slice(1 + live.length);
     const removedTotal = removedCounts.reduce((a, b) => a + b, 0);
     const volumes = [own, ...liveCounts, removedTotal];
     const amountMinor = Math.round(monthlyAmount * 100);
@@ -79,6 +79,19 @@ export class Usage {
       total: { receptions: total, allocatedMinor: amountMinor },
     };
   }
+}
+
+async function mapLimited<T, R>(items: T[], limit: number, fn: (item: T) => Promise<R>): Promise<R[]> {
+  const out = new Array<R>(items.length);
+  let next = 0;
+  const worker = async () => {
+    while (next < items.length) {
+      const i = next++;
+      out[i] = await fn(items[i]!);
+    }
+  };
+  await Promise.all(Array.from({ length: Math.min(limit, items.length) }, worker));
+  return out;
 }
 
 /**

@@ -338,19 +338,21 @@ export class QueueAdmin implements QueueOperations {
     yield* this.read(chunk, now);
     // Then the mail held for accounts that are not active (off the index).
     let held: string[] = [];
-    const readHeld = async function* (this: QueueAdmin, ids: string[]): AsyncGenerator<Queued> {
-      for (const message of await this.o.repo.getMany(ids)) {
-        if (message?.heldAt && !isFinal(message.status)) yield { message, state: 'held' };
-      }
-    };
     for await (const [, id] of this.o.repo.held()) {
       held.push(id);
       if (held.length === READ_CHUNK) {
-        yield* readHeld.call(this, held);
+        yield* this.readHeld(held);
         held = [];
       }
     }
-    yield* readHeld.call(this, held);
+    yield* this.readHeld(held);
+  }
+
+  private async *readHeld(ids: string[]): AsyncGenerator<Queued> {
+    if (ids.length === 0) return;
+    for (const message of await this.o.repo.getMany(ids)) {
+      if (message?.heldAt && !isFinal(message.status)) yield { message, state: 'held' };
+    }
   }
 
   private async *read(entries: Array<{ dueMs: number; id: string }>, now: number): AsyncGenerator<Queued> {

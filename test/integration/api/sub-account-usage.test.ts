@@ -62,6 +62,35 @@ describe('sub-account usage and the monthly credit', function () {
     expect(december.body.total).to.deep.equal({ reception_count: 0, allocated_cost: 100 });
   });
 
+  it('refuses the SMTP credentials of a suspended and of a deleted sub account with 535', async () => {
+    const parent = `/v2/accounts/${bed.server.accountId}/sub-accounts`;
+    const child = await sendingChild(bed, 'Smtp', 'smtp-child.example');
+    const cred = await child.api('POST', `/v2/accounts/${child.id}/smtp-credentials`, { body: { name: 'app', scope: 'global' } });
+    const port = bed.server.daemon.submissionPorts.find((p) => !p.secure)!.port;
+    const attempt = async () => {
+      const transport = createTransport({ host: '127.0.0.1', port, secure: false, ignoreTLS: true, auth: { user: cred.body.username, pass: cred.body.password } });
+      try {
+        return await transport.sendMail({ from: 'app@smtp-child.example', to: 'smtp@example.org', subject: 'Hi', text: 'Hi' }).then(
+          () => null,
+          (e: { responseCode?: number; response?: string }) => e,
+        );
+      } finally {
+        transport.close();
+      }
+    };
+    expect(await attempt()).to.equal(null);
+    await bed.api('POST', `${parent}/${child.id}/suspend`, { body: { reason: 'r' } });
+    const suspended = await attempt();
+    expect(suspended?.responseCode).to.equal(535);
+    expect(suspended?.response).to.contain('is suspended');
+    await bed.api('POST', `${parent}/${child.id}/unsuspend`);
+    expect(await attempt()).to.equal(null);
+    await bed.api('DELETE', `${parent}/${child.id}`);
+    const deleted = await attempt();
+    expect(deleted?.responseCode).to.equal(535);
+    expect(deleted?.response).to.contain('has been deleted');
+  });
+
   it('caps a sub account at its monthly credit over the API, v1 and SMTP, and opens again next month', async () => {
     const parent = `/v2/accounts/${bed.server.accountId}/sub-accounts`;
     const child = await sendingChild(bed, 'Capped', 'capped.example');

@@ -145,6 +145,33 @@ describe('postilion accounts suspend and held mail', function () {
     }
   }
 
+  it('holds the mail of a deleted sub account until the operator purges it', async () => {
+    const child = await sendingChild(bed, 'Leaving', 'leaving.example');
+    const sent = await child.send();
+    const id = uuidOf(sent.body.data[0].id as string);
+    const deadline = Date.now() + 10_000;
+    while ((await bed.server.daemon.core.messagesRepo.get(id))?.status !== 'Deferred') {
+      if (Date.now() > deadline) throw new Error('not deferred');
+      await new Promise((r) => setTimeout(r, 50));
+    }
+    expect((await bed.api('DELETE', `/v2/accounts/${bed.server.accountId}/sub-accounts/${child.id}`)).status).to.equal(200);
+    greylist = false;
+    bed.clock.advance(61_000);
+    await bed.server.daemon.scheduler!.wake();
+    expect(await untilHeld(1)).to.deep.equal([id]);
+    expect((await cli('accounts', 'list')).out).to.contain(`${child.id}\tdeleted\t${bed.server.accountId}\tLeaving`);
+    // Unsuspending a deleted account is refused; the operator purges its mail instead.
+    expect((await cli('accounts', 'unsuspend', child.id)).err).to.contain('is deleted');
+    const purged = await cli('queue', 'purge', '--account', child.id, '--yes');
+    expect(purged.code, purged.err).to.equal(0);
+    expect(purged.out).to.contain('purged 1 message');
+    expect(await heldIds()).to.deep.equal([]);
+    expect(await bed.server.daemon.core.messagesRepo.heldOf(child.id, 10)).to.deep.equal([]);
+    const failed = (await bed.server.daemon.core.messagesRepo.get(id))!;
+    expect(failed).to.include({ status: 'Failed', heldAt: null });
+    expect(sink.received).to.have.length(0);
+  });
+
   it('refuses bad operator input with a message', async () => {
     const noReason = await cli('accounts', 'suspend', bed.server.accountId);
     expect(noReason.code).to.not.equal(0);
