@@ -123,6 +123,10 @@ describe('sub accounts (reference-api §10)', function () {
     expect(usage.body.parent.account_id).to.equal(other.id);
     // The parent's own key is not a key of the child: it cannot use the child's ordinary routes.
     expect((await api('GET', `/v2/accounts/${mine.id}`)).status).to.equal(401);
+    // Nor of a sibling's: another sub account's id is not its account.
+    const sister = await child('Sister');
+    expect((await api('GET', `/v2/accounts/${sister.id}`, { key: childSecret })).status).to.equal(401);
+    expect((await api('GET', `/v2/accounts/${sister.id}/api-keys`, { key: childSecret })).status).to.equal(401);
     // The child's keys see nothing of its parent's keys or resources.
     expect((await api('GET', `/v2/accounts/${server.accountId}/api-keys`, { key: childSecret })).status).to.equal(401);
     const ownKeys = await api('GET', `/v2/accounts/${mine.id}/api-keys`, { key: childSecret });
