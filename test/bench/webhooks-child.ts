@@ -104,6 +104,13 @@ export function peakRss(pid: number): number {
   return Number(/VmHWM:\s+(\d+) kB/.exec(status)?.[1] ?? 0) / 1024;
 }
 
+/** The resident set now, in MB: anonymous memory (heap, LevelDB's own) and file-backed pages (mapped table files, the binary). */
+export function rssParts(pid: number): { anonMb: number; fileMb: number } {
+  const status = readFileSync(`/proc/${pid}/status`, 'utf8');
+  const kb = (name: string) => Number(new RegExp(`${name}:\\s+(\\d+) kB`).exec(status)?.[1] ?? 0);
+  return { anonMb: kb('RssAnon') / 1024, fileMb: kb('RssFile') / 1024 };
+}
+
 /** A webhook receiver answering 204 to everything; counts requests. */
 export async function startReceiver(): Promise<{ port: number; count: () => number; reset: () => void; server: Server }> {
   let received = 0;
