@@ -9,6 +9,7 @@ import { join, resolve } from 'node:path';
 import { schedule, type ScheduledTask } from 'node-cron';
 import { Accounts } from './accounts/accounts.ts';
 import { HeldMail } from './queue/held-mail.ts';
+import { RecentEvents } from './webhooks/recent-events.ts';
 import { AccountStatuses } from './accounts/account-status.ts';
 import { SubAccounts } from './accounts/sub-accounts.ts';
 import { CreditGate, Usage, type ReceptionCount } from './accounts/usage.ts';
@@ -468,6 +469,7 @@ export class Daemon {
       unpause: (destination: string) => engine.unpause(destination),
       down: new Map<string, { probes: number; until: number }>(),
     };
+    const recentEvents = new RecentEvents();
     const deliveries = new HttpJobs({
       ...shared,
       targets: webhookTargets({
@@ -476,6 +478,7 @@ export class Daemon {
         counters: core.webhookCounters,
         secretOf: (webhook) => core.webhooks.secretOf(webhook),
         disable: (id) => core.webhooks.disable(id),
+        recent: recentEvents,
       }),
     });
     engine.register(deliveries);
@@ -501,7 +504,7 @@ export class Daemon {
     };
     const probes = await deliveries.probeParked();
     if (probes > 0) log.info({ destinations: probes }, 'webhook origins that were down are probed again');
-    this.fanout = new WebhookFanout(core.store, core.meta, core.webhooks, core.jobs, core.clock, log, (dueMs) => engine.notify(dueMs));
+    this.fanout = new WebhookFanout(core.store, core.meta, core.webhooks, core.jobs, core.clock, log, (dueMs) => engine.notify(dueMs), recentEvents);
     await this.fanout.start();
     engine.start();
     log.info({ delivery: d.enabled, concurrency: d.concurrency, webhook_concurrency: config.webhooks.concurrency }, 'job engine started');

@@ -5,6 +5,7 @@ import type { Store } from '../store/store.ts';
 import type { WebhooksRepo } from '../store/webhooks-repo.ts';
 import type { TargetCounters } from '../queue/target-counters.ts';
 import { envelope } from './payload.ts';
+import type { RecentEvents } from './recent-events.ts';
 
 /**
  * Webhooks as the targets of the engine's `webhook` HTTP jobs: 6 attempts over ≈16 minutes, the
@@ -16,6 +17,8 @@ export function webhookTargets(d: {
   counters: TargetCounters;
   secretOf: (webhook: WebhookRecord) => string;
   disable: (id: string) => Promise<boolean>;
+  /** Events just fanned out (read from memory, else from the store). */
+  recent?: RecentEvents;
 }): HttpTargets {
   return {
     kind: 'webhook',
@@ -24,7 +27,7 @@ export function webhookTargets(d: {
     prefetchBody: true,
     get: (id) => d.webhooks.get(id),
     async body(job, target) {
-      const event = await d.store.get<EventRecord>('events', job.eventId);
+      const event = d.recent?.get(job.eventId) ?? (await d.store.get<EventRecord>('events', job.eventId));
       return event ? envelope(event, target.id) : null;
     },
     secretOf: (target) => d.secretOf(target as WebhookRecord),

@@ -8,6 +8,7 @@ import { newIdAt } from '../util/ids.ts';
 import { iso, type Clock } from '../util/time.ts';
 import { FLAG_OF_EVENT, wants } from './payload.ts';
 import type { Webhooks } from './webhooks.ts';
+import type { RecentEvents } from './recent-events.ts';
 
 /** The consumer's name on the events outbox. */
 export const FANOUT_CONSUMER = 'webhooks';
@@ -49,6 +50,8 @@ export class WebhookFanout {
     private readonly clock: Clock,
     private readonly log: Logger,
     private readonly notify: (dueMs: number) => void,
+    /** Where the events that got jobs are kept for their bodies (absent: they are read back). */
+    private readonly kept?: RecentEvents,
   ) {}
 
   /** Subscribes to landed events and reads on from the cursor (the first start begins now). */
@@ -144,6 +147,7 @@ export class WebhookFanout {
     const byAccount = new Map<string, Array<{ webhook: WebhookRecord; domains: Set<string> | null }>>();
     const ops: WriteOp[] = [];
     let jobs = 0;
+    const wanted: EventRecord[] = [];
     let last = this.cursor;
     for (const event of events) {
       if (last === null || event.id > last) last = event.id;
@@ -154,8 +158,11 @@ export class WebhookFanout {
         hooks = await Promise.all(all.map(async (webhook) => ({ webhook, domains: webhook.scope === 'scoped' ? new Set(await this.webhooks.domainsOf(webhook)) : null })));
         byAccount.set(event.accountId, hooks);
       }
+      let first = true;
       for (const { webhook, domains } of hooks) {
         if (!wants(webhook, event, domains)) continue;
+        if (first) wanted.push(event);
+        first = false;
         const job: JobRecord = {
           v: 1,
           id: newIdAt(now),
@@ -182,6 +189,8 @@ export class WebhookFanout {
       this.unsaved = 0;
     }
     this.cursor = last;
+    // Kept once their jobs are on disk: a job's body is then built without reading its event back.
+    for (const event of wanted) this.kept?.add(event);
     if (jobs > 0) this.notify(now);
   }
 }

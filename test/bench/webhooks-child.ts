@@ -34,7 +34,9 @@ export class Daemon {
   readonly exited: Promise<void>;
 
   constructor(env: Record<string, string>) {
-    this.proc = spawn(process.execPath, ['--import', 'tsx', join(HERE, 'webhooks-server.ts')], { cwd: ROOT, stdio: ['pipe', 'pipe', 'pipe'], env: { ...process.env, TEST_LOG: 'silent', ...env } });
+    // BENCH_CPU_PROF=<dir>: the daemon runs under --cpu-prof (see cpuprofile-top.ts).
+    const prof = process.env.BENCH_CPU_PROF ? ['--cpu-prof', `--cpu-prof-dir=${process.env.BENCH_CPU_PROF}`] : [];
+    this.proc = spawn(process.execPath, [...prof, '--import', 'tsx', join(HERE, 'webhooks-server.ts')], { cwd: ROOT, stdio: ['pipe', 'pipe', 'pipe'], env: { ...process.env, TEST_LOG: 'silent', ...env } });
     this.exited = new Promise((done) => this.proc.once('exit', () => done()));
     this.proc.stderr!.on('data', (d: Buffer) => (this.stderr += d.toString()));
     createInterface({ input: this.proc.stdout! }).on('line', (line) => this.lines.shift()?.(line));
