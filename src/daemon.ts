@@ -191,7 +191,7 @@ export async function openCore(config: Config, clock: Clock = systemClock): Prom
     const buckets = await statistics.buckets({ accountId, series: 'counts', fromMs, toMs, group: 'month', senderDomains: null, recipientDomains: null, tags: null });
     return buckets.reduce((sum, b) => sum + (typeof b.counts.r === 'number' ? b.counts.r : 0), 0);
   };
-  const acceptor = new Acceptor(store, messagesRepo, events, clock, new CreditGate((id) => accountsRepo.getAccount(id), receptions, clock));
+  const acceptor = new Acceptor(store, messagesRepo, events, clock, new CreditGate(receptions, clock));
   const accounts = new Accounts(store, accountsRepo, clock);
   const accountStatuses = new AccountStatuses(store, accounts, accountsRepo, clock);
   const apiKeys = new ApiKeys(store, apiKeysRepo, domains.ownership, clock, keyLocks);

@@ -29,6 +29,7 @@ export type AccountPatch = Partial<
     | 'rejectMistypedRecipients'
     | 'messageMetadataRetention'
     | 'messageDataRetention'
+    | 'monthlyCredit'
   >
 >;
 
@@ -151,7 +152,7 @@ export class Accounts {
   }
 
   /** Writes `account` with `patch` applied; the caller holds the family's lock (inFamily) and read `account` under it. */
-  async rewrite(account: AccountRecord, patch: AccountPatch & { monthlyCredit?: number }): Promise<AccountRecord> {
+  async rewrite(account: AccountRecord, patch: AccountPatch): Promise<AccountRecord> {
     const updated: AccountRecord = { ...account, ...patch, updatedAt: iso(this.clock.now()) };
     await this.store.commit(this.repo.putAccount(updated));
     return updated;

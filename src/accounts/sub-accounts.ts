@@ -8,7 +8,7 @@ import { isValidDomain, normalizeDomain } from '../util/domain-name.ts';
 import { badRequest, conflict, forbidden, notFound } from '../util/errors.ts';
 import { isUuid } from '../util/ids.ts';
 import type { AccountStatuses } from './account-status.ts';
-import type { Accounts } from './accounts.ts';
+import type { AccountPatch, Accounts } from './accounts.ts';
 import type { ApiKeyPatch, ApiKeys } from './api-keys.ts';
 
 /** Sub accounts one parent may have, deleted ones included (each is read whole by usage and a suspension's cascade). */
@@ -98,7 +98,7 @@ export class SubAccounts {
     const child = await this.live(parent, id);
     return this.accounts.inFamily(child.id, async () => {
       const current = await this.live(parent, id);
-      const changes: Parameters<Accounts['update']>[1] & { monthlyCredit?: number } = {};
+      const changes: AccountPatch = {};
       if (name !== undefined && name !== current.name) changes.name = name;
       if (website !== undefined && website !== current.website) changes.website = website;
       if (credit !== undefined && credit !== (current.monthlyCredit ?? 0)) changes.monthlyCredit = credit;

@@ -1,6 +1,7 @@
 import type { AccountsRepo } from '../store/accounts-repo.ts';
 import type { AccountRecord } from '../store/records.ts';
 import { AppError } from '../util/errors.ts';
+import { mapLimited } from '../util/limited.ts';
 import type { Clock } from '../util/time.ts';
 
 /** The operator's billing settings (`billing.*`): what one parent's pooled invoice amounts to each month. */
@@ -81,19 +82,6 @@ export class Usage {
   }
 }
 
-async function mapLimited<T, R>(items: T[], limit: number, fn: (item: T) => Promise<R>): Promise<R[]> {
-  const out = new Array<R>(items.length);
-  let next = 0;
-  const worker = async () => {
-    while (next < items.length) {
-      const i = next++;
-      out[i] = await fn(items[i]!);
-    }
-  };
-  await Promise.all(Array.from({ length: Math.min(limit, items.length) }, worker));
-  return out;
-}
-
 /**
  * Splits `amount` (whole minor units) in proportion to `volumes`: each part its floor, the rest
  * one unit each to the largest remainders (earlier parts first on a tie). No volume: all to the first part.
@@ -136,16 +124,18 @@ export class CreditGate {
   private readonly loading = new Map<string, Promise<Used>>();
 
   constructor(
-    private readonly account: (id: string) => Promise<AccountRecord | undefined>,
     private readonly receptions: ReceptionCount,
     private readonly clock: Clock,
   ) {}
 
-  /** Counts `n` receptions of the account, or throws CreditExhausted; returns the undo for a failed commit. */
-  async reserve(accountId: string, n: number): Promise<() => void> {
+  /**
+   * Counts `n` receptions of the account (its record as the sender's request read it), or throws
+   * CreditExhausted; returns the undo for a failed commit.
+   */
+  async reserve(account: AccountRecord, n: number): Promise<() => void> {
     if (n === 0) return () => undefined;
-    const account = await this.account(accountId);
-    const credit = account?.monthlyCredit ?? 0;
+    const accountId = account.id;
+    const credit = account.monthlyCredit ?? 0;
     const period = billingPeriod(this.clock.now());
     let used = this.used.get(accountId);
     if (used && used.period !== period.start) used = undefined;

@@ -11,6 +11,7 @@ import type { JobIndex } from '../store/job-index.ts';
 import type { JobsRepo } from '../store/jobs-repo.ts';
 import type { MetaRepo } from '../store/meta.ts';
 import type { JobRecord } from '../store/records.ts';
+import { mapLimited } from '../util/limited.ts';
 import { isPrintable } from '../util/text.ts';
 import { isValidDomain, normalizeDomain } from '../util/domain-name.ts';
 import { domainOf } from '../util/email.ts';
@@ -436,11 +437,7 @@ function queueState(value: string): QueueState {
 
 /** Runs `fn` over `items`, at most PARALLEL_UPDATES at once. */
 async function eachLimited<T>(items: T[], fn: (item: T) => Promise<void>): Promise<void> {
-  let next = 0;
-  const worker = async () => {
-    while (next < items.length) await fn(items[next++]!);
-  };
-  await Promise.all(Array.from({ length: Math.min(PARALLEL_UPDATES, items.length) }, worker));
+  await mapLimited(items, PARALLEL_UPDATES, fn);
 }
 
 function destinationName(text: string): string {

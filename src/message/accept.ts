@@ -19,7 +19,7 @@ export interface StoredBody {
 
 /** Counts an account's receptions before they are committed; throws (403) past its cap. Returns the undo. */
 export interface Quota {
-  reserve(accountId: string, n: number): Promise<() => void>;
+  reserve(account: AccountRecord, n: number): Promise<() => void>;
 }
 
 /** One recipient's message: its header block and the body it shares. */
@@ -74,7 +74,7 @@ export class Acceptor {
     const { records, ops } = this.prepare(submission);
     // Receptions as the statistics count them: sandbox mail and our own DSNs are not.
     const counted = submission.sandbox === null && !submission.bounceNotification ? records.length : 0;
-    const undo = this.quota && counted > 0 ? await this.quota.reserve(submission.account.id, counted) : null;
+    const undo = this.quota && counted > 0 ? await this.quota.reserve(submission.account, counted) : null;
     try {
       await this.store.commit(ops);
     } catch (err) {

@@ -2,7 +2,7 @@ import { expect } from 'chai';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { Child, run } from '../helpers/child.ts';
+import { checkedCli, Child, initialised } from '../helpers/child.ts';
 import { startSink, type SmtpSink } from '../helpers/smtp-sink.ts';
 
 /**
@@ -40,14 +40,8 @@ describe('e2e: a platform runs a customer as a sub account', function () {
       'shutdown:\n  grace_seconds: 2',
       '',
     ].join('\n'));
-    const cli = async (...args: string[]) => {
-      const res = await run(['--config', config, ...args], dir);
-      expect(res.code, res.stderr).to.equal(0);
-      return res.stdout;
-    };
-    const init = await cli('init');
-    const parentId = /account id: ([0-9a-f-]{36})/.exec(init)![1]!;
-    const parentKey = /aha-sk-[A-Za-z0-9]{64}/.exec(init)![0];
+    const cli = checkedCli(config, dir);
+    const { accountId: parentId, key: parentKey } = initialised(await cli('init'));
 
     child = new Child(['--config', config, 'start'], dir);
     const api = (await child.waitFor(/"urls":\["(http:\/\/127\.0\.0\.1:\d+)"/))[1]!;

@@ -3,7 +3,7 @@ import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { simpleParser } from 'mailparser';
-import { Child, run } from '../helpers/child.ts';
+import { checkedCli, Child, initialised } from '../helpers/child.ts';
 import { startDnsServer, type TestDnsServer } from '../helpers/dns-server.ts';
 import { startSink, type SmtpSink } from '../helpers/smtp-sink.ts';
 import { trackingGet, trackingUrls } from '../helpers/tracking.ts';
@@ -56,14 +56,8 @@ describe('e2e: tracked mail, opened and clicked', function () {
       'shutdown:\n  grace_seconds: 2',
       '',
     ].join('\n'));
-    const cli = async (...args: string[]) => {
-      const res = await run(['--config', config, ...args], dir);
-      expect(res.code, res.stderr).to.equal(0);
-      return res.stdout;
-    };
-    const init = await cli('init');
-    const account = /account id: ([0-9a-f-]{36})/.exec(init)![1]!;
-    const key = /aha-sk-[A-Za-z0-9]{64}/.exec(init)![0];
+    const cli = checkedCli(config, dir);
+    const { accountId: account, key } = initialised(await cli('init'));
     await cli('domains', 'add', 'example.com', '--account', account);
     await cli('domains', 'verify', 'example.com');
 

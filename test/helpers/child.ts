@@ -59,3 +59,17 @@ export async function run(args: string[], cwd: string, env: NodeJS.ProcessEnv = 
   const code = await child.exited;
   return { code, stdout: child.stdout, stderr: child.stderr };
 }
+
+/** `postilion --config <config> …` run in `dir`, expected to exit 0: its stdout. */
+export function checkedCli(config: string, dir: string): (...args: string[]) => Promise<string> {
+  return async (...args) => {
+    const res = await run(['--config', config, ...args], dir);
+    if (res.code !== 0) throw new Error(`postilion ${args.join(' ')} exited ${res.code}: ${res.stderr}`);
+    return res.stdout;
+  };
+}
+
+/** What `postilion init` printed: the first account's id and its administrator key. */
+export function initialised(stdout: string): { accountId: string; key: string } {
+  return { accountId: /account id: ([0-9a-f-]{36})/.exec(stdout)![1]!, key: /aha-sk-[A-Za-z0-9]{64}/.exec(stdout)![0] };
+}

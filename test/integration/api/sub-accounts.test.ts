@@ -191,6 +191,11 @@ describe('sub accounts (reference-api §10)', function () {
     const refused = await api('POST', `${parent}/${mine.id}/api-keys`, { body: { label: 'k', scopes: ['sub-accounts:read'] } });
     expect(refused.status).to.equal(400);
     expect(refused.body.message).to.contain('sub-accounts:read');
+    const plain = await api('POST', `${parent}/${mine.id}/api-keys`, { body: { label: 'k', scopes: ['accounts:read'] } });
+    const widened = await api('PUT', `${parent}/${mine.id}/api-keys/${plain.body.id}`, { body: { scopes: ['accounts:read', 'sub-account-api-keys:write'] } });
+    expect(widened.status).to.equal(400);
+    expect(widened.body.message).to.contain('sub-account-api-keys:write');
+    expect((await api('GET', `${parent}/${mine.id}/api-keys/${plain.body.id}`)).body.scopes.map((s: { scope: string }) => s.scope)).to.deep.equal(['accounts:read']);
     // Scopes are validated against the child: a domain of the parent is not one of the child's.
     const foreign = await api('POST', `${parent}/${mine.id}/api-keys`, { body: { label: 'k', scopes: ['messages:send:{parent.example}'] } });
     expect(foreign.status).to.equal(400);

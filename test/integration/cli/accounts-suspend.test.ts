@@ -81,6 +81,9 @@ describe('postilion accounts suspend and held mail', function () {
     expect(list.out).to.contain(`${bed.server.accountId}\tsuspended\t-\t`);
     expect(list.out).to.contain('(suspended by operator: abuse report #42)');
     expect(list.out).to.contain(`${child.id}\tparent-suspended\t${bed.server.accountId}\tCustomer`);
+    const listed = JSON.parse((await cli('accounts', 'list', '--json')).out) as Array<Record<string, unknown>>;
+    expect(listed.find((a) => a.id === child.id)).to.deep.equal({ id: child.id, name: 'Customer', status: 'parent-suspended', parent_account_id: bed.server.accountId, suspension: null });
+    expect(listed.find((a) => a.id === bed.server.accountId)).to.deep.include({ status: 'suspended', parent_account_id: null });
     const refused = await bed.api('GET', `/v2/accounts/${bed.server.accountId}`);
     expect(refused.status).to.equal(401);
     expect(refused.body.message).to.equal('Account is suspended');

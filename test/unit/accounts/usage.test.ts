@@ -32,14 +32,13 @@ describe('CreditGate', () => {
     let reads = 0;
     let release!: () => void;
     const gate = new CreditGate(
-      async () => account(5),
       () => {
         reads += 1;
         return new Promise<number>((resolve) => (release = () => resolve(2)));
       },
       { now: () => Date.parse('2026-11-15T00:00:00Z') },
     );
-    const sends = [gate.reserve('a', 2), gate.reserve('a', 2), gate.reserve('a', 1)];
+    const sends = [gate.reserve(account(5), 2), gate.reserve(account(5), 2), gate.reserve(account(5), 1)];
     await new Promise((r) => setImmediate(r));
     release();
     const results = await Promise.allSettled(sends);
@@ -50,20 +49,20 @@ describe('CreditGate', () => {
   });
 
   it('gives a reservation back when its commit fails', async () => {
-    const gate = new CreditGate(async () => account(1), async () => 0, { now: () => 0 });
-    const undo = await gate.reserve('a', 1);
+    const gate = new CreditGate(async () => 0, { now: () => 0 });
+    const undo = await gate.reserve(account(1), 1);
     undo();
-    await gate.reserve('a', 1);
+    await gate.reserve(account(1), 1);
     let refused: unknown = null;
-    await gate.reserve('a', 1).catch((err: unknown) => (refused = err));
+    await gate.reserve(account(1), 1).catch((err: unknown) => (refused = err));
     expect(refused).to.be.instanceOf(CreditExhausted);
     expect((refused as CreditExhausted).status).to.equal(403);
   });
 
   it('does not read the counters for an account without a credit', async () => {
     let reads = 0;
-    const gate = new CreditGate(async () => account(0), async () => (reads += 1), { now: () => 0 });
-    for (let i = 0; i < 10; i++) await gate.reserve('a', 1000);
+    const gate = new CreditGate(async () => (reads += 1), { now: () => 0 });
+    for (let i = 0; i < 10; i++) await gate.reserve(account(0), 1000);
     expect(reads).to.equal(0);
   });
 });
