@@ -1,11 +1,12 @@
 import { TrackingHits } from './tracking/hits.ts';
-import { trackingEndpoint, TrackingUrlMaker } from './tracking/endpoint.ts';
+import { TrackingUrlMaker } from './tracking/endpoint.ts';
+import { TrackingListenerThread } from './tracking/listener-thread.ts';
 import { TrackingTokens } from './tracking/tokens.ts';
 import { countersObserver, expandCount } from './stats/counters.ts';
 import { rebuildCounters } from './stats/rebuild.ts';
 import { Statistics } from './stats/statistics.ts';
 import { existsSync, readFileSync } from 'node:fs';
-import { join, resolve } from 'node:path';
+import { extname, join, resolve } from 'node:path';
 import { schedule, type ScheduledTask } from 'node-cron';
 import { Accounts } from './accounts/accounts.ts';
 import { HeldMail } from './queue/held-mail.ts';
@@ -142,6 +143,8 @@ export interface Core {
   statistics: Statistics;
   /** Tokens of open pixels and tracked links (key in keys/tracking.key). */
   trackingTokens: TrackingTokens;
+  /** Their key, for the tracking listener's thread to check tokens with. */
+  trackingKey: Buffer;
   /** The tracking URLs written into tracked mail. */
   trackingUrls: TrackingUrlMaker;
   /** What the schema migration on open did (empty when the store was current). */
@@ -196,7 +199,8 @@ export async function openCore(config: Config, clock: Clock = systemClock): Prom
   const accountStatuses = new AccountStatuses(store, accounts, accountsRepo, clock);
   const apiKeys = new ApiKeys(store, apiKeysRepo, domains.ownership, clock, keyLocks);
   const dnsChecker = new DnsChecker(store, domainsRepo, resolver, events, domainLocks, clock, identityOf(config), config.domains.check_cache_seconds * 1000);
-  const trackingTokens = new TrackingTokens(SecretBox.loadOrCreate(join(config.keys.dir, 'tracking.key')).rawKey());
+  const trackingKey = SecretBox.loadOrCreate(join(config.keys.dir, 'tracking.key')).rawKey();
+  const trackingTokens = new TrackingTokens(trackingKey);
   const trackingUrls = new TrackingUrlMaker(trackingTokens, config.tracking.link_scheme);
   return {
     config,
@@ -240,6 +244,7 @@ export async function openCore(config: Config, clock: Clock = systemClock): Prom
     routeCounters,
     statistics,
     trackingTokens,
+    trackingKey,
     trackingUrls,
     migrations,
     clock,
@@ -273,7 +278,7 @@ export class Daemon {
   /** The outcome rules of mail, shared by delivery and the inbound side (late bounces). */
   private outcomes!: Outcomes;
   private metricsListener: MetricsListener | null = null;
-  private trackingListener: ApiListener | null = null;
+  private trackingListener: TrackingListenerThread | null = null;
   private trackingHits: TrackingHits | null = null;
   /** The daemon's Prometheus instruments (served by the metrics listener when it is on). */
   readonly metrics: Metrics;
@@ -385,6 +390,26 @@ export class Daemon {
       ),
     );
 
+    if (config.tracking.enabled) {
+      this.trackingHits = new TrackingHits(core.messagesRepo, (ops) => core.store.commit(ops), core.events, core.clock, config.tracking.scanner_seconds * 1000,
+        (err) => log.error({ err }, 'an open or click could not be recorded'), (count) => this.trackingListener?.written(count));
+      const t = config.tracking;
+      // Its own thread, which takes a moment to start: first of the listeners, so that a daemon
+      // whose other listeners are up is (nearly) started.
+      this.trackingListener = await TrackingListenerThread.start(
+        new URL(`./tracking-thread${extname(fileURLToPath(import.meta.url))}`, import.meta.url),
+        {
+          host: t.host,
+          port: t.port,
+          tls: t.tls.enabled ? readTlsFiles(config.keys.dir, t.tls, 'tracking.tls') : null,
+          tokenKey: core.trackingKey,
+          trustedProxies: config.api.trusted_proxies,
+        },
+        { domains: core.domainsRepo, messages: core.messagesRepo, hits: this.trackingHits, log },
+      );
+      log.info({ url: this.trackingListener.url }, 'tracking listening');
+    }
+
     this.engine = await this.startEngine();
     this.control = await this.startControl();
     if (config.smtp.submission.enabled) this.submission = await this.startSubmission();
@@ -398,21 +423,6 @@ export class Daemon {
       );
     }
     log.info({ urls: this.urls }, 'API listening');
-
-    if (config.tracking.enabled) {
-      this.trackingHits = new TrackingHits(core.messagesRepo, core.messages, core.events, core.clock, config.tracking.scanner_seconds * 1000,
-        (err) => log.error({ err }, 'an open or click could not be recorded'));
-      const endpoint = trackingEndpoint({
-        domains: core.domainsRepo,
-        tokens: core.trackingTokens,
-        hits: this.trackingHits,
-        trustedProxies: () => this.settings.trustedProxies,
-        onError: (err) => log.error({ err }, 'tracking request failed'),
-      });
-      const t = config.tracking;
-      this.trackingListener = await ApiListener.start({ host: t.host, port: t.port, log, ...(t.tls.enabled ? { tls: readTlsFiles(config.keys.dir, t.tls, 'tracking.tls') } : {}) }, endpoint);
-      log.info({ url: this.trackingListener.url }, 'tracking listening');
-    }
 
     if (config.metrics.enabled) {
       this.metricsListener = await MetricsListener.start(config.metrics.host, config.metrics.port, this.metrics, () => this.readiness(), log);
@@ -682,7 +692,7 @@ export class Daemon {
       { name: 'control', ok: this.control !== null },
       ...(config.smtp.submission.enabled ? [{ name: 'smtp-submission', ok: this.submission !== null }] : []),
       ...(config.smtp.inbound.enabled ? [{ name: 'smtp-inbound', ok: this.inbound !== null }] : []),
-      ...(config.tracking.enabled ? [{ name: 'tracking', ok: this.trackingListener !== null }] : []),
+      ...(config.tracking.enabled ? [{ name: 'tracking', ok: this.trackingListener?.running === true }] : []),
     ];
   }
 
@@ -693,8 +703,9 @@ export class Daemon {
   }
 
   /** Resolves once the opens and clicks answered so far are written (tests). */
-  trackingHitsDrained(): Promise<void> {
-    return this.trackingHits?.drain() ?? Promise.resolve();
+  async trackingHitsDrained(): Promise<void> {
+    await this.trackingListener?.sync();
+    await this.trackingHits?.drain();
   }
 
   /** The tracking listener's base URL (null when it is off). */
@@ -752,6 +763,7 @@ export class Daemon {
     this.refusalLimiter.configure(next.api.auth_failures);
     this.core_.idempotency.configure(next.api.idempotency);
     this.settings = apiSettings(next);
+    this.trackingListener?.configure(next.api.trusted_proxies);
     if (tls) for (const listener of this.listeners) listener.reloadTls(tls);
     if (smtpTls) this.submission?.reloadTls(smtpTls);
     if (smtpTls) this.inbound?.reloadTls(smtpTls);

@@ -2,7 +2,6 @@ import { createServer as createHttpServer, STATUS_CODES, type IncomingMessage, t
 import { createServer as createHttpsServer, type Server as HttpsServer } from 'node:https';
 import type { AddressInfo, Socket } from 'node:net';
 import type { Duplex } from 'node:stream';
-import type { Logger } from 'pino';
 import { errorBody } from './middleware/errors.ts';
 
 type RequestListener = (req: IncomingMessage, res: ServerResponse) => void;
@@ -11,8 +10,8 @@ export interface ListenerSpec {
   host: string;
   port: number;
   tls?: { cert: Buffer; key: Buffer };
-  /** Requests refused before the app sees them are logged here (info). */
-  log?: Logger;
+  /** Requests refused before the app sees them are logged here (info): a pino logger, or what stands for one. */
+  log?: { info(fields: Record<string, unknown>, message: string): void };
 }
 
 /**

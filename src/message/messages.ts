@@ -50,6 +50,26 @@ export class Messages {
     return this.repo.query(accountId, filter, page);
   }
 
+  /**
+   * The messages as shown: each tracked one's opens and clicks (its hits record, written by
+   * tracking/hits.ts) added to its own older counts. For presenting only, never to be written back.
+   */
+  async shown(messages: MessageRecord[]): Promise<MessageRecord[]> {
+    const tracked = messages.filter((m) => m.tracking.open || m.tracking.click);
+    const hits = await this.repo.hits(tracked.map((m) => m.id));
+    const byId = new Map(tracked.map((m, i) => [m.id, hits[i]]));
+    return messages.map((m) => {
+      const h = byId.get(m.id);
+      return h === undefined ? m : {
+        ...m,
+        openCount: m.openCount + h.opens,
+        clickCount: m.clickCount + h.clicks,
+        firstOpenAt: m.firstOpenAt || h.firstOpenAt,
+        firstClickAt: m.firstClickAt || h.firstClickAt,
+      };
+    });
+  }
+
   /** A message by its full Message-ID or bare UUID; 404 when unknown or not visible. */
   async get(accountId: string, ref: string, visible: DomainFilter): Promise<MessageRecord> {
     const parsed = parseMessageRef(ref);

@@ -2,7 +2,7 @@ import { wellFormed } from '../util/json-limits.ts';
 import { createHash } from 'node:crypto';
 import type { WriteOp } from './group-commit.ts';
 import { collectNewestFirst, type Page, type PageRequest } from './page.ts';
-import type { MessageRecord, MessageStatus } from './records.ts';
+import type { MessageHitsRecord, MessageRecord, MessageStatus } from './records.ts';
 import type { Store, Sublevel } from './store.ts';
 import { idFloor } from '../util/ids.ts';
 import { timeKey } from '../util/time.ts';
@@ -72,6 +72,15 @@ export class MessagesRepo {
     return (await this.store.families.links.get(id)) as string[] | undefined;
   }
 
+  /** The opens and clicks of tracked messages, in the order asked (undefined: none yet). */
+  hits(ids: string[]): Promise<Array<MessageHitsRecord | undefined>> {
+    return ids.length === 0 ? Promise.resolve([]) : this.store.families.messageHits.getMany(ids) as Promise<Array<MessageHitsRecord | undefined>>;
+  }
+
+  putHits(id: string, hits: MessageHitsRecord): WriteOp {
+    return { type: 'put', family: 'messageHits', key: id, value: hits };
+  }
+
   /** Writes the record, moving its index and expiry entries from `previous` when given. */
   put(next: MessageRecord, previous?: MessageRecord): WriteOp[] {
     const ops: WriteOp[] = [{ type: 'put', family: 'messages', key: next.id, value: next }];
@@ -94,6 +103,7 @@ export class MessagesRepo {
       ...expiryKeys(record).map((key): WriteOp => ({ type: 'del', family: 'messageExpiry', key })),
       ...this.unschedule(record),
       ...(record.tracking.click ? [{ type: 'del', family: 'links', key: record.id } as WriteOp] : []),
+      ...(record.tracking.open || record.tracking.click ? [{ type: 'del', family: 'messageHits', key: record.id } as WriteOp] : []),
     ];
   }
 

@@ -289,10 +289,12 @@ export interface MessageRecord {
   /** When the content may be dropped (once delivery is final). */
   dataRetainUntil: string;
   attempts: DeliveryAttemptRecord[];
-  /** Every open and click, bots too. */
+  /**
+   * Opens and clicks recorded before they moved to their own record (MessageHitsRecord): kept
+   * and added to it, never written again (0 in new messages).
+   */
   openCount: number;
   clickCount: number;
-  /** The first open and click by a person (not flagged is_bot); absent or null: none yet. */
   firstOpenAt?: string | null;
   firstClickAt?: string | null;
   bounceClassification: string;
@@ -416,4 +418,19 @@ export interface RouteRecord {
   secret: string;
   createdAt: string;
   updatedAt: string;
+}
+
+/**
+ * A tracked message's opens and clicks (family `messageHits`, by message id), apart from its
+ * record: a hit writes these few bytes, not the whole message, and never races the delivery
+ * path's writes of the message. Added to the message's own (older) counts when it is shown.
+ */
+export interface MessageHitsRecord {
+  v: 1;
+  /** Every open and click, bots too. */
+  opens: number;
+  clicks: number;
+  /** The first open and click by a person (not flagged is_bot), or null: none yet. */
+  firstOpenAt: string | null;
+  firstClickAt: string | null;
 }

@@ -50,6 +50,7 @@ export const FAMILIES = [
   'counters',
   'counterLog',
   'links',
+  'messageHits',
 ] as const;
 /**
  * Families kept in memory after the first read (see ReadCache), with how many records of each at

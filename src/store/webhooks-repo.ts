@@ -15,9 +15,14 @@ export class WebhooksRepo {
   }
 
   /** Every webhook of the account, in creation order. */
-  async ofAccount(accountId: string): Promise<WebhookRecord[]> {
+  /** The ids of the account's webhooks, in creation order. */
+  async idsOfAccount(accountId: string): Promise<string[]> {
     const prefix = `${accountId}:`;
-    const ids = (await this.store.families.webhooksByAccount.values({ gt: prefix, lt: `${prefix}\xff` }).all()) as string[];
+    return (await this.store.families.webhooksByAccount.values({ gt: prefix, lt: `${prefix}\xff` }).all()) as string[];
+  }
+
+  async ofAccount(accountId: string): Promise<WebhookRecord[]> {
+    const ids = await this.idsOfAccount(accountId);
     const found = await Promise.all(ids.map((id) => this.get(id)));
     return found.filter((r): r is WebhookRecord => r !== undefined);
   }

@@ -26,14 +26,32 @@ const IMAGE_PROXIES = /GoogleImageProxy|ggpht\.com|YahooMailProxy|Yahoo! ?Slurp|
 export function botReason(hit: Hit, scannerMs: number): string | null {
   const ua = hit.userAgent.trim();
   if (ua === '') return 'no user agent';
-  if (IMAGE_PROXIES.test(ua)) return 'mailbox image proxy';
+  const agent = agentOf(ua);
+  if (agent === 'proxy') return 'mailbox image proxy';
   if (isApple(hit.ip) || ua === 'Mozilla/5.0') return 'Apple Mail Privacy Protection';
-  if (isbot(ua)) return 'bot user agent';
+  if (agent === 'bot') return 'bot user agent';
   if (hit.deliveredAt !== null && hit.at - hit.deliveredAt < scannerMs) return 'within seconds of delivery';
   return null;
 }
 
+/** User agents recently judged (a handful of browsers make most hits), at most this many. */
+const AGENTS_KEPT = 2_000;
+const agents = new Map<string, 'proxy' | 'bot' | 'person'>();
+
+/** What a user agent says it is; `isbot` runs one large expression, so verdicts are kept. */
+function agentOf(ua: string): 'proxy' | 'bot' | 'person' {
+  let verdict = agents.get(ua);
+  if (verdict === undefined) {
+    verdict = IMAGE_PROXIES.test(ua) ? 'proxy' : isbot(ua) ? 'bot' : 'person';
+    if (agents.size >= AGENTS_KEPT) agents.clear();
+    agents.set(ua, verdict);
+  }
+  return verdict;
+}
+
 function isApple(ip: string): boolean {
+  // Only an IPv4 address (or one mapped into IPv6) can be in 17.0.0.0/8: no parse for the rest.
+  if (!ip.startsWith('17.') && !ip.includes(':')) return false;
   try {
     const parsed = ipaddr.process(ip);
     return parsed.kind() === 'ipv4' && (parsed as ipaddr.IPv4).match(APPLE as [ipaddr.IPv4, number]);

@@ -1,23 +1,30 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
-import type { DomainsRepo } from '../store/domains-repo.ts';
 import type { DomainRecord } from '../store/records.ts';
 import type { Cidr } from '../util/cidr.ts';
 import { parseClientIp } from '../util/cidr.ts';
 import { forwardedClient } from '../util/forwarded.ts';
 import type { TrackingLinks } from '../message/send.ts';
 import type { TrackingUrls } from '../message/tracking.ts';
-import type { TrackingHits } from './hits.ts';
+import type { MessageFacts, ThreadHit } from './thread-protocol.ts';
 import type { TrackingTokens } from './tokens.ts';
 
 /** The open pixel: a transparent 1×1 GIF. */
 const PIXEL = Buffer.from('R0lGODlhAQABAIAAAAAAAP///yH5BAEAAAAALAAAAAABAAEAAAIBRAA7', 'base64');
 const NO_CACHE = { 'Cache-Control': 'no-store, no-cache, must-revalidate, max-age=0', Pragma: 'no-cache', Expires: '0' };
 const PATH = /^\/(o|c)\/([A-Za-z0-9_-]{1,64})\/?$/;
+/** A user agent is kept to this many characters in events. */
+const MAX_USER_AGENT = 512;
 
 export interface EndpointDeps {
-  domains: DomainsRepo;
   tokens: TrackingTokens;
-  hits: TrackingHits;
+  /** The id of the domain whose tracking host this is (`<tracking_subdomain>.<domain>`, lower case), or null. */
+  domainOfHost(host: string): Promise<string | null>;
+  /** What message `id` is, or null (unknown, or not outbound mail). */
+  facts(id: string): Promise<MessageFacts | null>;
+  /** The URL link `index` of message `id` points at, or null. */
+  link(id: string, index: number): Promise<string | null>;
+  /** Takes an answered hit to be recorded; resolves at once unless too many are waiting. */
+  hit(hit: ThreadHit): Promise<void>;
   /** Peers whose X-Forwarded-For is believed (api.trusted_proxies, read per request). */
   trustedProxies: () => readonly Cidr[];
   onError: (err: unknown) => void;
@@ -45,48 +52,68 @@ async function handle(deps: EndpointDeps, req: IncomingMessage, res: ServerRespo
   const path = (req.url ?? '').split('?')[0]!;
   const m = PATH.exec(path);
   if (!m) return plain(res, 404, 'not found');
-  const domain = await trackingDomain(deps.domains, req.headers.host);
-  if (!domain) return plain(res, 404, 'unknown host');
+  const host = trackingHost(req.headers.host);
+  const domainId = host === null ? null : await deps.domainOfHost(host);
+  if (domainId === null) return plain(res, 404, 'unknown host');
   const kind = m[1] === 'o' ? 'open' : 'click';
   const token = m[2]!;
   const client = clientOf(req, deps.trustedProxies());
   if (client === null) return plain(res, 400, 'unreadable X-Forwarded-For');
   if (kind === 'open') {
     const read = deps.tokens.readOpen(token);
-    const message = read && (await deps.hits.message(domain, read.messageId, 'open'));
-    if (!message) return plain(res, 404, 'not found');
-    await deps.hits.hit(message, 'open', client);
+    if (!read || !(await tracked(deps, domainId, read.messageId, kind))) return plain(res, 404, 'not found');
+    await deps.hit({ id: read.messageId, kind, ...client });
     res.writeHead(200, { 'Content-Type': 'image/gif', 'Content-Length': PIXEL.length, ...NO_CACHE });
     res.end(req.method === 'HEAD' ? undefined : PIXEL);
     return;
   }
   const read = deps.tokens.readClick(token);
-  const message = read && (await deps.hits.message(domain, read.messageId, 'click'));
-  const url = message && read ? await deps.hits.link(message.id, read.index) : null;
-  if (!message || !url) return plain(res, 404, 'not found');
-  await deps.hits.hit(message, 'click', client, url);
+  const url = read && (await tracked(deps, domainId, read.messageId, kind)) ? await deps.link(read.messageId, read.index) : null;
+  if (!read || !url) return plain(res, 404, 'not found');
+  await deps.hit({ id: read.messageId, kind, ...client, url });
   res.writeHead(302, { Location: url, 'Content-Length': 0, ...NO_CACHE, 'Referrer-Policy': 'no-referrer' });
   res.end();
 }
 
-/** The domain whose tracking host the request names (`Host`, port dropped), or null. */
-async function trackingDomain(domains: DomainsRepo, host: string | undefined): Promise<DomainRecord | null> {
-  if (!host || host.length > 300) return null;
-  const name = host.toLowerCase().replace(/:\d+$/, '').replace(/\.$/, '');
-  const dot = name.indexOf('.');
-  if (dot <= 0) return null;
-  const domain = await domains.getByName(name.slice(dot + 1));
-  return domain && domain.trackingSubdomain === name.slice(0, dot) ? domain : null;
+/** Whether the message is one of the domain's, tracked that way. */
+async function tracked(deps: EndpointDeps, domainId: string, id: string, kind: 'open' | 'click'): Promise<boolean> {
+  const facts = await deps.facts(id);
+  return facts !== null && facts.domainId === domainId && (kind === 'open' ? facts.open : facts.click);
 }
 
+/** The host name a request names (`Host`, lower case, port and trailing dot dropped), or null. */
+function trackingHost(host: string | undefined): string | null {
+  if (!host || host.length > 300) return null;
+  const name = host.toLowerCase().replace(/:\d+$/, '').replace(/\.$/, '');
+  return name.indexOf('.') > 0 ? name : null;
+}
+
+/** The domain a tracking host (`<tracking_subdomain>.<domain>`) is of, given a lookup of domains by name. */
+export async function domainOfTrackingHost(host: string, byName: (name: string) => Promise<DomainRecord | undefined>): Promise<string | null> {
+  const dot = host.indexOf('.');
+  if (dot <= 0) return null;
+  const domain = await byName(host.slice(dot + 1));
+  return domain && domain.trackingSubdomain === host.slice(0, dot) ? domain.id : null;
+}
+
+/** Each connection's peer address, parsed once (a browser sends many requests on one connection). */
+const peers = new WeakMap<object, { ip: Exclude<ReturnType<typeof parseClientIp>, null>; text: string } | null>();
+
 function clientOf(req: IncomingMessage, trusted: readonly Cidr[]): { ip: string; userAgent: string } | null {
-  const peer = parseClientIp(req.socket.remoteAddress ?? '');
+  let peer = peers.get(req.socket);
+  if (peer === undefined) {
+    const ip = parseClientIp(req.socket.remoteAddress ?? '');
+    peer = ip ? { ip, text: ip.toString() } : null;
+    peers.set(req.socket, peer);
+  }
   if (!peer) return null;
-  const header = req.headers['x-forwarded-for'];
-  const found = forwardedClient(peer, Array.isArray(header) ? header.join(',') : header, trusted);
-  if (typeof found === 'string') return null;
   const ua = req.headers['user-agent'];
-  return { ip: found.toString(), userAgent: typeof ua === 'string' ? ua : '' };
+  const userAgent = typeof ua === 'string' ? ua.slice(0, MAX_USER_AGENT) : '';
+  const header = req.headers['x-forwarded-for'];
+  if (header === undefined || trusted.length === 0) return { ip: peer.text, userAgent };
+  const found = forwardedClient(peer.ip, Array.isArray(header) ? header.join(',') : header, trusted);
+  if (typeof found === 'string') return null;
+  return { ip: found === peer.ip ? peer.text : found.toString(), userAgent };
 }
 
 function plain(res: ServerResponse, status: number, text: string, headers: Record<string, string> = {}): void {

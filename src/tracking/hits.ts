@@ -1,143 +1,165 @@
 import type { EventRecorder } from '../events/recorder.ts';
-import type { Messages } from '../message/messages.ts';
+import type { WriteOp } from '../store/group-commit.ts';
 import type { MessagesRepo } from '../store/messages-repo.ts';
-import type { DomainRecord, MessageRecord } from '../store/records.ts';
+import type { MessageHitsRecord, MessageRecord } from '../store/records.ts';
 import { StoreClosedError } from '../store/store.ts';
 import { iso, type Clock } from '../util/time.ts';
 import { botReason } from './bots.ts';
+import type { ThreadHit } from './thread-protocol.ts';
 
-/** Who opened or clicked: the client address (by the trusted-proxy rules) and its user agent. */
-export interface Client {
-  ip: string;
-  userAgent: string;
-}
-
-/** Hits waiting to be recorded at most; past it, a request waits for its own to be written. */
-const MAX_PENDING = 10_000;
+/** Hits written in one batch at most. */
+const MAX_BATCH = 2_000;
 /** A user agent is kept to this many characters in events. */
 const MAX_USER_AGENT = 512;
-/** Tracked messages whose facts (domain, tracking, links) are kept in memory at most, and for how long. */
-const KNOWN_MAX = 20_000;
-const KNOWN_MS = 10 * 60_000;
+/** Messages whose counts are kept in memory between batches at most. */
+const COUNTS_MAX = 20_000;
 
-/** What a hit needs of its message, none of which changes once it is accepted. */
-interface Known {
-  domainId: string;
-  open: boolean;
-  click: boolean;
-  links: readonly string[] | null | undefined;
+interface Hit {
+  id: string;
+  kind: 'open' | 'click';
+  ip: string;
+  userAgent: string;
+  url: string | undefined;
   at: number;
 }
 
-/** The message a hit is for (its id), once it is known to be tracked that way. */
-export interface TrackedMessage {
-  id: string;
-}
-
 /**
- * Opens and clicks. A request is answered once its message and link are known; the hit itself
- * (the message's counts, `message.opened` / `message.clicked` with is_bot, the statistics) is
- * written in one batch under the message's lock right after, so that a redirect never waits for
- * a disk sync. A crash can lose hits answered in the last moments; never a message or its mail.
+ * The recording of opens and clicks. The tracking listener (its own thread) answers a request
+ * once its message and link are known and hands the hit over; the hits taken meanwhile are
+ * written together right after (one batch: each hit's `message.opened` / `message.clicked` with
+ * is_bot and its statistics, and each message's counts), so that a redirect never waits for a
+ * disk sync and a busy listener costs one batch per turn, not one write per click. A crash can
+ * lose the hits answered in the last moments; never a message or its mail.
+ *
+ * A message's counts are a record of their own (MessageHitsRecord), not fields of the message:
+ * a hit costs a few bytes instead of a rewrite of the whole record, and never waits for (or
+ * races) the delivery path's writes of the message. Only this class writes them, one batch at
+ * a time, so the counts it keeps in memory between batches are what the store holds.
  */
 export class TrackingHits {
-  private pending = 0;
-  private readonly idle: Array<() => void> = [];
-  /**
-   * Recently hit messages' facts, so that a redirect reads nothing from the store (a message
-   * record is rewritten by every hit; reading it again each time cost more than the rest).
-   * Bounded, and forgotten after KNOWN_MS: a message deleted since is seen again soon.
-   */
-  private readonly known = new Map<string, Known>();
+  private queue: Hit[] = [];
+  private scheduled = false;
+  private running: Promise<void> | null = null;
+  /** Told when a batch has landed (or failed): drain(). */
+  private readonly landed: Array<() => void> = [];
+  /** Counts of recently hit messages, as written by the last batch. */
+  private readonly counts = new Map<string, MessageHitsRecord>();
 
   constructor(
     private readonly repo: MessagesRepo,
-    private readonly messages: Messages,
+    private readonly commit: (ops: WriteOp[]) => Promise<void>,
     private readonly events: EventRecorder,
     private readonly clock: Clock,
     private readonly scannerMs: number,
     private readonly onError: (err: unknown) => void,
+    /** Told how many hits a batch held once it is done (the listener holds requests back meanwhile). */
+    private readonly written: (count: number) => void = () => {},
   ) {}
 
-  /** The tracked message of the domain, or null (unknown, another domain's, or not tracked that way). */
-  async message(domain: DomainRecord, id: string, kind: 'open' | 'click'): Promise<TrackedMessage | null> {
-    const known = await this.facts(id);
-    if (!known || known.domainId !== domain.id) return null;
-    return (kind === 'open' ? known.open : known.click) ? { id } : null;
-  }
-
-  /** The URL link `index` of a tracked message points at, or null. */
-  async link(id: string, index: number): Promise<string | null> {
-    const known = await this.facts(id);
-    if (known && known.links === undefined) known.links = (await this.repo.links(id)) ?? null;
-    return known?.links?.[index] ?? null;
-  }
-
-  private async facts(id: string): Promise<Known | null> {
-    const now = this.clock.now();
-    const cached = this.known.get(id);
-    if (cached && now - cached.at < KNOWN_MS) return cached;
-    const m = await this.repo.get(id);
-    if (!m || m.direction !== 'outbound') {
-      this.known.delete(id);
-      return null;
-    }
-    const known: Known = { domainId: m.domainId, open: m.tracking.open, click: m.tracking.click, links: undefined, at: now };
-    this.known.delete(id);
-    this.known.set(id, known);
-    if (this.known.size > KNOWN_MAX) this.known.delete(this.known.keys().next().value!);
-    return known;
-  }
-
-  /** Records a hit; resolves at once unless too many are waiting to be written. */
-  async hit(message: TrackedMessage, kind: 'open' | 'click', client: Client, url?: string): Promise<void> {
+  /**
+   * Takes hits answered by the tracking listener, timed now; `written` is told how many of them
+   * are written (or given up) once their batch is done.
+   */
+  take(hits: readonly ThreadHit[]): void {
     const at = this.clock.now();
-    this.pending += 1;
-    const written = this.write(message.id, kind, client, url, at).catch((err) => {
-      if (!(err instanceof StoreClosedError)) this.onError(err);
-    }).finally(() => {
-      this.pending -= 1;
-      if (this.pending === 0) for (const done of this.idle.splice(0)) done();
-    });
-    if (this.pending > MAX_PENDING) await written;
+    for (const h of hits) this.queue.push({ id: h.id, kind: h.kind, ip: h.ip, userAgent: h.userAgent.slice(0, MAX_USER_AGENT), url: h.url, at });
+    if (!this.scheduled && this.running === null) {
+      this.scheduled = true;
+      setImmediate(() => this.run());
+    }
   }
 
   /** Resolves once every hit taken so far is written (shutdown). */
-  drain(): Promise<void> {
-    return this.pending === 0 ? Promise.resolve() : new Promise((resolve) => this.idle.push(resolve));
+  async drain(): Promise<void> {
+    while (this.queue.length > 0 || this.running !== null || this.scheduled) await this.nextLanding();
   }
 
-  private async write(id: string, kind: 'open' | 'click', client: Client, url: string | undefined, at: number): Promise<void> {
-    const userAgent = client.userAgent.slice(0, MAX_USER_AGENT);
-    await this.messages.update(id, (current) => {
-      const deliveredAt = current.deliveredAt ? Date.parse(current.deliveredAt) : null;
-      const isBot = botReason({ userAgent, ip: client.ip, deliveredAt, at }, this.scannerMs) !== null;
-      const firstField = kind === 'open' ? 'firstOpenAt' : 'firstClickAt';
-      const first = !isBot && !current[firstField];
-      const next: MessageRecord = {
-        ...current,
-        ...(kind === 'open' ? { openCount: current.openCount + 1 } : { clickCount: current.clickCount + 1 }),
-        ...(first ? { [firstField]: iso(at) } : {}),
-      };
-      // Field order as in the contract's examples (webhooks.yaml).
-      const extra = kind === 'open'
-        ? this.events.record({
-            type: 'message.opened',
-            accountId: next.accountId,
-            data: {
-              account_id: next.accountId, event: 'on_opened', from: next.sender, recipient: next.recipient, subject: next.subject,
-              message_id_header: next.messageId, id: next.id, user_agent: userAgent, ip: client.ip, is_bot: isBot,
-            },
-          }, { message: next, first })
-        : this.events.record({
-            type: 'message.clicked',
-            accountId: next.accountId,
-            data: {
-              account_id: next.accountId, event: 'on_clicked', from: next.sender, recipient: next.recipient, subject: next.subject,
-              message_id_header: next.messageId, id: next.id, url: url ?? '', user_agent: userAgent, ip: client.ip, is_bot: isBot,
-            },
-          }, { message: next, first });
-      return { next, extra };
+  private nextLanding(): Promise<void> {
+    return new Promise((resolve) => this.landed.push(resolve));
+  }
+
+  /** Writes batches until the queue is empty; one runs at a time. */
+  private run(): void {
+    this.scheduled = false;
+    this.running = (async () => {
+      while (this.queue.length > 0) {
+        const batch = this.queue.length <= MAX_BATCH ? this.queue : this.queue.slice(0, MAX_BATCH);
+        this.queue = batch === this.queue ? [] : this.queue.slice(MAX_BATCH);
+        try {
+          await this.write(batch);
+        } catch (err) {
+          if (!(err instanceof StoreClosedError)) this.onError(err);
+        } finally {
+          this.written(batch.length);
+          for (const told of this.landed.splice(0)) told();
+        }
+      }
+    })().finally(() => {
+      this.running = null;
+      for (const told of this.landed.splice(0)) told();
     });
+  }
+
+  private async write(batch: Hit[]): Promise<void> {
+    const ids = [...new Set(batch.map((h) => h.id))];
+    // Read again, not from `known`: a message deleted since is not written to, and the scanner
+    // check needs its delivery time as it is now. Hits no longer rewrite the record, so these
+    // reads are mostly the store's cache.
+    const messages = new Map<string, MessageRecord>();
+    for (const [i, m] of (await Promise.all(ids.map((id) => this.repo.get(id)))).entries()) {
+      if (m && m.direction === 'outbound') messages.set(ids[i]!, m);
+    }
+    const unread = [...messages.keys()].filter((id) => !this.counts.has(id));
+    const stored = await this.repo.hits(unread);
+    const next = new Map<string, MessageHitsRecord>();
+    for (const [i, id] of unread.entries()) next.set(id, stored[i] ?? { v: 1, opens: 0, clicks: 0, firstOpenAt: null, firstClickAt: null });
+    for (const id of messages.keys()) if (!next.has(id)) next.set(id, { ...this.counts.get(id)! });
+
+    const ops: WriteOp[] = [];
+    for (const hit of batch) {
+      const m = messages.get(hit.id);
+      if (!m) continue;
+      const counts = next.get(hit.id)!;
+      const deliveredAt = m.deliveredAt ? Date.parse(m.deliveredAt) : null;
+      const isBot = botReason({ userAgent: hit.userAgent, ip: hit.ip, deliveredAt, at: hit.at }, this.scannerMs) !== null;
+      ops.push(...(hit.kind === 'open' ? this.opened(m, counts, hit, isBot) : this.clicked(m, counts, hit, isBot)));
+    }
+    for (const [id, counts] of next) ops.push(this.repo.putHits(id, counts));
+    // Forgotten first: if the batch fails, the next one reads what the store holds.
+    for (const id of next.keys()) this.counts.delete(id);
+    if (ops.length === 0) return;
+    await this.commit(ops);
+    for (const [id, counts] of next) this.counts.set(id, counts);
+    while (this.counts.size > COUNTS_MAX) this.counts.delete(this.counts.keys().next().value!);
+  }
+
+  // Field order of the events as in the contract's examples (webhooks.yaml).
+
+  private opened(m: MessageRecord, counts: MessageHitsRecord, hit: Hit, isBot: boolean): WriteOp[] {
+    const first = !isBot && !counts.firstOpenAt && !m.firstOpenAt;
+    counts.opens += 1;
+    if (first) counts.firstOpenAt = iso(hit.at);
+    return this.events.record({
+      type: 'message.opened',
+      accountId: m.accountId,
+      data: {
+        account_id: m.accountId, event: 'on_opened', from: m.sender, recipient: m.recipient, subject: m.subject,
+        message_id_header: m.messageId, id: m.id, user_agent: hit.userAgent, ip: hit.ip, is_bot: isBot,
+      },
+    }, { message: m, first });
+  }
+
+  private clicked(m: MessageRecord, counts: MessageHitsRecord, hit: Hit, isBot: boolean): WriteOp[] {
+    const first = !isBot && !counts.firstClickAt && !m.firstClickAt;
+    counts.clicks += 1;
+    if (first) counts.firstClickAt = iso(hit.at);
+    return this.events.record({
+      type: 'message.clicked',
+      accountId: m.accountId,
+      data: {
+        account_id: m.accountId, event: 'on_clicked', from: m.sender, recipient: m.recipient, subject: m.subject,
+        message_id_header: m.messageId, id: m.id, url: hit.url ?? '', user_agent: hit.userAgent, ip: hit.ip, is_bot: isBot,
+      },
+    }, { message: m, first });
   }
 }

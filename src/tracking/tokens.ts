@@ -1,9 +1,22 @@
-import { createHmac, timingSafeEqual } from 'node:crypto';
+import { createHash, timingSafeEqual, type Hash } from 'node:crypto';
 import { isUuid } from '../util/ids.ts';
 
 /** Bytes of the MAC in a token: 96 bits, so a token cannot be forged by guessing. */
 const MAC_BYTES = 12;
 const ID_BYTES = 16;
+const SHA256_BLOCK = 64;
+/** What each kind's MAC covers before its payload. */
+const OPEN_LABEL = Buffer.from('track:o:');
+const CLICK_LABEL = Buffer.from('track:c:');
+/** Verified tokens remembered at most (about 100 bytes each). */
+const VERIFIED_KEPT = 20_000;
+
+/** What a verified token names: the link index of a click token, null for an open token. */
+interface Verified {
+  messageId: string;
+  index: number | null;
+}
+
 /** Links per message a click token can number. */
 export const MAX_LINK_INDEX = 0xffff;
 
@@ -15,8 +28,18 @@ export const MAX_LINK_INDEX = 0xffff;
  * base64url: `<16-byte message id>[<2-byte link index>]<12-byte MAC>`.
  */
 export class TrackingTokens {
-  constructor(private readonly key: Buffer) {
+  /** HMAC-SHA256 (RFC 2104) with the key's inner and outer blocks hashed once, copied per token. */
+  private readonly inner: Hash;
+  private readonly outer: Hash;
+  /** Tokens recently verified, and what they name: a hit on a known token costs no MAC. */
+  private readonly verified = new Map<string, Verified>();
+
+  constructor(key: Buffer) {
     if (key.length < 32) throw new Error('the tracking key must be at least 32 bytes');
+    const block = Buffer.alloc(SHA256_BLOCK);
+    (key.length > SHA256_BLOCK ? createHash('sha256').update(key).digest() : key).copy(block);
+    this.inner = createHash('sha256').update(block.map((b) => b ^ 0x36));
+    this.outer = createHash('sha256').update(block.map((b) => b ^ 0x5c));
   }
 
   open(messageId: string): string {
@@ -33,14 +56,30 @@ export class TrackingTokens {
 
   /** The message an open token names, or null when it is malformed or forged. */
   readOpen(token: string): { messageId: string } | null {
+    const known = this.verified.get(token);
+    if (known !== undefined) return known.index === null ? { messageId: known.messageId } : null;
     const payload = this.unseal('o', token, ID_BYTES);
-    return payload ? { messageId: uuidOf(payload) } : null;
+    if (!payload) return null;
+    const messageId = uuidOf(payload);
+    this.keep(token, { messageId, index: null });
+    return { messageId };
   }
 
   /** The message and link a click token names, or null when it is malformed or forged. */
   readClick(token: string): { messageId: string; index: number } | null {
+    const known = this.verified.get(token);
+    if (known !== undefined) return known.index === null ? null : { messageId: known.messageId, index: known.index };
     const payload = this.unseal('c', token, ID_BYTES + 2);
-    return payload ? { messageId: uuidOf(payload.subarray(0, ID_BYTES)), index: payload.readUInt16BE(ID_BYTES) } : null;
+    if (!payload) return null;
+    const read = { messageId: uuidOf(payload.subarray(0, ID_BYTES)), index: payload.readUInt16BE(ID_BYTES) };
+    this.keep(token, read);
+    return { ...read };
+  }
+
+  /** Remembers a token that verified (only those: a forged one is checked every time). */
+  private keep(token: string, read: Verified): void {
+    if (this.verified.size >= VERIFIED_KEPT) this.verified.clear();
+    this.verified.set(token, read);
   }
 
   private seal(kind: 'o' | 'c', payload: Buffer): string {
@@ -56,7 +95,8 @@ export class TrackingTokens {
   }
 
   private mac(kind: 'o' | 'c', payload: Buffer): Buffer {
-    return createHmac('sha256', this.key).update(`track:${kind}:`).update(payload).digest().subarray(0, MAC_BYTES);
+    const inner = this.inner.copy().update(kind === 'o' ? OPEN_LABEL : CLICK_LABEL).update(payload).digest();
+    return this.outer.copy().update(inner).digest().subarray(0, MAC_BYTES);
   }
 }
 

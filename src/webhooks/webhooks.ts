@@ -17,6 +17,8 @@ import type { TargetCounters } from '../queue/target-counters.ts';
 
 /** Webhooks per account: the listing and the fan-out read an account's webhooks whole. */
 export const MAX_WEBHOOKS_PER_ACCOUNT = 1000;
+/** Accounts whose list of webhooks is kept at most (then they are all read again). */
+const ACCOUNT_LISTS_KEPT = 10_000;
 /** Domains one scoped webhook may name. */
 export const MAX_WEBHOOK_DOMAINS = 100;
 
@@ -65,6 +67,11 @@ export interface WebhookSettings {
  * kept sealed with its own key.
  */
 export class Webhooks {
+  /** Per account, the ids of its webhooks (see ofAccount). */
+  private readonly accountLists = new Map<string, string[]>();
+  private listGeneration = 0;
+  private listWrites = 0;
+
   constructor(
     private readonly store: Store,
     private readonly repo: WebhooksRepo,
@@ -111,7 +118,7 @@ export class Webhooks {
         createdAt: now,
         updatedAt: now,
       };
-      await this.store.commit(this.repo.create(webhook));
+      await this.changingLists(() => this.store.commit(this.repo.create(webhook)));
       return { webhook, secret };
     });
   }
@@ -202,7 +209,7 @@ export class Webhooks {
     return this.locks.run(`webhook:${id}`, async () => {
       const webhook = await this.get(accountId, id);
       if (may) checkMay(may, webhook.scope, await this.domainsOf(webhook), 'delete');
-      await this.store.commit([...this.repo.delete(webhook), this.counters.forget(webhook.id)]);
+      await this.changingLists(() => this.store.commit([...this.repo.delete(webhook), this.counters.forget(webhook.id)]));
       return webhook;
     });
   }
@@ -216,9 +223,39 @@ export class Webhooks {
     return found.filter((d): d is DomainRecord => d !== undefined && d.accountId === webhook.accountId).map((d) => d.name);
   }
 
-  /** Every webhook of the account, in creation order (the fan-out filters by flag and domain). */
-  ofAccount(accountId: string): Promise<WebhookRecord[]> {
-    return this.repo.ofAccount(accountId);
+  /**
+   * Every webhook of the account, in creation order (the fan-out filters by flag and domain).
+   * Asked for every batch of events, most often of accounts with none: which webhooks an account
+   * has is kept (the records themselves are read through the store's cache, so a change to one
+   * is seen at once), and forgotten whenever a webhook is created or deleted.
+   */
+  async ofAccount(accountId: string): Promise<WebhookRecord[]> {
+    let ids = this.accountLists.get(accountId);
+    if (ids === undefined) {
+      const generation = this.listGeneration;
+      ids = await this.repo.idsOfAccount(accountId);
+      // A list read while a creation or deletion was on its way may be the old one: not kept.
+      if (generation === this.listGeneration && this.listWrites === 0) {
+        if (this.accountLists.size >= ACCOUNT_LISTS_KEPT) this.accountLists.clear();
+        this.accountLists.set(accountId, ids);
+      }
+    }
+    const found = await Promise.all(ids.map((id) => this.repo.get(id)));
+    return found.filter((w): w is WebhookRecord => w !== undefined);
+  }
+
+  /** Runs a write that creates or deletes webhooks: the kept lists are forgotten before and after it. */
+  private async changingLists<T>(write: () => Promise<T>): Promise<T> {
+    this.listWrites += 1;
+    this.listGeneration += 1;
+    this.accountLists.clear();
+    try {
+      return await write();
+    } finally {
+      this.listWrites -= 1;
+      this.listGeneration += 1;
+      this.accountLists.clear();
+    }
   }
 
   /** The secret in clear, to sign a delivery with. */

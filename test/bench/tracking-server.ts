@@ -3,7 +3,8 @@
  * sending domain (example.com), logging off, delivery off, the tracking listener on a free port
  * of 127.0.0.1 (plain HTTP), and BENCH_CLICK_MESSAGES (1000) messages accepted with click
  * tracking through the API. The READY line carries the listener's URL, the Host of the tracking
- * links, and each message's click path, as read back from the stored HTML.
+ * links, and each message's click path, as read back from the stored HTML. `stats` answers how
+ * many `message.clicked` events have landed in the store.
  *
  *   BENCH_CLICK_MESSAGES=1000 node --import tsx test/bench/tracking-server.ts
  */
@@ -33,8 +34,13 @@ for (const id of ids) {
   paths.push(link.pathname);
 }
 
+// Every click must be recorded, not only answered: the parent compares this with its 302s.
+let clicked = 0;
+bed.server.daemon.core.store.onPut('events', (_key, value) => {
+  if ((value as { type: string }).type === 'message.clicked') clicked += 1;
+});
 serveUntilDone(
   { url: bed.server.daemon.trackingUrl!, host, paths, target: TARGET, pid: process.pid },
-  () => ({}),
+  () => ({ clicked }),
   () => bed.stop(),
 );

@@ -104,4 +104,21 @@ describe('events outbox', function () {
     expect(await core.store.families.jobsFailed.keys().all()).to.have.length(1);
     expect(await core.eventsRepo.purgeBefore(cutoff)).to.equal(0);
   });
+
+  it('an account\'s webhooks, kept between batches, are read again when one is created or deleted', async () => {
+    // An event with no webhook: the fan-out reads (and keeps) the account's empty list.
+    await bed.send({ sandbox: true, recipients: [{ email: 'before@example.org' }] });
+    await bed.server.daemon.webhookFanout.drained();
+    const id = await createWebhook('/hook');
+    await bed.send({ sandbox: true, recipients: [{ email: 'after-create@example.org' }] });
+    await receiver.until((r) => r.length === 1);
+    expect(receiver.verified()[0]!.payload!.data.recipient).to.equal('after-create@example.org');
+
+    expect((await bed.api('DELETE', `/v2/accounts/${bed.server.accountId}/webhooks/${id}`)).status).to.be.oneOf([200, 204]);
+    await bed.send({ sandbox: true, recipients: [{ email: 'after-delete@example.org' }] });
+    await bed.server.daemon.webhookFanout.drained();
+    await new Promise((r) => setTimeout(r, 200));
+    expect(receiver.received).to.have.length(1);
+    expect(await bed.server.daemon.core.store.families.jobs.keys().all()).to.have.length(0);
+  });
 });

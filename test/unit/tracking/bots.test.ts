@@ -68,6 +68,20 @@ describe('botReason (who opened or clicked)', () => {
     expect(botReason(hit({ userAgent: APPLE_MAIL, ip: '2017::1' }), SCANNER_MS)).to.equal(null);
   });
 
+  it('judges a user agent seen before as the first time, and still weighs each hit\'s address and time', () => {
+    for (let i = 0; i < 3; i++) {
+      expect(botReason(hit(), SCANNER_MS)).to.equal(null);
+      expect(botReason(hit({ ip: '17.1.2.3' }), SCANNER_MS)).to.equal('Apple Mail Privacy Protection');
+      expect(botReason(hit({ at: DELIVERED + 1_000 }), SCANNER_MS)).to.equal('within seconds of delivery');
+      expect(botReason(hit({ userAgent: 'curl/8.4.0' }), SCANNER_MS)).to.equal('bot user agent');
+      expect(botReason(hit({ userAgent: GOOGLE_PROXY }), SCANNER_MS)).to.equal('mailbox image proxy');
+    }
+    // Past the agents it keeps, it starts again and judges the same.
+    for (let i = 0; i < 2_500; i++) botReason(hit({ userAgent: `${CHROME} build/${i}` }), SCANNER_MS);
+    expect(botReason(hit({ userAgent: 'curl/8.4.0' }), SCANNER_MS)).to.equal('bot user agent');
+    expect(botReason(hit(), SCANNER_MS)).to.equal(null);
+  });
+
   it('does not throw on an IP address it cannot parse', () => {
     for (const ip of ['', 'unknown', '17.1.2.3.4', '999.1.1.1', '17.x.y.z']) {
       expect(() => botReason(hit({ ip }), SCANNER_MS), ip).to.not.throw();

@@ -103,11 +103,32 @@ describe('tracking tokens', () => {
       expect(keyed.click(id, 0x0102)).to.equal(Buffer.concat([clickPayload, mac('track:c:', clickPayload)]).toString('base64url'));
     });
 
+    it('is the same HMAC for keys of a block (64 bytes) and longer ones, which HMAC hashes first', () => {
+      for (const size of [63, 64, 65, 100]) {
+        const long = randomBytes(size);
+        const expected = createHmac('sha256', long).update('track:o:').update(idBytes).digest().subarray(0, 12);
+        expect(new TrackingTokens(long).open(id), `${size}-byte key`).to.equal(Buffer.concat([idBytes, expected]).toString('base64url'));
+      }
+    });
+
     it('a payload of the right length signed as the other kind is refused', () => {
       expect(keyed.readClick(Buffer.concat([clickPayload, mac('track:o:', clickPayload)]).toString('base64url'))).to.equal(null);
       expect(keyed.readOpen(Buffer.concat([idBytes, mac('track:c:', idBytes)]).toString('base64url'))).to.equal(null);
       expect(keyed.readClick(Buffer.concat([clickPayload, mac('track:c:', clickPayload)]).toString('base64url'))).to.deep.equal({ messageId: id, index: 0x0102 });
     });
+  });
+
+  it('answers a token read before (kept once verified) as the first time, and still never as the other kind', () => {
+    const keyed = new TrackingTokens(randomBytes(32));
+    const open = keyed.open(id);
+    const click = keyed.click(id, 7);
+    for (let i = 0; i < 2; i++) {
+      expect(keyed.readOpen(open)).to.deep.equal({ messageId: id });
+      expect(keyed.readClick(click)).to.deep.equal({ messageId: id, index: 7 });
+      expect(keyed.readClick(open)).to.equal(null);
+      expect(keyed.readOpen(click)).to.equal(null);
+      expect(keyed.readOpen(flipByte(open, -1))).to.equal(null);
+    }
   });
 
   it('rejects tokens made with another key', () => {

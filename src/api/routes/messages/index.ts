@@ -98,14 +98,15 @@ export function messageRoutes(sender: Sender, messages: Messages, domains: Domai
         if (query.to_time !== undefined) filter.toMs = Date.parse(query.to_time);
         if (scope.ids) filter.domainIds = scope.ids;
         const result = await messages.list(auth.account.id, filter, page);
-        ctx.body = { object: 'list', data: result.items.map(presentSummary), pagination: paginationInfo(result) };
+        ctx.body = { object: 'list', data: (await messages.shown(result.items)).map(presentSummary), pagination: paginationInfo(result) };
       },
     },
     {
       operationId: 'getMessage',
       handler: async (ctx) => {
         const message = await messages.get(authOf(ctx).account.id, ctx.params.message_id ?? '', (await readable(ctx)).filter);
-        ctx.body = await presentMessage(message, await messages.content(message));
+        const [shown] = await messages.shown([message]);
+        ctx.body = await presentMessage(shown!, await messages.content(message));
       },
     },
     {

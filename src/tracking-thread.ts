@@ -1,0 +1,181 @@
+/**
+ * The composition root of the tracking listener's thread, as daemon.ts is of the daemon (which
+ * starts it through tracking/listener-thread.ts): the thread parses the requests, checks the
+ * tokens, answers with the pixel or the redirect, and hands the hits to the daemon, which
+ * records them. What it must know of domains, messages and links it asks the
+ * daemon, and keeps: a message's facts and links never change once it is accepted (kept 10
+ * minutes, so a deleted message stops answering soon), a domain's tracking host may (kept 5 s).
+ */
+import { parentPort, workerData } from 'node:worker_threads';
+import { ApiListener } from './api/server.ts';
+import { parseCidr, type Cidr } from './util/cidr.ts';
+import { trackingEndpoint } from './tracking/endpoint.ts';
+import type { FromThread, Lookup, MessageFacts, ThreadHit, ThreadStart, ToThread } from './tracking/thread-protocol.ts';
+import { TrackingTokens } from './tracking/tokens.ts';
+
+/** Hits handed over and not yet written at most; past it, requests wait for the daemon to catch up. */
+const MAX_PENDING = 10_000;
+const HOST_MS = 5_000;
+const HOSTS_MAX = 10_000;
+const FACTS_MS = 10 * 60_000;
+const FACTS_MAX = 20_000;
+
+interface Facts extends MessageFacts {
+  at: number;
+  /** The stored links (null: none), their read in progress, or undefined: not asked yet. */
+  links: readonly string[] | null | Promise<readonly string[] | null> | undefined;
+}
+
+const start = workerData as ThreadStart;
+const port = parentPort!;
+// Buffers cross to a thread as plain Uint8Arrays.
+const tokens = new TrackingTokens(Buffer.from(start.tokenKey));
+const tls = start.tls ? { cert: Buffer.from(start.tls.cert), key: Buffer.from(start.tls.key) } : null;
+let trusted: readonly Cidr[] = start.trustedProxies.map(parseCidr);
+
+const send = (message: FromThread) => port.postMessage(message);
+const log = (level: 'info' | 'error', fields: Record<string, unknown>, message: string) => send({ type: 'log', level, fields, message });
+
+// Lookups: asked of the daemon, answered by seq.
+let seq = 0;
+const asked = new Map<number, { resolve: (value: unknown) => void; reject: (err: Error) => void }>();
+function ask<T>(lookup: Lookup): Promise<T> {
+  seq += 1;
+  const id = seq;
+  return new Promise<T>((resolve, reject) => {
+    asked.set(id, { resolve: resolve as (value: unknown) => void, reject });
+    send({ type: 'lookup', seq: id, lookup });
+  });
+}
+
+const hosts = new Map<string, { id: string; at: number }>();
+async function domainOfHost(host: string): Promise<string | null> {
+  const kept = hosts.get(host);
+  if (kept && Date.now() - kept.at < HOST_MS) return kept.id;
+  const id = await ask<string | null>({ kind: 'host', host });
+  // Only known hosts are kept: any Host header can be sent, and must not grow memory.
+  if (id === null) hosts.delete(host);
+  else {
+    if (hosts.size >= HOSTS_MAX) hosts.clear();
+    hosts.set(host, { id, at: Date.now() });
+  }
+  return id;
+}
+
+const facts = new Map<string, Facts>();
+/** One question per message however many requests for it arrive meanwhile. */
+const reading = new Map<string, Promise<Facts | null>>();
+function factsOf(id: string): Promise<Facts | null> {
+  const kept = facts.get(id);
+  if (kept && Date.now() - kept.at < FACTS_MS) return Promise.resolve(kept);
+  let read = reading.get(id);
+  if (!read) {
+    read = ask<MessageFacts | null>({ kind: 'message', id }).then((found) => {
+      facts.delete(id);
+      if (!found) return null;
+      const entry: Facts = { ...found, at: Date.now(), links: undefined };
+      facts.set(id, entry);
+      if (facts.size > FACTS_MAX) facts.delete(facts.keys().next().value!);
+      return entry;
+    }).finally(() => reading.delete(id));
+    reading.set(id, read);
+  }
+  return read;
+}
+
+async function link(id: string, index: number): Promise<string | null> {
+  const entry = await factsOf(id);
+  if (!entry) return null;
+  if (entry.links === undefined) {
+    entry.links = ask<string[] | null>({ kind: 'links', id }).then(
+      (links) => (entry.links = links),
+      (err: unknown) => {
+        entry.links = undefined;
+        throw err;
+      },
+    );
+  }
+  return (await entry.links)?.[index] ?? null;
+}
+
+// Hits: handed over once per turn of the event loop; the daemon says how many it has written.
+let queue: ThreadHit[] = [];
+let unwritten = 0;
+let scheduled = false;
+const waiting: Array<() => void> = [];
+function handOver(): void {
+  scheduled = false;
+  if (queue.length === 0) return;
+  unwritten += queue.length;
+  send({ type: 'hits', hits: queue });
+  queue = [];
+}
+async function hit(h: ThreadHit): Promise<void> {
+  queue.push(h);
+  if (!scheduled) {
+    scheduled = true;
+    setImmediate(handOver);
+  }
+  while (queue.length + unwritten > MAX_PENDING) await new Promise<void>((resolve) => waiting.push(resolve));
+}
+
+const endpoint = trackingEndpoint({
+  tokens,
+  domainOfHost,
+  facts: factsOf,
+  link,
+  hit,
+  trustedProxies: () => trusted,
+  onError: (err) => log('error', { err: errorFields(err) }, 'tracking request failed'),
+});
+
+let listener: ApiListener;
+try {
+  listener = await ApiListener.start(
+    { host: start.host, port: start.port, ...(tls ? { tls } : {}), log: { info: (fields, message) => log('info', fields, message) } },
+    endpoint,
+  );
+} catch (err) {
+  const e = err as NodeJS.ErrnoException;
+  send({ type: 'failed', message: e.message, ...(e.code ? { code: e.code } : {}) });
+  port.close();
+  process.exit(1);
+}
+
+port.on('message', (message: ToThread) => {
+  switch (message.type) {
+    case 'answer': {
+      const waiter = asked.get(message.seq);
+      asked.delete(message.seq);
+      if (message.error !== undefined) waiter?.reject(new Error(message.error));
+      else waiter?.resolve(message.value);
+      break;
+    }
+    case 'landed':
+      unwritten -= message.count;
+      for (const resume of waiting.splice(0)) resume();
+      break;
+    case 'sync':
+      handOver();
+      send({ type: 'synced', seq: message.seq });
+      break;
+    case 'settings':
+      trusted = message.trustedProxies.map(parseCidr);
+      break;
+    case 'close':
+      void listener.close(message.graceMs).then(() => {
+        handOver();
+        send({ type: 'closed' });
+        port.close();
+      });
+      break;
+  }
+});
+send({ type: 'listening', url: listener.url });
+
+function errorFields(err: unknown): Record<string, unknown> {
+  return err instanceof Error ? { type: err.name, message: err.message, stack: err.stack } : { message: String(err) };
+}
+
+// The awaited start above makes this file a module; nothing is exported.
+export {};

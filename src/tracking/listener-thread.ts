@@ -1,0 +1,185 @@
+import type { Worker } from 'node:worker_threads';
+import type { Logger } from 'pino';
+import type { DomainsRepo } from '../store/domains-repo.ts';
+import type { MessagesRepo } from '../store/messages-repo.ts';
+import { startModuleWorker } from '../util/module-worker.ts';
+import { domainOfTrackingHost } from './endpoint.ts';
+import type { TrackingHits } from './hits.ts';
+import type { FromThread, Lookup, MessageFacts, ThreadStart, ToThread } from './thread-protocol.ts';
+
+/** How long a closing thread may take beyond the grace period before it is stopped. */
+const CLOSE_SLACK_MS = 2_000;
+
+export interface ListenerThreadDeps {
+  domains: DomainsRepo;
+  messages: MessagesRepo;
+  hits: TrackingHits;
+  log: Logger;
+}
+
+/**
+ * The tracking listener, run in a worker thread of its own (src/tracking-thread.ts): a
+ * burst of opens and clicks parses, verifies and answers there, and never holds up the API,
+ * SMTP or delivery on the daemon's event loop, which only answers the thread's lookups (from the
+ * store's cache, mostly) and records the hits in batches (TrackingHits).
+ *
+ * Why a thread: answering a click is mostly HTTP, and its recording mostly the store; on one
+ * event loop they queue behind each other, on two they run side by side. The store stays the
+ * daemon's alone, so nothing about its single writer changes.
+ */
+export class TrackingListenerThread {
+  private readonly syncs = new Map<number, () => void>();
+  private syncSeq = 0;
+  private closing: Promise<void> | null = null;
+  private exited = false;
+  private readonly exit: Promise<void>;
+  private onClosed: (() => void) | null = null;
+
+  private constructor(
+    private readonly worker: Worker,
+    private readonly deps: ListenerThreadDeps,
+    readonly url: string,
+  ) {
+    this.exit = new Promise((resolve) => worker.once('exit', () => resolve()));
+  }
+
+  /** `entry`: the thread's composition root (src/tracking-thread.ts, or its .js in dist/). */
+  static async start(entry: URL, spec: ThreadStart, deps: ListenerThreadDeps): Promise<TrackingListenerThread> {
+    const worker = startModuleWorker(entry, spec);
+    let unlisten = () => {};
+    const url = await new Promise<string>((resolve, reject) => {
+      const onMessage = (message: FromThread) => {
+        if (message.type === 'listening') resolve(message.url);
+        else if (message.type === 'failed') reject(Object.assign(new Error(message.message), message.code ? { code: message.code } : {}));
+        else if (message.type === 'log') relayLog(deps.log, message);
+      };
+      const onExit = (code: number) => reject(new Error(`the tracking listener thread ended (exit code ${code}) before it listened`));
+      worker.on('message', onMessage);
+      worker.once('error', reject);
+      worker.once('exit', onExit);
+      unlisten = () => {
+        worker.off('message', onMessage);
+        worker.off('error', reject);
+        worker.off('exit', onExit);
+      };
+    }).catch(async (err: unknown) => {
+      unlisten();
+      await worker.terminate();
+      throw err;
+    });
+    unlisten();
+    const thread = new TrackingListenerThread(worker, deps, url);
+    thread.listen();
+    return thread;
+  }
+
+  private listen(): void {
+    const { worker, deps } = this;
+    worker.on('message', (message: FromThread) => {
+      switch (message.type) {
+        case 'lookup':
+          this.answer(message.seq, message.lookup);
+          break;
+        case 'hits':
+          deps.hits.take(message.hits);
+          break;
+        case 'synced':
+          this.syncs.get(message.seq)?.();
+          this.syncs.delete(message.seq);
+          break;
+        case 'log':
+          relayLog(deps.log, message);
+          break;
+        case 'closed':
+          this.onClosed?.();
+          break;
+        default:
+          break;
+      }
+    });
+    worker.on('error', (err) => deps.log.error({ err }, 'the tracking listener thread failed'));
+    worker.once('exit', (code) => {
+      this.exited = true;
+      for (const done of this.syncs.values()) done();
+      this.syncs.clear();
+      this.onClosed?.();
+      if (this.closing === null) deps.log.error({ code }, 'the tracking listener thread ended: opens and clicks are not answered until the daemon restarts');
+    });
+  }
+
+  /** Whether the thread is up (readiness). */
+  get running(): boolean {
+    return !this.exited && this.closing === null;
+  }
+
+  /** Told by TrackingHits how many hits a batch held, once it is done. */
+  written(count: number): void {
+    this.post({ type: 'landed', count });
+  }
+
+  /** api.trusted_proxies changed (configuration reload). */
+  configure(trustedProxies: string[]): void {
+    this.post({ type: 'settings', trustedProxies });
+  }
+
+  /** Resolves once every hit the thread has answered so far is in TrackingHits' hands. */
+  sync(): Promise<void> {
+    if (this.exited) return Promise.resolve();
+    this.syncSeq += 1;
+    const seq = this.syncSeq;
+    return new Promise((resolve) => {
+      this.syncs.set(seq, resolve);
+      this.post({ type: 'sync', seq });
+    });
+  }
+
+  /** Stops accepting, lets in-flight requests finish until `graceMs`, hands over their hits, ends the thread. */
+  close(graceMs: number): Promise<void> {
+    this.closing ??= (async () => {
+      if (!this.exited) {
+        const closed = new Promise<void>((resolve) => (this.onClosed = resolve));
+        this.post({ type: 'close', graceMs });
+        const late = setTimeout(() => void this.worker.terminate(), graceMs + CLOSE_SLACK_MS);
+        await closed;
+        await this.exit;
+        clearTimeout(late);
+      }
+    })();
+    return this.closing;
+  }
+
+  private post(message: ToThread): void {
+    if (!this.exited) this.worker.postMessage(message);
+  }
+
+  private answer(seq: number, lookup: Lookup): void {
+    this.lookup(lookup).then(
+      (value) => this.post({ type: 'answer', seq, value }),
+      (err: unknown) => {
+        this.deps.log.error({ err }, 'a tracking lookup failed');
+        this.post({ type: 'answer', seq, value: null, error: (err as Error).message ?? String(err) });
+      },
+    );
+  }
+
+  private async lookup(lookup: Lookup): Promise<unknown> {
+    const { domains, messages } = this.deps;
+    switch (lookup.kind) {
+      case 'host':
+        return domainOfTrackingHost(lookup.host, (name) => domains.getByName(name));
+      case 'message': {
+        const m = await messages.get(lookup.id);
+        if (!m || m.direction !== 'outbound') return null;
+        const facts: MessageFacts = { domainId: m.domainId, open: m.tracking.open, click: m.tracking.click };
+        return facts;
+      }
+      case 'links':
+        return (await messages.links(lookup.id)) ?? null;
+    }
+  }
+}
+
+function relayLog(log: Logger, message: Extract<FromThread, { type: 'log' }>): void {
+  if (message.level === 'error') log.error(message.fields, message.message);
+  else log.info(message.fields, message.message);
+}

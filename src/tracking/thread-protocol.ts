@@ -1,0 +1,55 @@
+/**
+ * The messages between the daemon and its tracking listener thread (tracking/listener-thread.ts
+ * and src/tracking-thread.ts). The thread answers the requests; the daemon looks up what it
+ * cannot know (domains, messages, links: the store is the daemon's alone) and records the hits.
+ */
+
+/** What the thread starts with (its workerData). */
+export interface ThreadStart {
+  host: string;
+  port: number;
+  tls: { cert: Buffer; key: Buffer } | null;
+  /** The tracking tokens' key (keys/tracking.key), raw. */
+  tokenKey: Buffer;
+  /** api.trusted_proxies, as written in the configuration. */
+  trustedProxies: string[];
+}
+
+/** An open or click the thread answered, for the daemon to record. */
+export interface ThreadHit {
+  id: string;
+  kind: 'open' | 'click';
+  ip: string;
+  userAgent: string;
+  url?: string;
+}
+
+/** What a message is, as far as a request needs to know: none of it changes once it is accepted. */
+export interface MessageFacts {
+  domainId: string;
+  open: boolean;
+  click: boolean;
+}
+
+export type Lookup =
+  | { kind: 'host'; host: string }
+  | { kind: 'message'; id: string }
+  | { kind: 'links'; id: string };
+
+/** Thread → daemon. */
+export type FromThread =
+  | { type: 'listening'; url: string }
+  | { type: 'failed'; message: string; code?: string }
+  | { type: 'lookup'; seq: number; lookup: Lookup }
+  | { type: 'hits'; hits: ThreadHit[] }
+  | { type: 'synced'; seq: number }
+  | { type: 'log'; level: 'info' | 'error'; fields: Record<string, unknown>; message: string }
+  | { type: 'closed' };
+
+/** Daemon → thread. */
+export type ToThread =
+  | { type: 'answer'; seq: number; value: unknown; error?: string }
+  | { type: 'landed'; count: number }
+  | { type: 'sync'; seq: number }
+  | { type: 'settings'; trustedProxies: string[] }
+  | { type: 'close'; graceMs: number };
