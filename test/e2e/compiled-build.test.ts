@@ -72,6 +72,11 @@ describe('the compiled build (dist/, what npm start, the bin and the systemd uni
       const res = await fetch(`${url}/v2/ping`, { headers: { authorization: `Bearer ${key}` } });
       expect(res.status).to.equal(200);
       expect(await res.json()).to.deep.equal({ message: 'pong' });
+      // The tracking listener's thread ran from dist/ (plain JavaScript, no tsx): it answers.
+      const tracking = /"url":"(http:\/\/127\.0\.0\.1:\d+)","msg":"tracking listening"/.exec(stdout)?.[1];
+      expect(tracking, stdout).to.be.a('string');
+      const unknown = await fetch(`${tracking}/o/not-a-token`, { headers: { host: 'track.example.com' } });
+      expect([unknown.status, await unknown.text()]).to.deep.equal([404, 'unknown host']);
       // The bounce rules (config/bounce-rules, read relative to the code) were found from dist/.
       expect(stdout).to.match(/"msg":"delivery started"/);
       expect(stdout).to.match(/"thread_pool":"\d+"/);
