@@ -9,8 +9,6 @@ import type { ThreadHit } from './thread-protocol.ts';
 
 /** Hits written in one batch at most. */
 const MAX_BATCH = 2_000;
-/** A user agent is kept to this many characters in events. */
-const MAX_USER_AGENT = 512;
 /** Messages whose counts are kept in memory between batches at most. */
 const COUNTS_MAX = 20_000;
 
@@ -62,7 +60,7 @@ export class TrackingHits {
    */
   take(hits: readonly ThreadHit[]): void {
     const at = this.clock.now();
-    for (const h of hits) this.queue.push({ id: h.id, kind: h.kind, ip: h.ip, userAgent: h.userAgent.slice(0, MAX_USER_AGENT), url: h.url, at });
+    for (const h of hits) this.queue.push({ id: h.id, kind: h.kind, ip: h.ip, userAgent: h.userAgent, url: h.url, at });
     if (!this.scheduled && this.running === null) {
       this.scheduled = true;
       setImmediate(() => this.run());

@@ -103,14 +103,6 @@ describe('tracking tokens', () => {
       expect(keyed.click(id, 0x0102)).to.equal(Buffer.concat([clickPayload, mac('track:c:', clickPayload)]).toString('base64url'));
     });
 
-    it('is the same HMAC for keys of a block (64 bytes) and longer ones, which HMAC hashes first', () => {
-      for (const size of [63, 64, 65, 100]) {
-        const long = randomBytes(size);
-        const expected = createHmac('sha256', long).update('track:o:').update(idBytes).digest().subarray(0, 12);
-        expect(new TrackingTokens(long).open(id), `${size}-byte key`).to.equal(Buffer.concat([idBytes, expected]).toString('base64url'));
-      }
-    });
-
     it('a payload of the right length signed as the other kind is refused', () => {
       expect(keyed.readClick(Buffer.concat([clickPayload, mac('track:o:', clickPayload)]).toString('base64url'))).to.equal(null);
       expect(keyed.readOpen(Buffer.concat([idBytes, mac('track:c:', idBytes)]).toString('base64url'))).to.equal(null);
