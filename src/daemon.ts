@@ -6,6 +6,7 @@ import { countersObserver, expandCount } from './stats/counters.ts';
 import { rebuildCounters } from './stats/rebuild.ts';
 import { Statistics } from './stats/statistics.ts';
 import { existsSync, readFileSync } from 'node:fs';
+import { boundHeapGrowth } from './util/heap.ts';
 import { extname, join, resolve } from 'node:path';
 import { schedule, type ScheduledTask } from 'node-cron';
 import { Accounts } from './accounts/accounts.ts';
@@ -298,6 +299,7 @@ export class Daemon {
 
   static async start(options: DaemonOptions): Promise<Daemon> {
     const { config, log } = options;
+    boundHeapGrowth();
     const core = await openCore(config, options.clock);
     const daemon = new Daemon(config, core, log, new RateLimiter(config.api.rate_limits, core.clock), new RefusalLimiter(config.api.auth_failures, core.clock));
     try {

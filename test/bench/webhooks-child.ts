@@ -29,7 +29,8 @@ export interface Info {
 export class Daemon {
   info!: Info;
   private readonly proc: ChildProcess;
-  private readonly lines: Array<(line: string) => void> = [];
+  /** Who waits for which answer: a line goes to the first waiter whose word it starts with (answers can cross: `stats count` takes a while). */
+  private readonly lines: Array<{ word: string; take: (line: string) => void }> = [];
   private stderr = '';
   readonly exited: Promise<void>;
 
@@ -39,25 +40,35 @@ export class Daemon {
     this.proc = spawn(process.execPath, [...prof, '--import', 'tsx', join(HERE, 'webhooks-server.ts')], { cwd: ROOT, stdio: ['pipe', 'pipe', 'pipe'], env: { ...process.env, TEST_LOG: 'silent', ...env } });
     this.exited = new Promise((done) => this.proc.once('exit', () => done()));
     this.proc.stderr!.on('data', (d: Buffer) => (this.stderr += d.toString()));
-    createInterface({ input: this.proc.stdout! }).on('line', (line) => this.lines.shift()?.(line));
+    createInterface({ input: this.proc.stdout! }).on('line', (line) => {
+      const i = this.lines.findIndex((w) => line.startsWith(w.word));
+      if (i >= 0) this.lines.splice(i, 1)[0]!.take(line);
+    });
   }
 
   async ready(): Promise<Info> {
-    const line = await this.next(120_000);
+    const line = await this.next('', 120_000);
     if (!line.startsWith('READY ')) throw new Error(`daemon: ${line}\n${this.stderr}`);
     this.info = JSON.parse(line.slice(6)) as Info;
     return this.info;
   }
 
   async stats(count = false): Promise<{ running: number; ready: number; paused: number; jobs?: number; parked?: number }> {
-    const line = this.next(120_000);
+    const line = this.next('STATS ', 120_000);
     this.proc.stdin!.write(count ? 'stats count\n' : 'stats\n');
     return JSON.parse((await line).slice(6));
   }
 
+  /** The daemon's memory now, in MB (process.memoryUsage()). */
+  async memory(): Promise<{ rss: number; heapTotal: number; heapUsed: number; external: number; arrayBuffers: number }> {
+    const line = this.next('MEM ', 120_000);
+    this.proc.stdin!.write('mem\n');
+    return JSON.parse((await line).slice(4));
+  }
+
   /** Suspends or resumes a destination of the engine (as `postilion queue suspend|resume`). */
   async command(line: string): Promise<void> {
-    const answer = this.next(30_000);
+    const answer = this.next('DONE ', 30_000);
     this.proc.stdin!.write(`${line}\n`);
     await answer;
   }
@@ -90,13 +101,13 @@ export class Daemon {
     clearTimeout(timer);
   }
 
-  private next(ms: number): Promise<string> {
+  private next(word: string, ms: number): Promise<string> {
     return new Promise((resolveLine, reject) => {
       const timer = setTimeout(() => reject(new Error(`daemon: no answer within ${ms} ms\n${this.stderr}`)), ms);
-      this.lines.push((line) => {
+      this.lines.push({ word, take: (line) => {
         clearTimeout(timer);
         resolveLine(line);
-      });
+      } });
     });
   }
 }

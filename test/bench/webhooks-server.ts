@@ -9,6 +9,7 @@
  */
 import { startMessageBed } from '../helpers/messages.ts';
 import { createInterface } from 'node:readline';
+import { getHeapSpaceStatistics } from 'node:v8';
 
 const sinkPort = process.env.BENCH_SINK_PORT ? Number(process.env.BENCH_SINK_PORT) : null;
 const RAISED_RATE = { per_second: 1_000_000, burst: 1_000_000 };
@@ -63,6 +64,12 @@ createInterface({ input: process.stdin }).on('line', (line) => {
     if (m[1] === 'suspend') daemon.jobEngine.suspend(m[2]!);
     else daemon.jobEngine.resume(m[2]!);
     process.stdout.write(`DONE ${command}\n`);
+    return;
+  }
+  if (command === 'mem') {
+    const m = process.memoryUsage();
+    const mb = (n: number) => Math.round(n / 1048576);
+    process.stdout.write(`MEM ${JSON.stringify({ rss: mb(m.rss), heapTotal: mb(m.heapTotal), heapUsed: mb(m.heapUsed), external: mb(m.external), arrayBuffers: mb(m.arrayBuffers), spaces: Object.fromEntries(getHeapSpaceStatistics().map((sp) => [sp.space_name.replace('_space', ''), mb(sp.space_size)])) })}\n`);
     return;
   }
   if (command === 'stats' || command === 'stats count') {
