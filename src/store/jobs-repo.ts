@@ -21,6 +21,11 @@ export class JobsRepo {
     return this.store.get<JobRecord>('jobs', id);
   }
 
+  /** Jobs in one read (Store.getMany): the engine takes due jobs in batches. */
+  getMany(ids: readonly string[]): Promise<Array<JobRecord | undefined>> {
+    return this.store.getMany<JobRecord>('jobs', ids);
+  }
+
   /** A new pending job and its due-time entry. */
   create(job: JobRecord): WriteOp[] {
     return [{ type: 'put', family: 'jobs', key: job.id, value: job }, this.index.put(job.kind, job.id, Date.parse(job.dueAt))];

@@ -223,6 +223,17 @@ export class Store {
   }
 
   /**
+   * Several records of one family in one read: one trip to LevelDB's thread pool for all of
+   * them, where a read each costs a trip each (a queued work item, a wake-up of the pool and of
+   * the loop, a promise): what the engine takes in batches of due jobs reads this way.
+   */
+  async getMany<T>(family: Family, keys: readonly string[]): Promise<Array<T | undefined>> {
+    if (keys.length === 0) return [];
+    if (this.cache.caches(family)) return Promise.all(keys.map((key) => this.get<T>(family, key)));
+    return (await this.families[family].getMany(keys as string[])) as Array<T | undefined>;
+  }
+
+  /**
    * Deletes every counter row (the statistics counters are rebuilt from the messages): only
    * before anything adds to them.
    */

@@ -30,6 +30,19 @@ export function webhookTargets(d: {
       const event = d.recent?.get(job.eventId) ?? (await d.store.get<EventRecord>('events', job.eventId));
       return event ? envelope(event, target.id) : null;
     },
+    async bodies(items) {
+      // The events kept in memory are taken now (the read below lets the fan-out push them out);
+      // the others are read at once, each once (both webhooks of an event share it).
+      const found = new Map<string, EventRecord | undefined>();
+      for (const { job } of items) if (!found.has(job.eventId)) found.set(job.eventId, d.recent?.get(job.eventId));
+      const unread = [...found].filter(([, event]) => event === undefined).map(([id]) => id);
+      const read = await d.store.getMany<EventRecord>('events', unread);
+      for (const [i, id] of unread.entries()) found.set(id, read[i]);
+      return items.map(({ job, target }) => {
+        const event = found.get(job.eventId);
+        return event ? envelope(event, target.id) : null;
+      });
+    },
     secretOf: (target) => d.secretOf(target as WebhookRecord),
     counters: d.counters,
     disable: (id) => d.disable(id),

@@ -128,7 +128,10 @@ async function mailRun(defer: Defer, sink: Sink, receiver: Awaited<ReturnType<ty
   const started = performance.now();
   await sendAll(d, MESSAGES, false, webhook ? 'w' : 'n');
   await until('the sink to have every message', () => sink.count() - sunkBefore >= MESSAGES, 600_000, 10);
-  if (webhook) await until('the receiver to have every event', () => receiver.count() >= MESSAGES * 2, 600_000, 10);
+  if (webhook) {
+    const progress = setInterval(() => void d.stats().then((s) => process.stderr.write(`  … ${receiver.count()} of ${MESSAGES * 2} events received; engine ${JSON.stringify(s)}\n`)).catch(() => undefined), 5000);
+    await until('the receiver to have every event', () => receiver.count() >= MESSAGES * 2, 600_000, 10).finally(() => clearInterval(progress));
+  }
   const rate = MESSAGES / ((performance.now() - started) / 1000);
   await d.stop();
   return rate;

@@ -66,6 +66,21 @@ describe('store (real LevelDB)', () => {
     await store.close();
   });
 
+  it('reads several records of a family in one getMany, in the order asked, cached families too', async () => {
+    const store = await Store.open(dir);
+    await store.commit([
+      { type: 'put', family: 'events', key: 'e1', value: { id: 'e1' } },
+      { type: 'put', family: 'events', key: 'e2', value: { id: 'e2' } },
+      { type: 'put', family: 'webhooks', key: 'w1', value: { id: 'w1' } },
+    ]);
+    expect(await store.getMany('events', ['e2', 'nope', 'e1'])).to.deep.equal([{ id: 'e2' }, undefined, { id: 'e1' }]);
+    expect(await store.getMany('events', [])).to.deep.equal([]);
+    expect(await store.getMany('webhooks', ['w1', 'w2'])).to.deep.equal([{ id: 'w1' }, undefined]);
+    await store.commit([{ type: 'del', family: 'events', key: 'e1' }]);
+    expect(await store.getMany('events', ['e1', 'e2'])).to.deep.equal([undefined, { id: 'e2' }]);
+    await store.close();
+  });
+
   it('refuses a second opener of the same directory with a clear error', async () => {
     const store = await Store.open(dir);
     try {

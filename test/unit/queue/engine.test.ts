@@ -185,6 +185,31 @@ describe('job engine', function () {
     return out;
   }
 
+  it('reads due jobs in batches through loadMany when the kind has it, and drops the entries of jobs it finds done', async () => {
+    const { engine, http } = engineWith();
+    const batches: number[] = [];
+    let singles = 0;
+    const many = http as FakeKind & { loadMany?: (ids: readonly string[]) => Promise<Array<FakeJob | null>> };
+    many.loadMany = async (ids) => {
+      batches.push(ids.length);
+      return Promise.all(ids.map((id) => FakeKind.prototype.load.call(http, id)));
+    };
+    http.load = async () => {
+      singles += 1;
+      return null;
+    };
+    http.instant = () => true;
+    const ids = await addMany(http, 'https://hooks.test', 100);
+    http.jobs.get(ids[7]!)!.done = true;
+    engine.start();
+    await until(() => http.finished.length === 99, 'all but the done job run');
+    expect(singles).to.equal(0);
+    expect(batches.reduce((a, b) => a + b, 0)).to.equal(100);
+    expect(Math.max(...batches)).to.be.greaterThan(1);
+    // Every entry gone, the done job's too (dropped when it was read).
+    expect(await entries('webhook')).to.deep.equal([]);
+  });
+
   it('never runs more than the per-destination limit for one destination, and runs them all in turn', async () => {
     const { engine, kind } = engineWith({ smtp: { perDestination: 3 } });
     await addMany(kind, 'mx.a.test', 10);

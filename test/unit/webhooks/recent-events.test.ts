@@ -22,7 +22,10 @@ describe('RecentEvents', () => {
     const recent = new RecentEvents();
     recent.add(event('kept'));
     const reads: string[] = [];
-    const store = { get: async (_family: string, key: string) => (reads.push(key), key === 'stored' ? event('stored') : undefined) } as unknown as Store;
+    const store = {
+      get: async (_family: string, key: string) => (reads.push(key), key === 'stored' ? event('stored') : undefined),
+      getMany: async (_family: string, keys: string[]) => keys.map((key) => (reads.push(key), key === 'stored' ? event('stored') : undefined)),
+    } as unknown as Store;
     const targets = webhookTargets({ store, webhooks: {} as never, counters: {} as never, secretOf: () => '', disable: async () => false, recent });
     const job = (eventId: string) => ({ eventId }) as JobRecord;
     const hook = { id: 'w' } as WebhookRecord;
@@ -31,5 +34,27 @@ describe('RecentEvents', () => {
     expect(await targets.body(job('stored'), hook)).to.be.a('string');
     expect(await targets.body(job('gone'), hook)).to.equal(null);
     expect(reads).to.deep.equal(['stored', 'gone']);
+    // Jobs taken together: the events not kept are read once each, in one read.
+    reads.length = 0;
+    const bodies = await targets.bodies!([job('kept'), job('stored'), job('gone'), job('stored')].map((j) => ({ job: j, target: hook })));
+    expect(bodies.map((b) => (b === null ? null : (JSON.parse(b) as { webhook_id: string }).webhook_id))).to.deep.equal(['w', 'w', null, 'w']);
+    expect(reads).to.deep.equal(['stored', 'gone']);
+  });
+
+  it('keeps the events it found in memory while it reads the others, though the fan-out pushes them out meanwhile', async () => {
+    const recent = new RecentEvents(1);
+    recent.add(event('kept'));
+    const store = {
+      // While the read is under way, the fan-out adds an event: 'kept' leaves memory.
+      getMany: async (_family: string, keys: string[]) => {
+        recent.add(event('newer'));
+        return keys.map((key) => (key === 'stored' ? event('stored') : undefined));
+      },
+    } as unknown as Store;
+    const targets = webhookTargets({ store, webhooks: {} as never, counters: {} as never, secretOf: () => '', disable: async () => false, recent });
+    const hook = { id: 'w' } as WebhookRecord;
+    const bodies = await targets.bodies!(['kept', 'stored'].map((eventId) => ({ job: { eventId } as JobRecord, target: hook })));
+    expect(recent.get('kept')).to.equal(undefined);
+    expect(bodies.map((b) => b !== null)).to.deep.equal([true, true]);
   });
 });
