@@ -74,7 +74,7 @@ export class MessagesRepo {
 
   /** The opens and clicks of tracked messages, in the order asked (undefined: none yet). */
   hits(ids: string[]): Promise<Array<MessageHitsRecord | undefined>> {
-    return ids.length === 0 ? Promise.resolve([]) : this.store.families.messageHits.getMany(ids) as Promise<Array<MessageHitsRecord | undefined>>;
+    return this.store.getMany<MessageHitsRecord>('messageHits', ids);
   }
 
   putHits(id: string, hits: MessageHitsRecord): WriteOp {

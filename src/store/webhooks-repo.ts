@@ -14,13 +14,13 @@ export class WebhooksRepo {
     return this.store.get<WebhookRecord>('webhooks', id);
   }
 
-  /** Every webhook of the account, in creation order. */
   /** The ids of the account's webhooks, in creation order. */
   async idsOfAccount(accountId: string): Promise<string[]> {
     const prefix = `${accountId}:`;
     return (await this.store.families.webhooksByAccount.values({ gt: prefix, lt: `${prefix}\xff` }).all()) as string[];
   }
 
+  /** Every webhook of the account, in creation order. */
   async ofAccount(accountId: string): Promise<WebhookRecord[]> {
     const ids = await this.idsOfAccount(accountId);
     const found = await Promise.all(ids.map((id) => this.get(id)));
