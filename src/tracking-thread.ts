@@ -12,9 +12,13 @@ import { parseCidr, type Cidr } from './util/cidr.ts';
 import { trackingEndpoint } from './tracking/endpoint.ts';
 import type { FromThread, Lookup, MessageFacts, ThreadHit, ThreadStart, ToThread } from './tracking/thread-protocol.ts';
 import { TrackingTokens } from './tracking/tokens.ts';
+import { andThen, type Maybe } from './util/maybe.ts';
 
 /** Hits handed over and not yet written at most; past it, requests wait for the daemon to catch up. */
 const MAX_PENDING = 10_000;
+/** Hits are handed to the daemon this often, or once this many are waiting. */
+const HANDOVER_MS = 10;
+const HANDOVER_MAX = 500;
 const HOST_MS = 5_000;
 const HOSTS_MAX = 10_000;
 const FACTS_MS = 10 * 60_000;
@@ -49,25 +53,26 @@ function ask<T>(lookup: Lookup): Promise<T> {
 }
 
 const hosts = new Map<string, { id: string; at: number }>();
-async function domainOfHost(host: string): Promise<string | null> {
+function domainOfHost(host: string): Maybe<string | null> {
   const kept = hosts.get(host);
   if (kept && Date.now() - kept.at < HOST_MS) return kept.id;
-  const id = await ask<string | null>({ kind: 'host', host });
-  // Only known hosts are kept: any Host header can be sent, and must not grow memory.
-  if (id === null) hosts.delete(host);
-  else {
-    if (hosts.size >= HOSTS_MAX) hosts.clear();
-    hosts.set(host, { id, at: Date.now() });
-  }
-  return id;
+  return ask<string | null>({ kind: 'host', host }).then((id) => {
+    // Only known hosts are kept: any Host header can be sent, and must not grow memory.
+    if (id === null) hosts.delete(host);
+    else {
+      if (hosts.size >= HOSTS_MAX) hosts.clear();
+      hosts.set(host, { id, at: Date.now() });
+    }
+    return id;
+  });
 }
 
 const facts = new Map<string, Facts>();
 /** One question per message however many requests for it arrive meanwhile. */
 const reading = new Map<string, Promise<Facts | null>>();
-function factsOf(id: string): Promise<Facts | null> {
+function factsOf(id: string): Maybe<Facts | null> {
   const kept = facts.get(id);
-  if (kept && Date.now() - kept.at < FACTS_MS) return Promise.resolve(kept);
+  if (kept && Date.now() - kept.at < FACTS_MS) return kept;
   let read = reading.get(id);
   if (!read) {
     read = ask<MessageFacts | null>({ kind: 'message', id }).then((found) => {
@@ -83,39 +88,49 @@ function factsOf(id: string): Promise<Facts | null> {
   return read;
 }
 
-async function link(id: string, index: number): Promise<string | null> {
-  const entry = await factsOf(id);
-  if (!entry) return null;
-  if (entry.links === undefined) {
-    entry.links = ask<string[] | null>({ kind: 'links', id }).then(
-      (links) => (entry.links = links),
-      (err: unknown) => {
-        entry.links = undefined;
-        throw err;
-      },
-    );
-  }
-  return (await entry.links)?.[index] ?? null;
+function link(id: string, index: number): Maybe<string | null> {
+  return andThen(factsOf(id), (entry) => {
+    if (!entry) return null;
+    if (entry.links === undefined) {
+      entry.links = ask<string[] | null>({ kind: 'links', id }).then(
+        (links) => (entry.links = links),
+        (err: unknown) => {
+          entry.links = undefined;
+          throw err;
+        },
+      );
+    }
+    return andThen(entry.links, (links) => links?.[index] ?? null);
+  });
 }
 
-// Hits: handed over once per turn of the event loop; the daemon says how many it has written.
+// Hits: handed over every HANDOVER_MS (or HANDOVER_MAX hits), so that a busy listener wakes the
+// daemon a hundred times a second and not once per turn of its loop; the daemon says how many it
+// has written.
 let queue: ThreadHit[] = [];
 let unwritten = 0;
 let scheduled = false;
+let handoverTimer: NodeJS.Timeout | undefined;
 const waiting: Array<() => void> = [];
 function handOver(): void {
   scheduled = false;
+  clearTimeout(handoverTimer);
   if (queue.length === 0) return;
   unwritten += queue.length;
   send({ type: 'hits', hits: queue });
   queue = [];
 }
-async function hit(h: ThreadHit): Promise<void> {
+function hit(h: ThreadHit): Maybe<void> {
   queue.push(h);
-  if (!scheduled) {
+  if (queue.length >= HANDOVER_MAX) handOver();
+  else if (!scheduled) {
     scheduled = true;
-    setImmediate(handOver);
+    handoverTimer = setTimeout(handOver, HANDOVER_MS);
   }
+  return queue.length + unwritten > MAX_PENDING ? room() : undefined;
+}
+/** Resolves once the daemon has caught up. */
+async function room(): Promise<void> {
   while (queue.length + unwritten > MAX_PENDING) await new Promise<void>((resolve) => waiting.push(resolve));
 }
 

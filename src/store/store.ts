@@ -22,6 +22,7 @@ export const FAMILIES = [
   'domainsByName',
   'domainsByAccount',
   'events',
+  // Written by earlier releases (an index nothing read); emptied by the events' purge.
   'eventsByAccount',
   'messages',
   'messageIndex',

@@ -3,6 +3,7 @@ import type { DomainRecord } from '../store/records.ts';
 import type { Cidr } from '../util/cidr.ts';
 import { parseClientIp } from '../util/cidr.ts';
 import { forwardedClient } from '../util/forwarded.ts';
+import { andThen, type Maybe } from '../util/maybe.ts';
 import type { TrackingLinks } from '../message/send.ts';
 import type { TrackingUrls } from '../message/tracking.ts';
 import type { MessageFacts, ThreadHit } from './thread-protocol.ts';
@@ -18,13 +19,13 @@ const MAX_USER_AGENT = 512;
 export interface EndpointDeps {
   tokens: TrackingTokens;
   /** The id of the domain whose tracking host this is (`<tracking_subdomain>.<domain>`, lower case), or null. */
-  domainOfHost(host: string): Promise<string | null>;
+  domainOfHost(host: string): Maybe<string | null>;
   /** What message `id` is, or null (unknown, or not outbound mail). */
-  facts(id: string): Promise<MessageFacts | null>;
+  facts(id: string): Maybe<MessageFacts | null>;
   /** The URL link `index` of message `id` points at, or null. */
-  link(id: string, index: number): Promise<string | null>;
-  /** Takes an answered hit to be recorded; resolves at once unless too many are waiting. */
-  hit(hit: ThreadHit): Promise<void>;
+  link(id: string, index: number): Maybe<string | null>;
+  /** Takes an answered hit to be recorded; a promise only when too many are waiting. */
+  hit(hit: ThreadHit): Maybe<void>;
   /** Peers whose X-Forwarded-For is believed (api.trusted_proxies, read per request). */
   trustedProxies: () => readonly Cidr[];
   onError: (err: unknown) => void;
@@ -36,48 +37,66 @@ export interface EndpointDeps {
  * `GET /o/<token>` is a 1×1 GIF that no one caches; `GET /c/<token>` a 302 to the link stored
  * for the message at acceptance. Everything else is a 404 (405 for other methods), so the
  * endpoint can never be turned into an open redirect.
+ *
+ * What a request needs is mostly known already (the deps keep it): each step goes on at once
+ * then, and waits only for what must be asked (andThen).
  */
 export function trackingEndpoint(deps: EndpointDeps): (req: IncomingMessage, res: ServerResponse) => void {
   return (req, res) => {
-    handle(deps, req, res).catch((err) => {
+    const failed = (err: unknown) => {
       deps.onError(err);
       if (!res.headersSent) plain(res, 500, 'internal error');
       else res.destroy();
-    });
+    };
+    try {
+      const answered = handle(deps, req, res);
+      if (answered instanceof Promise) answered.catch(failed);
+    } catch (err) {
+      failed(err);
+    }
   };
 }
 
-async function handle(deps: EndpointDeps, req: IncomingMessage, res: ServerResponse): Promise<void> {
+function handle(deps: EndpointDeps, req: IncomingMessage, res: ServerResponse): Maybe<void> {
   if (req.method !== 'GET' && req.method !== 'HEAD') return plain(res, 405, 'method not allowed', { Allow: 'GET, HEAD' });
   const path = (req.url ?? '').split('?')[0]!;
   const m = PATH.exec(path);
   if (!m) return plain(res, 404, 'not found');
   const host = trackingHost(req.headers.host);
-  const domainId = host === null ? null : await deps.domainOfHost(host);
-  if (domainId === null) return plain(res, 404, 'unknown host');
-  const kind = m[1] === 'o' ? 'open' : 'click';
-  const token = m[2]!;
-  const client = clientOf(req, deps.trustedProxies());
-  if (client === null) return plain(res, 400, 'unreadable X-Forwarded-For');
-  if (kind === 'open') {
-    const read = deps.tokens.readOpen(token);
-    if (!read || !(await tracked(deps, domainId, read.messageId, kind))) return plain(res, 404, 'not found');
-    await deps.hit({ id: read.messageId, kind, ...client });
-    res.writeHead(200, { 'Content-Type': 'image/gif', 'Content-Length': PIXEL.length, ...NO_CACHE });
-    res.end(req.method === 'HEAD' ? undefined : PIXEL);
-    return;
-  }
-  const read = deps.tokens.readClick(token);
-  const url = read && (await tracked(deps, domainId, read.messageId, kind)) ? await deps.link(read.messageId, read.index) : null;
-  if (!read || !url) return plain(res, 404, 'not found');
-  await deps.hit({ id: read.messageId, kind, ...client, url });
-  res.writeHead(302, { Location: url, 'Content-Length': 0, ...NO_CACHE, 'Referrer-Policy': 'no-referrer' });
-  res.end();
+  if (host === null) return plain(res, 404, 'unknown host');
+  return andThen(deps.domainOfHost(host), (domainId) => {
+    if (domainId === null) return plain(res, 404, 'unknown host');
+    const token = m[2]!;
+    const client = clientOf(req, deps.trustedProxies());
+    if (client === null) return plain(res, 400, 'unreadable X-Forwarded-For');
+    if (m[1] === 'o') {
+      const read = deps.tokens.readOpen(token);
+      if (!read) return plain(res, 404, 'not found');
+      return andThen(deps.facts(read.messageId), (facts) => {
+        if (!tracks(facts, domainId, 'open')) return plain(res, 404, 'not found');
+        return andThen(deps.hit({ id: read.messageId, kind: 'open', ...client }), () => {
+          res.writeHead(200, { 'Content-Type': 'image/gif', 'Content-Length': PIXEL.length, ...NO_CACHE });
+          res.end(req.method === 'HEAD' ? undefined : PIXEL);
+        });
+      });
+    }
+    const read = deps.tokens.readClick(token);
+    if (!read) return plain(res, 404, 'not found');
+    return andThen(deps.facts(read.messageId), (facts) => {
+      if (!tracks(facts, domainId, 'click')) return plain(res, 404, 'not found');
+      return andThen(deps.link(read.messageId, read.index), (url) => {
+        if (!url) return plain(res, 404, 'not found');
+        return andThen(deps.hit({ id: read.messageId, kind: 'click', ...client, url }), () => {
+          res.writeHead(302, { Location: url, 'Content-Length': 0, ...NO_CACHE, 'Referrer-Policy': 'no-referrer' });
+          res.end();
+        });
+      });
+    });
+  });
 }
 
 /** Whether the message is one of the domain's, tracked that way. */
-async function tracked(deps: EndpointDeps, domainId: string, id: string, kind: 'open' | 'click'): Promise<boolean> {
-  const facts = await deps.facts(id);
+function tracks(facts: MessageFacts | null, domainId: string, kind: 'open' | 'click'): boolean {
   return facts !== null && facts.domainId === domainId && (kind === 'open' ? facts.open : facts.click);
 }
 

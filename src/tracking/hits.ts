@@ -23,11 +23,12 @@ interface Hit {
 
 /**
  * The recording of opens and clicks. The tracking listener (its own thread) answers a request
- * once its message and link are known and hands the hit over; the hits taken meanwhile are
- * written together right after (one batch: each hit's `message.opened` / `message.clicked` with
- * is_bot and its statistics, and each message's counts), so that a redirect never waits for a
- * disk sync and a busy listener costs one batch per turn, not one write per click. A crash can
- * lose the hits answered in the last moments; never a message or its mail.
+ * once its message and link are known and hands the hits over every few milliseconds; the hits
+ * taken meanwhile are written together right after (one batch: each hit's `message.opened` /
+ * `message.clicked` with is_bot and its statistics, and each message's counts), so that a
+ * redirect never waits for a disk sync and a busy listener costs a batch per handover, not one
+ * write per click. A crash can lose the hits answered in the last moments; never a message or
+ * its mail.
  *
  * A message's counts are a record of their own (MessageHitsRecord), not fields of the message:
  * a hit costs a few bytes instead of a rewrite of the whole record, and never waits for (or

@@ -72,7 +72,7 @@ describe('events outbox', function () {
     expect(receiver.received).to.have.length(0);
   });
 
-  it('purges events older than the retention, with their account index, and failed deliveries', async () => {
+  it('purges events older than the retention, with the account index earlier releases wrote, and failed deliveries', async () => {
     const core = bed.server.daemon.core;
     const now = Date.now();
     const event = (days: number): EventRecord => ({
@@ -81,6 +81,9 @@ describe('events outbox', function () {
     });
     const [old, recent] = [event(40), event(10)];
     await core.store.commit([...core.eventsRepo.put(old), ...core.eventsRepo.put(recent)]);
+    // Events are no longer indexed by account; a data directory of an earlier release has the rows.
+    expect(await core.store.families.eventsByAccount.keys().all()).to.have.length(0);
+    await core.store.commit([old, recent].map((e) => ({ type: 'put', family: 'eventsByAccount', key: `${e.accountId}:${e.id}`, value: e.id })));
     const job = (id: string, days: number): JobRecord => ({
       v: 1, id, kind: 'webhook', accountId: bed.server.accountId, targetId: 'w', eventId: old.id, state: 'pending', attempts: 0,
       dueAt: new Date(now).toISOString(), createdAt: new Date(now).toISOString(), updatedAt: new Date(now).toISOString(), lastAttempt: null,
