@@ -7,9 +7,9 @@
  * minutes, so a deleted message stops answering soon), a domain's tracking host may (kept 5 s).
  */
 import { parentPort, workerData } from 'node:worker_threads';
-import { ApiListener } from './api/server.ts';
 import { parseCidr, type Cidr } from './util/cidr.ts';
 import { trackingEndpoint } from './tracking/endpoint.ts';
+import { LeanHttpServer } from './tracking/lean-http.ts';
 import type { FromThread, Lookup, MessageFacts, ThreadHit, ThreadStart, ToThread } from './tracking/thread-protocol.ts';
 import { TrackingTokens } from './tracking/tokens.ts';
 import { andThen, type Maybe } from './util/maybe.ts';
@@ -134,6 +134,7 @@ async function room(): Promise<void> {
   while (queue.length + unwritten > MAX_PENDING) await new Promise<void>((resolve) => waiting.push(resolve));
 }
 
+const onError = (err: unknown) => log('error', { err: errorFields(err) }, 'tracking request failed');
 const endpoint = trackingEndpoint({
   tokens,
   domainOfHost,
@@ -141,15 +142,11 @@ const endpoint = trackingEndpoint({
   link,
   hit,
   trustedProxies: () => trusted,
-  onError: (err) => log('error', { err: errorFields(err) }, 'tracking request failed'),
 });
 
-let listener: ApiListener;
+let listener: LeanHttpServer;
 try {
-  listener = await ApiListener.start(
-    { host: start.host, port: start.port, ...(tls ? { tls } : {}), log: { info: (fields, message) => log('info', fields, message) } },
-    endpoint,
-  );
+  listener = await LeanHttpServer.start({ host: start.host, port: start.port, ...(tls ? { tls } : {}) }, endpoint, onError);
 } catch (err) {
   const e = err as NodeJS.ErrnoException;
   send({ type: 'failed', message: e.message, ...(e.code ? { code: e.code } : {}) });

@@ -1,4 +1,3 @@
-import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { DomainRecord } from '../store/records.ts';
 import type { Cidr } from '../util/cidr.ts';
 import { parseClientIp } from '../util/cidr.ts';
@@ -6,12 +5,16 @@ import { forwardedClient } from '../util/forwarded.ts';
 import { andThen, type Maybe } from '../util/maybe.ts';
 import type { TrackingLinks } from '../message/send.ts';
 import type { TrackingUrls } from '../message/tracking.ts';
+import type { LeanAnswer, LeanRequest } from './lean-http.ts';
 import type { MessageFacts, ThreadHit } from './thread-protocol.ts';
 import type { TrackingTokens } from './tokens.ts';
 
 /** The open pixel: a transparent 1×1 GIF. */
 const PIXEL = Buffer.from('R0lGODlhAQABAIAAAAAAAP///yH5BAEAAAAALAAAAAABAAEAAAIBRAA7', 'base64');
-const NO_CACHE = { 'Cache-Control': 'no-store, no-cache, must-revalidate, max-age=0', Pragma: 'no-cache', Expires: '0' };
+const NO_CACHE = 'Cache-Control: no-store, no-cache, must-revalidate, max-age=0\r\nPragma: no-cache\r\nExpires: 0\r\n';
+const PIXEL_ANSWER: LeanAnswer = { status: 200, headers: `Content-Type: image/gif\r\nContent-Length: ${PIXEL.length}\r\n${NO_CACHE}`, body: PIXEL };
+/** What a Location header may hold as it is: visible ASCII (a link with anything else is sent percent-encoded). */
+const LOCATION = /^[\x21-\x7e]+$/;
 const PATH = /^\/(o|c)\/([A-Za-z0-9_-]{1,64})\/?$/;
 /** A user agent is kept to this many characters in events. */
 const MAX_USER_AGENT = 512;
@@ -28,7 +31,6 @@ export interface EndpointDeps {
   hit(hit: ThreadHit): Maybe<void>;
   /** Peers whose X-Forwarded-For is believed (api.trusted_proxies, read per request). */
   trustedProxies: () => readonly Cidr[];
-  onError: (err: unknown) => void;
 }
 
 /**
@@ -41,58 +43,55 @@ export interface EndpointDeps {
  * What a request needs is mostly known already (the deps keep it): each step goes on at once
  * then, and waits only for what must be asked (andThen).
  */
-export function trackingEndpoint(deps: EndpointDeps): (req: IncomingMessage, res: ServerResponse) => void {
-  return (req, res) => {
-    const failed = (err: unknown) => {
-      deps.onError(err);
-      if (!res.headersSent) plain(res, 500, 'internal error');
-      else res.destroy();
-    };
-    try {
-      const answered = handle(deps, req, res);
-      if (answered instanceof Promise) answered.catch(failed);
-    } catch (err) {
-      failed(err);
-    }
-  };
+export function trackingEndpoint(deps: EndpointDeps): (req: LeanRequest) => Maybe<LeanAnswer> {
+  return (req) => handle(deps, req);
 }
 
-function handle(deps: EndpointDeps, req: IncomingMessage, res: ServerResponse): Maybe<void> {
-  if (req.method !== 'GET' && req.method !== 'HEAD') return plain(res, 405, 'method not allowed', { Allow: 'GET, HEAD' });
-  const path = (req.url ?? '').split('?')[0]!;
-  const m = PATH.exec(path);
-  if (!m) return plain(res, 404, 'not found');
-  const host = trackingHost(req.headers.host);
-  if (host === null) return plain(res, 404, 'unknown host');
+function handle(deps: EndpointDeps, req: LeanRequest): Maybe<LeanAnswer> {
+  if (req.method !== 'GET' && req.method !== 'HEAD') return plain(405, 'method not allowed', 'Allow: GET, HEAD\r\n');
+  const m = PATH.exec(req.target.split('?')[0]!);
+  if (!m) return plain(404, 'not found');
+  const host = trackingHost(req.host);
+  if (host === null) return plain(404, 'unknown host');
   return andThen(deps.domainOfHost(host), (domainId) => {
-    if (domainId === null) return plain(res, 404, 'unknown host');
+    if (domainId === null) return plain(404, 'unknown host');
     const token = m[2]!;
     const client = clientOf(req, deps.trustedProxies());
-    if (client === null) return plain(res, 400, 'unreadable X-Forwarded-For');
+    if (client === null) return plain(400, 'unreadable X-Forwarded-For');
     if (m[1] === 'o') {
       const read = deps.tokens.readOpen(token);
-      if (!read) return plain(res, 404, 'not found');
+      if (!read) return plain(404, 'not found');
       return andThen(deps.facts(read.messageId), (facts) => {
-        if (!tracks(facts, domainId, 'open')) return plain(res, 404, 'not found');
-        return andThen(deps.hit({ id: read.messageId, kind: 'open', ...client }), () => {
-          res.writeHead(200, { 'Content-Type': 'image/gif', 'Content-Length': PIXEL.length, ...NO_CACHE });
-          res.end(req.method === 'HEAD' ? undefined : PIXEL);
-        });
+        if (!tracks(facts, domainId, 'open')) return plain(404, 'not found');
+        return andThen(deps.hit({ id: read.messageId, kind: 'open', ...client }), () => PIXEL_ANSWER);
       });
     }
     const read = deps.tokens.readClick(token);
-    if (!read) return plain(res, 404, 'not found');
+    if (!read) return plain(404, 'not found');
     return andThen(deps.facts(read.messageId), (facts) => {
-      if (!tracks(facts, domainId, 'click')) return plain(res, 404, 'not found');
+      if (!tracks(facts, domainId, 'click')) return plain(404, 'not found');
       return andThen(deps.link(read.messageId, read.index), (url) => {
-        if (!url) return plain(res, 404, 'not found');
-        return andThen(deps.hit({ id: read.messageId, kind: 'click', ...client, url }), () => {
-          res.writeHead(302, { Location: url, 'Content-Length': 0, ...NO_CACHE, 'Referrer-Policy': 'no-referrer' });
-          res.end();
-        });
+        const location = url === null ? null : locationOf(url);
+        if (location === null) return plain(404, 'not found');
+        return andThen(deps.hit({ id: read.messageId, kind: 'click', ...client, url: url! }), () => ({
+          status: 302,
+          headers: `Location: ${location}\r\nContent-Length: 0\r\n${NO_CACHE}Referrer-Policy: no-referrer\r\n`,
+          body: null,
+        }));
       });
     });
   });
+}
+
+/** A stored link as a Location header: as it is when it is visible ASCII, else as the WHATWG URL parser writes it; null when neither is. */
+function locationOf(url: string): string | null {
+  if (LOCATION.test(url)) return url;
+  try {
+    const href = new URL(url).href;
+    return LOCATION.test(href) ? href : null;
+  } catch {
+    return null;
+  }
 }
 
 /** Whether the message is one of the domain's, tracked that way. */
@@ -118,7 +117,7 @@ export async function domainOfTrackingHost(host: string, byName: (name: string) 
 /** Each connection's peer address, parsed once (a browser sends many requests on one connection). */
 const peers = new WeakMap<object, { ip: Exclude<ReturnType<typeof parseClientIp>, null>; text: string } | null>();
 
-function clientOf(req: IncomingMessage, trusted: readonly Cidr[]): { ip: string; userAgent: string } | null {
+function clientOf(req: LeanRequest, trusted: readonly Cidr[]): { ip: string; userAgent: string } | null {
   let peer = peers.get(req.socket);
   if (peer === undefined) {
     const ip = parseClientIp(req.socket.remoteAddress ?? '');
@@ -126,18 +125,16 @@ function clientOf(req: IncomingMessage, trusted: readonly Cidr[]): { ip: string;
     peers.set(req.socket, peer);
   }
   if (!peer) return null;
-  const ua = req.headers['user-agent'];
-  const userAgent = typeof ua === 'string' ? ua.slice(0, MAX_USER_AGENT) : '';
-  const header = req.headers['x-forwarded-for'];
-  if (header === undefined || trusted.length === 0) return { ip: peer.text, userAgent };
-  const found = forwardedClient(peer.ip, Array.isArray(header) ? header.join(',') : header, trusted);
+  const userAgent = req.userAgent === undefined ? '' : req.userAgent.slice(0, MAX_USER_AGENT);
+  if (req.forwardedFor === undefined || trusted.length === 0) return { ip: peer.text, userAgent };
+  const found = forwardedClient(peer.ip, req.forwardedFor, trusted);
   if (typeof found === 'string') return null;
   return { ip: found === peer.ip ? peer.text : found.toString(), userAgent };
 }
 
-function plain(res: ServerResponse, status: number, text: string, headers: Record<string, string> = {}): void {
-  res.writeHead(status, { 'Content-Type': 'text/plain; charset=utf-8', 'Content-Length': Buffer.byteLength(text), 'Cache-Control': 'no-store', ...headers });
-  res.end(text);
+function plain(status: number, text: string, headers = ''): LeanAnswer {
+  const body = Buffer.from(text, 'utf8');
+  return { status, headers: `Content-Type: text/plain; charset=utf-8\r\nContent-Length: ${body.length}\r\nCache-Control: no-store\r\n${headers}`, body };
 }
 
 /** The tracking URLs of a domain's mail: `<scheme>://<tracking_subdomain>.<domain>/o|c/<token>`. */
