@@ -60,7 +60,6 @@ import { JobIndex } from './store/job-index.ts';
 import { JobsRepo } from './store/jobs-repo.ts';
 import { MetaRepo, migrate } from './store/meta.ts';
 import { HttpClient, type SignedPost } from './delivery/http.ts';
-import { HttpClientThread } from './delivery/http-thread.ts';
 import { TargetCounters } from './queue/target-counters.ts';
 import { webhookTargets } from './webhooks/deliveries.ts';
 import { HttpJobs } from './queue/http-jobs.ts';
@@ -271,7 +270,7 @@ export class Daemon {
   private engine: JobEngine | null = null;
   private pool: SmtpPool | null = null;
   private fanout: WebhookFanout | null = null;
-  private http: { webhooks: HttpClientThread; routes: HttpClient } | null = null;
+  private http: HttpClient | null = null;
   private control: ControlServer | null = null;
   private submission: SubmissionListeners | null = null;
   private inbound: InboundListener | null = null;
@@ -467,21 +466,14 @@ export class Daemon {
     }, core.clock, log);
     if (d.enabled) this.startDelivery(engine);
 
-    // Webhook deliveries, many and small, are requested from a thread of their own: the store,
-    // the engine and the fan-out keep this event loop. Route POSTs, few and up to tens of MB
-    // each (a copy to a thread would cost their size again), are requested from here.
-    const webhookHttp = new HttpClientThread(
-      new URL(`./http-thread${extname(fileURLToPath(import.meta.url))}`, import.meta.url),
-      { dns: { servers: config.dns.servers, timeoutMs: config.dns.timeout_ms, tries: config.dns.tries }, allowNetworks: config.webhooks.allow_networks, maxSocketsPerOrigin: config.webhooks.per_origin },
-      (err, message) => log.error({ err }, message),
-    );
     const allowNetworks = config.webhooks.allow_networks.map(parseCidr);
-    const routeHttp = new HttpClient({ resolver: core.resolver, allowNetworks: () => allowNetworks, maxSocketsPerOrigin: config.webhooks.per_origin });
-    this.http = { webhooks: webhookHttp, routes: routeHttp };
-    // What both HTTP kinds share: the engine, and which origins are down.
+    const http = new HttpClient({ resolver: core.resolver, allowNetworks: () => allowNetworks, maxSocketsPerOrigin: config.webhooks.per_origin });
+    this.http = http;
+    // What both HTTP kinds share: the client, the engine, and which origins are down.
     const shared = {
       store: core.store,
       jobs: core.jobs,
+      post: (post: SignedPost) => http.postSigned(post),
       clock: core.clock,
       log,
       notify: (dueMs: number) => engine.notify(dueMs),
@@ -492,7 +484,6 @@ export class Daemon {
     const recentEvents = new RecentEvents();
     const deliveries = new HttpJobs({
       ...shared,
-      post: (post: SignedPost) => webhookHttp.postSigned(post),
       targets: webhookTargets({
         store: core.store,
         webhooks: core.webhooksRepo,
@@ -509,7 +500,6 @@ export class Daemon {
     const spamd = config.smtp.inbound.spamd ? hostPort(config.smtp.inbound.spamd) : null;
     const routePosts = new HttpJobs({
       ...shared,
-      post: (post: SignedPost) => routeHttp.postSigned(post),
       targets: routeTargets({
         route: (id) => core.routes.target(id),
         secretOf: (route) => core.routes.secretOf(route),
@@ -807,8 +797,7 @@ export class Daemon {
         // Attempts in flight finish (within the grace period); queued work stays in the store.
         await this.engine.stop(graceMs);
         this.pool?.close();
-        this.http?.routes.close();
-        await this.http?.webhooks.close();
+        this.http?.close();
         // The attempts cut by closing the connections record their outcome before the store closes.
         await this.engine.stop(1000);
       }

@@ -221,44 +221,14 @@ export class JobEngine {
   }
 
   /**
-   * Starts no job for the destination before `untilMs` (it was found down): its ready jobs are
-   * parked by their kind (kind.setAside), as those read while the pause lasts are, or else go
-   * back to the store and are read again once the pause is over.
+   * Starts no job for the destination before `untilMs` (it was found down): its ready jobs go
+   * back to the store, and are read again once the pause is over.
    */
   pause(destination: string, untilMs: number): void {
     if ((this.paused.get(destination) ?? 0) >= untilMs) return;
     this.paused.set(destination, untilMs);
-    for (const pool of Object.values(this.pools)) this.park(pool, destination);
     this.setAside(destination);
     this.notify(untilMs);
-  }
-
-  /** Parks the ready jobs of a destination found down whose kind can park them; setAside takes the rest. */
-  private park(pool: Pool, destination: string): void {
-    const items = pool.ready.get(destination);
-    if (!items) return;
-    const parked = new Map<JobKind, Item[]>();
-    for (const item of items) if (item.kind.setAside) parked.set(item.kind, [...(parked.get(item.kind) ?? []), item]);
-    if (parked.size === 0) return;
-    const kept = items.filter((item) => !item.kind.setAside);
-    if (kept.length > 0) pool.ready.set(destination, kept);
-    else pool.ready.delete(destination);
-    pool.readyCount -= items.length - kept.length;
-    for (const [kind, list] of parked) {
-      // Held as taken until they are parked, so that no fill reads them meanwhile.
-      void kind.setAside!(list.map((i) => i.job), destination).then(
-        () => {
-          for (const { ref } of list) this.let(pool, ref);
-        },
-        (err: unknown) => {
-          this.log.error({ err, destination }, 'could not park the jobs of a destination that is down');
-          for (const { ref } of list) {
-            this.let(pool, ref);
-            this.skipped.set(ref, destination);
-          }
-        },
-      );
-    }
   }
 
   /** The destination answers again: its pause ends now. */
