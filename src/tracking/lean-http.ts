@@ -47,6 +47,8 @@ interface Connection {
   answering: boolean;
   /** Closing: no further request is read, the connection ends after the answer in hand. */
   last: boolean;
+  /** The client is not reading its answers: no further request is read until they drain. */
+  stalled: boolean;
 }
 
 /**
@@ -125,7 +127,7 @@ export class LeanHttpServer {
       socket.destroy();
       return;
     }
-    const c: Connection = { socket, buffered: null, headSince: 0, answering: false, last: false };
+    const c: Connection = { socket, buffered: null, headSince: 0, answering: false, last: false, stalled: false };
     this.connections.add(c);
     socket.setNoDelay(true);
     socket.setTimeout(this.idleMs, () => {
@@ -138,7 +140,7 @@ export class LeanHttpServer {
       if (c.last) return;
       if (c.buffered === null) c.headSince = Date.now();
       c.buffered = c.buffered === null ? chunk : Buffer.concat([c.buffered, chunk]);
-      if (c.answering) {
+      if (c.answering || c.stalled) {
         if (c.buffered.length > MAX_BUFFERED) socket.pause();
         return;
       }
@@ -154,6 +156,16 @@ export class LeanHttpServer {
   /** Answers the requests buffered, in order, until one must wait or the bytes run out. */
   private read(c: Connection): void {
     while (c.buffered !== null && !c.answering && !c.last && !c.socket.destroyed) {
+      if (c.socket.writableLength > MAX_BUFFERED) {
+        // Pipelined requests whose answers are not read: nothing more is read until they are.
+        c.stalled = true;
+        c.socket.once('drain', () => {
+          c.stalled = false;
+          c.socket.resume();
+          this.read(c);
+        });
+        return;
+      }
       const end = c.buffered.indexOf('\r\n\r\n');
       if (end < 0) {
         if (c.buffered.length > MAX_HEAD_BYTES) this.refuse(c, 431, 'request headers too large');

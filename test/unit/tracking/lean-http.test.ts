@@ -78,6 +78,28 @@ describe('the tracking listener\'s HTTP server (lean-http)', function () {
     }
   });
 
+  it('stops reading pipelined requests while the client does not read its answers, and goes on when it does', async () => {
+    const big = 'x'.repeat(16 * 1024);
+    handler = () => ok(big);
+    const total = 5_000;
+    const conn = await RawConnection.open(server.url);
+    try {
+      conn.socket.pause();
+      await conn.write('GET / HTTP/1.1\r\nHost: h\r\n\r\n'.repeat(total));
+      await new Promise((r) => setTimeout(r, 500));
+      // The kernel's buffers hold a few MB of answers; past them the server reads on no further.
+      expect(seen.length).to.be.below(total);
+      const stalledAt = seen.length;
+      await new Promise((r) => setTimeout(r, 200));
+      expect(seen.length).to.equal(stalledAt);
+      conn.socket.resume();
+      expect((await conn.response(total, 15_000))!.status).to.equal(200);
+      expect(seen).to.have.length(total);
+    } finally {
+      conn.destroy();
+    }
+  });
+
   it('sends no body to HEAD, with the length the GET would have', async () => {
     const conn = await RawConnection.open(server.url);
     try {
