@@ -35,8 +35,8 @@ export interface HttpClientOptions {
 /** One signed delivery: the same `id` on every attempt, a fresh `timestampSeconds` on each. */
 export interface SignedPost {
   url: string;
-  /** The JSON body, exactly as signed and sent. */
-  body: string;
+  /** The JSON body, exactly as signed and sent: its UTF-8 bytes, for a large one (route payloads), so that it is not copied again. */
+  body: string | Buffer;
   id: string;
   timestampSeconds: number;
   /** The webhook's (or route's) secret in clear: the HMAC key is its UTF-8 bytes. */
@@ -92,7 +92,7 @@ export class HttpClient {
   }
 
   /** POSTs a JSON body with extra headers; never throws, every failure is an outcome. */
-  async postJson(target: string, body: string, headers: Record<string, string>): Promise<HttpOutcome> {
+  async postJson(target: string, body: string | Buffer, headers: Record<string, string>): Promise<HttpOutcome> {
     const started = performance.now();
     const outcome = (status: number | null, error: string | null, responseText = '', unreachable = false): HttpOutcome => ({
       ok: error === null,
@@ -131,9 +131,9 @@ export class HttpClient {
     this.https.destroy();
   }
 
-  private exchange(url: URL, body: string, headers: Record<string, string>): Promise<{ status: number; text: string }> {
+  private exchange(url: URL, body: string | Buffer, headers: Record<string, string>): Promise<{ status: number; text: string }> {
     const { timeoutMs, keepResponseBytes, drainResponseBytes } = this.settings;
-    const payload = Buffer.from(body, 'utf8');
+    const payload = typeof body === 'string' ? Buffer.from(body, 'utf8') : body;
     const isHttps = url.protocol === 'https:';
     return new Promise((resolve, reject) => {
       const req = (isHttps ? https : http).request(url, {

@@ -40,7 +40,7 @@ export interface HttpTargets {
   schedule: HttpSchedule;
   get(id: string): Promise<HttpTarget | undefined>;
   /** The request body of the job, or null when what it was about is gone (the job is dropped). */
-  body(job: JobRecord, target: HttpTarget): Promise<string | null>;
+  body(job: JobRecord, target: HttpTarget): Promise<string | Buffer | null>;
   secretOf(target: HttpTarget): string;
   counters: TargetCounters;
   /** Disables the target (false when it is gone or already disabled). */
@@ -82,7 +82,7 @@ export interface PreparedJob {
   job: JobRecord;
   target: HttpTarget | undefined;
   /** undefined: built when the request is made (large bodies: route payloads). */
-  body: string | null | undefined;
+  body: string | Buffer | null | undefined;
 }
 
 export class HttpJobs implements JobKind<PreparedJob> {

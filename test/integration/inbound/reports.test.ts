@@ -141,7 +141,9 @@ describe('inbound bounces and complaints', function () {
 
   it('refuses a forged return path, unknown domains, relaying and other addresses at the return-path host with 550, storing nothing', async () => {
     const m = await delivered('real@example.org');
-    const forged = m.returnPath.replace(/[0-9a-f](@)/, (c, at: string) => `${c === '0' ? '1' : '0'}${at}`);
+    // The token's last character, changed (one return path in 16 ends in 0).
+    const forged = m.returnPath.replace(/([0-9a-f])@/, (_match, c: string) => `${c === '0' ? '1' : '0'}@`);
+    expect(forged).to.not.equal(m.returnPath);
     const store = bed.server.daemon.core.store;
     const before = (await store.families.inbound.keys().all()).length;
     for (const [to, reason] of [

@@ -29,7 +29,7 @@ describe('RecentEvents', () => {
     const targets = webhookTargets({ store, webhooks: {} as never, counters: {} as never, secretOf: () => '', disable: async () => false, recent });
     const job = (eventId: string) => ({ eventId }) as JobRecord;
     const hook = { id: 'w' } as WebhookRecord;
-    expect(JSON.parse((await targets.body(job('kept'), hook))!)).to.include({ type: 'message.reception', webhook_id: 'w' });
+    expect(JSON.parse(String(await targets.body(job('kept'), hook)))).to.include({ type: 'message.reception', webhook_id: 'w' });
     expect(reads).to.deep.equal([]);
     expect(await targets.body(job('stored'), hook)).to.be.a('string');
     expect(await targets.body(job('gone'), hook)).to.equal(null);
