@@ -18,6 +18,7 @@ const ATTACHMENTS = 10;
 /** 1.8 MiB each: base64 makes 10 of them about 24 MiB, under the 25 MiB limit. */
 const ATTACHMENT_BYTES = Math.floor(1.8 * 1024 * 1024);
 const RSS_BOUND_MB = 512;
+const UNIT_MMAP_THRESHOLD = /^Environment=MALLOC_MMAP_THRESHOLD_=(\d+)$/m.exec(readFileSync(new URL('../../systemd/postilion.service', import.meta.url), 'utf8'))![1]!;
 
 async function cli(config: string, ...args: string[]): Promise<string> {
   let out = '';
@@ -65,7 +66,8 @@ describe('e2e: 20 parallel 24 MiB messages to the inbound MX', function () {
     const key = /aha-sk-[A-Za-z0-9]{64}/.exec(init)![0];
     await cli(config, 'domains', 'add', 'example.com', '--account', account);
     await cli(config, 'domains', 'verify', 'example.com');
-    child = new Child(['--config', config, 'start'], dir);
+    // The daemon as its systemd unit (and `npm start`) runs it: with the unit's malloc setting.
+    child = new Child(['--config', config, 'start'], dir, { MALLOC_MMAP_THRESHOLD_: UNIT_MMAP_THRESHOLD });
     const url = (await child.waitFor(/"urls":\["(http:\/\/127\.0\.0\.1:\d+)"/))[1]!;
     const smtp = Number((await child.waitFor(/"port":(\d+),"msg":"inbound SMTP listening"/))[1]);
     const pid = child.pid;
