@@ -2,6 +2,7 @@ import { createServer as createHttpServer, STATUS_CODES, type IncomingMessage, t
 import { createServer as createHttpsServer, type Server as HttpsServer } from 'node:https';
 import type { AddressInfo, Socket } from 'node:net';
 import type { Duplex } from 'node:stream';
+import { listen, listeningUrl } from '../util/listen.ts';
 import { errorBody } from './middleware/errors.ts';
 
 type RequestListener = (req: IncomingMessage, res: ServerResponse) => void;
@@ -78,13 +79,7 @@ export class ApiListener {
       writeRaw(socket, status, line?.path ?? null, message);
     });
 
-    await new Promise<void>((resolve, reject) => {
-      server.once('error', reject);
-      server.listen(spec.port, spec.host, () => {
-        server.off('error', reject);
-        resolve();
-      });
-    });
+    await listen(server, spec.port, spec.host);
     return listener;
   }
 
@@ -93,9 +88,7 @@ export class ApiListener {
   }
 
   get url(): string {
-    const { address, port } = this.address;
-    const host = address.includes(':') ? `[${address}]` : address;
-    return `${'setSecureContext' in this.server ? 'https' : 'http'}://${host}:${port}`;
+    return listeningUrl(this.server);
   }
 
   /** New certificate and key for new connections (HTTPS only). */

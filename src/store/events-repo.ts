@@ -13,8 +13,8 @@ export class EventsRepo {
 
   /**
    * The newest events of an account, newest first, optionally of one type: a scan of every
-   * account's events from the newest, for tests and the operator's inspection (nothing of the API
-   * lists events, and an index written with every event would cost each of them a write).
+   * account's events from the newest, for tests (nothing of the API lists events, and an index
+   * written with every event would cost each of them a write).
    */
   async recent(accountId: string, limit: number, type?: string): Promise<EventRecord[]> {
     const out: EventRecord[] = [];

@@ -1,6 +1,7 @@
 import { STATUS_CODES } from 'node:http';
-import { createServer as createNetServer, type AddressInfo, type Server, type Socket } from 'node:net';
+import { createServer as createNetServer, type Server, type Socket } from 'node:net';
 import { createServer as createTlsServer } from 'node:tls';
+import { listen, listeningUrl } from '../util/listen.ts';
 import type { Maybe } from '../util/maybe.ts';
 
 /** A request head larger than this is refused (431), as node's own limit would (16 KiB). */
@@ -88,20 +89,12 @@ export class LeanHttpServer {
       ? createTlsServer({ cert: spec.tls.cert, key: spec.tls.key }, accept).on('tlsClientError', () => {})
       : createNetServer(accept);
     self = new LeanHttpServer(server, handler, onError, spec.headMs ?? HEAD_MS, spec.idleMs ?? IDLE_MS);
-    await new Promise<void>((resolve, reject) => {
-      server.once('error', reject);
-      server.listen(spec.port, spec.host, () => {
-        server.off('error', reject);
-        resolve();
-      });
-    });
+    await listen(server, spec.port, spec.host);
     return self;
   }
 
   get url(): string {
-    const { address, port } = this.server.address() as AddressInfo;
-    const host = address.includes(':') ? `[${address}]` : address;
-    return `${'setSecureContext' in this.server ? 'https' : 'http'}://${host}:${port}`;
+    return listeningUrl(this.server);
   }
 
   /** Stops accepting, lets the requests being answered finish until `graceMs`, then cuts what is left. */
@@ -192,7 +185,7 @@ export class LeanHttpServer {
         answer.then(
           (a) => {
             c.answering = false;
-            this.write(c, request, a);
+            this.write(c, a, request.method === 'HEAD');
             c.socket.resume();
             this.read(c);
           },
@@ -204,17 +197,18 @@ export class LeanHttpServer {
         );
         return;
       }
-      this.write(c, request, answer);
+      this.write(c, answer, request.method === 'HEAD');
     }
   }
 
-  private write(c: Connection, request: LeanRequest, a: LeanAnswer): void {
+  /** Writes an answer; `head`: the request was a HEAD (headers only, Content-Length as for GET). */
+  private write(c: Connection, a: LeanAnswer, head: boolean): void {
     if (c.socket.destroyed) return;
-    const head =
+    const lines =
       `HTTP/1.1 ${a.status} ${STATUS_CODES[a.status] ?? ''}\r\nDate: ${httpDate()}\r\n${a.headers}` +
       (c.last ? 'Connection: close\r\n\r\n' : `Connection: keep-alive\r\nKeep-Alive: timeout=${Math.floor(this.idleMs / 1000)}\r\n\r\n`);
-    if (a.body === null || request.method === 'HEAD') c.socket.write(head, 'latin1');
-    else c.socket.write(Buffer.concat([Buffer.from(head, 'latin1'), a.body]));
+    if (a.body === null || head) c.socket.write(lines, 'latin1');
+    else c.socket.write(Buffer.concat([Buffer.from(lines, 'latin1'), a.body]));
     if (c.last) c.socket.end();
     if (this.closing && c.buffered === null) c.socket.end();
   }
@@ -224,8 +218,7 @@ export class LeanHttpServer {
     c.last = true;
     c.buffered = null;
     const body = Buffer.from(message, 'utf8');
-    const request = { method: 'GET' } as LeanRequest;
-    this.write(c, request, { status, headers: `Content-Type: text/plain; charset=utf-8\r\nContent-Length: ${body.length}\r\nCache-Control: no-store\r\n`, body });
+    this.write(c, { status, headers: `Content-Type: text/plain; charset=utf-8\r\nContent-Length: ${body.length}\r\nCache-Control: no-store\r\n`, body }, false);
     // A client that does not read its answer must not hold the socket open.
     setTimeout(() => c.socket.destroy(), this.idleMs).unref();
   }
@@ -234,7 +227,7 @@ export class LeanHttpServer {
 type Parsed = { request: LeanRequest; keepAlive: boolean } | { status: number; message: string };
 
 /** The request line and the headers the endpoint reads; what is malformed is an error status. */
-export function parseHead(head: string, socket: Socket): Parsed {
+function parseHead(head: string, socket: Socket): Parsed {
   const lines = head.split('\r\n');
   if (lines.length > MAX_HEADER_LINES + 1) return { status: 431, message: 'too many request headers' };
   const [method, target, version, extra] = lines[0]!.split(' ');

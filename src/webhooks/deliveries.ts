@@ -20,29 +20,27 @@ export function webhookTargets(d: {
   /** Events just fanned out (read from memory, else from the store). */
   recent?: RecentEvents;
 }): HttpTargets {
+  const bodies: NonNullable<HttpTargets['bodies']> = async (items) => {
+    // The events kept in memory are taken now (the read below lets the fan-out push them out);
+    // the others are read at once, each once (both webhooks of an event share it).
+    const found = new Map<string, EventRecord | undefined>();
+    for (const { job } of items) if (!found.has(job.eventId)) found.set(job.eventId, d.recent?.get(job.eventId));
+    const unread = [...found].filter(([, event]) => event === undefined).map(([id]) => id);
+    const read = await d.store.getMany<EventRecord>('events', unread);
+    for (const [i, id] of unread.entries()) found.set(id, read[i]);
+    return items.map(({ job, target }) => {
+      const event = found.get(job.eventId);
+      return event ? envelope(event, target.id) : null;
+    });
+  };
   return {
     kind: 'webhook',
     schedule: HTTP_SCHEDULES.webhook,
     // A webhook body is small: read with the job, the origin's slot waits only for the request.
     prefetchBody: true,
     get: (id) => d.webhooks.get(id),
-    async body(job, target) {
-      const event = d.recent?.get(job.eventId) ?? (await d.store.get<EventRecord>('events', job.eventId));
-      return event ? envelope(event, target.id) : null;
-    },
-    async bodies(items) {
-      // The events kept in memory are taken now (the read below lets the fan-out push them out);
-      // the others are read at once, each once (both webhooks of an event share it).
-      const found = new Map<string, EventRecord | undefined>();
-      for (const { job } of items) if (!found.has(job.eventId)) found.set(job.eventId, d.recent?.get(job.eventId));
-      const unread = [...found].filter(([, event]) => event === undefined).map(([id]) => id);
-      const read = await d.store.getMany<EventRecord>('events', unread);
-      for (const [i, id] of unread.entries()) found.set(id, read[i]);
-      return items.map(({ job, target }) => {
-        const event = found.get(job.eventId);
-        return event ? envelope(event, target.id) : null;
-      });
-    },
+    body: async (job, target) => (await bodies([{ job, target }]))[0]!,
+    bodies,
     secretOf: (target) => d.secretOf(target as WebhookRecord),
     counters: d.counters,
     disable: (id) => d.disable(id),
