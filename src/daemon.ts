@@ -60,6 +60,7 @@ import { JobIndex } from './store/job-index.ts';
 import { JobsRepo } from './store/jobs-repo.ts';
 import { MetaRepo, migrate } from './store/meta.ts';
 import { HttpClient, type SignedPost } from './delivery/http.ts';
+import { HttpClientThread } from './delivery/http-thread.ts';
 import { TargetCounters } from './queue/target-counters.ts';
 import { webhookTargets } from './webhooks/deliveries.ts';
 import { HttpJobs } from './queue/http-jobs.ts';
@@ -93,6 +94,12 @@ import { QueueAdmin } from './control/queue-admin.ts';
 import { ControlServer } from './control/server.ts';
 import { Metrics } from './metrics/metrics.ts';
 import { MetricsListener } from './metrics/listener.ts';
+
+/**
+ * Webhook deliveries handed to the HTTP thread at once per origin, as a multiple of its
+ * connections: while outcomes are written here, its connections already carry the next requests.
+ */
+const WEBHOOK_HAND_OFF = 16;
 
 /** The store and the domain services: what the daemon serves and what admin commands use. */
 export interface Core {
@@ -270,7 +277,7 @@ export class Daemon {
   private engine: JobEngine | null = null;
   private pool: SmtpPool | null = null;
   private fanout: WebhookFanout | null = null;
-  private http: HttpClient | null = null;
+  private http: { webhooks: HttpClientThread; routes: HttpClient } | null = null;
   private control: ControlServer | null = null;
   private submission: SubmissionListeners | null = null;
   private inbound: InboundListener | null = null;
@@ -466,14 +473,23 @@ export class Daemon {
     }, core.clock, log);
     if (d.enabled) this.startDelivery(engine);
 
+    // Origins with limits of their own: the clients keep that many connections to them.
+    const originSockets = Object.fromEntries(Object.entries(d.destinations).flatMap(([destination, limits]) => (destination.includes('://') && limits.concurrency !== undefined ? [[destination, limits.concurrency]] : [])));
+    // Webhook deliveries, many and small, are requested from a thread of their own: the store,
+    // the engine and the fan-out keep this event loop. Route POSTs, few and up to tens of MB
+    // each (a copy to a thread would cost their size again), are requested from here.
+    const webhookHttp = new HttpClientThread(
+      new URL(`./http-thread${extname(fileURLToPath(import.meta.url))}`, import.meta.url),
+      { dns: { servers: config.dns.servers, timeoutMs: config.dns.timeout_ms, tries: config.dns.tries }, allowNetworks: config.webhooks.allow_networks, maxSocketsPerOrigin: config.webhooks.per_origin, originSockets },
+      (err, message) => log.error({ err }, message),
+    );
     const allowNetworks = config.webhooks.allow_networks.map(parseCidr);
-    const http = new HttpClient({ resolver: core.resolver, allowNetworks: () => allowNetworks, maxSocketsPerOrigin: config.webhooks.per_origin });
-    this.http = http;
-    // What both HTTP kinds share: the client, the engine, and which origins are down.
+    const routeHttp = new HttpClient({ resolver: core.resolver, allowNetworks: () => allowNetworks, maxSocketsPerOrigin: config.webhooks.per_origin, originSockets });
+    this.http = { webhooks: webhookHttp, routes: routeHttp };
+    // What both HTTP kinds share: the engine, and which origins are down.
     const shared = {
       store: core.store,
       jobs: core.jobs,
-      post: (post: SignedPost) => http.postSigned(post),
       clock: core.clock,
       log,
       notify: (dueMs: number) => engine.notify(dueMs),
@@ -484,6 +500,10 @@ export class Daemon {
     const recentEvents = new RecentEvents();
     const deliveries = new HttpJobs({
       ...shared,
+      post: (post: SignedPost) => webhookHttp.postSigned(post),
+      // The thread holds the next deliveries of an origin, and sends each as a connection frees.
+      handOff: WEBHOOK_HAND_OFF,
+      withdraw: (origin: string) => webhookHttp.withdraw(origin),
       targets: webhookTargets({
         store: core.store,
         webhooks: core.webhooksRepo,
@@ -497,9 +517,11 @@ export class Daemon {
     core.webhooks.onEnabled = (webhook) => {
       void deliveries.release(webhook.id).catch((err: unknown) => log.error({ err, webhook_id: webhook.id }, 'could not resume held webhook deliveries'));
     };
+    core.webhooks.onStopped = (webhook) => deliveries.stopped(webhook.url);
     const spamd = config.smtp.inbound.spamd ? hostPort(config.smtp.inbound.spamd) : null;
     const routePosts = new HttpJobs({
       ...shared,
+      post: (post: SignedPost) => routeHttp.postSigned(post),
       targets: routeTargets({
         route: (id) => core.routes.target(id),
         secretOf: (route) => core.routes.secretOf(route),
@@ -797,7 +819,8 @@ export class Daemon {
         // Attempts in flight finish (within the grace period); queued work stays in the store.
         await this.engine.stop(graceMs);
         this.pool?.close();
-        this.http?.close();
+        this.http?.routes.close();
+        await this.http?.webhooks.close();
         // The attempts cut by closing the connections record their outcome before the store closes.
         await this.engine.stop(1000);
       }

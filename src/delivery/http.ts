@@ -2,6 +2,7 @@ import http from 'node:http';
 import https from 'node:https';
 import type { LookupAddress, LookupOptions } from 'node:dns';
 import type { Socket } from 'node:net';
+import { urlToHttpOptions } from 'node:url';
 import { performance } from 'node:perf_hooks';
 import type { Cidr } from '../util/cidr.ts';
 import { signatureHeaders } from '../webhooks/signing.ts';
@@ -21,10 +22,19 @@ export interface HttpClientOptions {
   resolver: HostResolver;
   /** `webhooks.allow_networks`, read per request so that a reload takes effect. */
   allowNetworks: () => readonly Cidr[];
-  /** The whole exchange, connect to last byte read (default 10 s, reference-api §5.4). */
+  /**
+   * The whole exchange, connect to last byte read (default 10 s, reference-api §5.4), counted
+   * from when the request has a connection: one queued behind an origin's busy connections is
+   * not timed while it waits.
+   */
   timeoutMs?: number;
-  /** Connections per origin (default 4). */
+  /**
+   * Connections per origin (default 4): requests past it wait for one of them to be free, and
+   * go out on it as soon as it is, in the order they were made.
+   */
   maxSocketsPerOrigin?: number;
+  /** Origins with a number of connections of their own (`delivery.destinations`). */
+  originSockets?: Readonly<Record<string, number>>;
   /** Response bytes kept for the outcome (default 4 KiB); the rest is read and dropped. */
   keepResponseBytes?: number;
   /** A response longer than this is cut off, and its connection closed (default 64 KiB). */
@@ -59,8 +69,31 @@ export interface HttpOutcome {
    * it is a failed attempt like a bad status.)
    */
   unreachable: boolean;
+  /**
+   * Not sent: withdrawn (`HttpClient.withdraw`) while it waited for a connection. Not an
+   * attempt: nothing reached the origin.
+   */
+  withdrawn?: boolean;
 }
 
+/** A target URL as requests are made to it: its request options, with the agent of its origin. */
+interface Target {
+  https: boolean;
+  origin: string;
+  options: http.RequestOptions;
+}
+
+/** A request made and not ended: whether it has a connection yet, and how to end it as withdrawn. */
+interface Live {
+  origin: string;
+  connected: boolean;
+  fail: (err: Error) => void;
+}
+
+type Agents = { http: http.Agent; https: https.Agent };
+
+/** Target URLs whose check is kept. */
+const CHECKED_URLS = 1000;
 const DEFAULTS = { timeoutMs: 10_000, maxSocketsPerOrigin: 4, keepResponseBytes: 4096, drainResponseBytes: 64 * 1024 };
 const MAX_ERROR_TEXT = 300;
 const IDLE_TIMEOUT_MS = 4_000;
@@ -68,9 +101,14 @@ const IDLE_TIMEOUT_MS = 4_000;
 type LookupCallback = (err: NodeJS.ErrnoException | null, address: string | LookupAddress[], family?: number) => void;
 
 export class HttpClient {
-  private readonly http: http.Agent;
-  private readonly https: https.Agent;
+  private readonly agents: Agents;
+  /** Agents of the origins with a number of connections of their own. */
+  private readonly originAgents = new Map<string, Agents>();
   private readonly settings: typeof DEFAULTS;
+  /** Requests made and not ended, those waiting for a connection included: close cuts them. */
+  private readonly live = new Map<http.ClientRequest, Live>();
+  private readonly checked = new Map<string, Target | { refused: string }>();
+  private checkedFor: readonly Cidr[] | null = null;
 
   constructor(private readonly options: HttpClientOptions) {
     this.settings = {
@@ -79,11 +117,26 @@ export class HttpClient {
       keepResponseBytes: options.keepResponseBytes ?? DEFAULTS.keepResponseBytes,
       drainResponseBytes: options.drainResponseBytes ?? DEFAULTS.drainResponseBytes,
     };
+    this.agents = this.newAgents(this.settings.maxSocketsPerOrigin);
+  }
+
+  private newAgents(maxSockets: number): Agents {
     // An idle connection is closed after 4 s, before a receiver with node's default keep-alive
     // timeout (5 s) closes it under a request (agents also honour a `Keep-Alive: timeout=` hint).
-    const agentOptions = { keepAlive: true, timeout: IDLE_TIMEOUT_MS, maxSockets: this.settings.maxSocketsPerOrigin, lookup: this.lookup };
-    this.http = new http.Agent(agentOptions);
-    this.https = new https.Agent(agentOptions);
+    const agentOptions = { keepAlive: true, timeout: IDLE_TIMEOUT_MS, maxSockets, lookup: this.lookup };
+    return { http: new http.Agent(agentOptions), https: new https.Agent(agentOptions) };
+  }
+
+  /** The agents of an origin: its own when it has its own number of connections. */
+  private agentsOf(url: URL): Agents {
+    const own = this.options.originSockets?.[url.origin];
+    if (own === undefined) return this.agents;
+    let agents = this.originAgents.get(url.origin);
+    if (!agents) {
+      agents = this.newAgents(own);
+      this.originAgents.set(url.origin, agents);
+    }
+    return agents;
   }
 
   /** Signs and POSTs `post.body` (webhook-id, webhook-timestamp, webhook-signature). */
@@ -102,18 +155,10 @@ export class HttpClient {
       durationMs: Math.round(performance.now() - started),
       unreachable,
     });
-    let url: URL;
+    const checked = this.check(target);
+    if ('refused' in checked) return outcome(null, checked.refused);
     try {
-      url = parseTargetUrl(target);
-      // A literal address is dialled without a lookup: check it here.
-      const host = bareHost(url);
-      const why = isIpLiteral(host) ? refusedAddress(host, this.options.allowNetworks()) : null;
-      if (why) throw new TargetRefusedError(`refused to connect to ${host}: ${why}`);
-    } catch (err) {
-      return outcome(null, (err as Error).message);
-    }
-    try {
-      const { status, text } = await this.exchange(url, body, headers);
+      const { status, text } = await this.exchange(checked, body, headers);
       if (status >= 200 && status < 300) return outcome(status, null, text);
       if (status >= 300 && status < 400) return outcome(status, `HTTP ${status}: redirects are not followed`, text);
       return outcome(status, `HTTP ${status}`, text);
@@ -121,24 +166,75 @@ export class HttpClient {
       const status = (err as { status?: number }).status ?? null;
       // A timeout is a failed attempt like a bad status; only an origin that answered nothing at once is down.
       const refused = err instanceof TargetRefusedError || (err as NodeJS.ErrnoException).code === 'ETARGETREFUSED';
+      if ((err as { withdrawn?: boolean }).withdrawn === true) return { ...outcome(null, describe(err)), withdrawn: true };
       return outcome(status, describe(err), '', status === null && !refused && (err as { timedOut?: boolean }).timedOut !== true);
     }
   }
 
-  /** Closes every pooled connection; requests still in flight end with a failed outcome. */
-  close(): void {
-    this.http.destroy();
-    this.https.destroy();
+  /**
+   * Ends the requests to `origin` (null: to any origin) that still wait for a connection, each
+   * with a `withdrawn` outcome (its job was not attempted); those under way go on. Returns how many.
+   */
+  withdraw(origin: string | null): number {
+    let withdrawn = 0;
+    for (const [req, live] of this.live) {
+      if ((origin !== null && live.origin !== origin) || live.connected) continue;
+      const err = Object.assign(new Error('withdrawn before it was sent'), { withdrawn: true });
+      live.fail(err);
+      req.destroy(err);
+      withdrawn += 1;
+    }
+    return withdrawn;
   }
 
-  private exchange(url: URL, body: string | Buffer, headers: Record<string, string>): Promise<{ status: number; text: string }> {
+  /**
+   * The request options of a target URL, or why it is refused, worked out once per URL (and
+   * again when the allowed networks change): every delivery to a webhook has the same URL.
+   */
+  private check(target: string): Target | { refused: string } {
+    const allow = this.options.allowNetworks();
+    if (allow !== this.checkedFor) {
+      this.checked.clear();
+      this.checkedFor = allow;
+    }
+    let known = this.checked.get(target);
+    if (known === undefined) {
+      try {
+        const url = parseTargetUrl(target);
+        // A literal address is dialled without a lookup: check it here.
+        const host = bareHost(url);
+        const why = isIpLiteral(host) ? refusedAddress(host, allow) : null;
+        const secure = url.protocol === 'https:';
+        known = why ? { refused: `refused to connect to ${host}: ${why}` } : { https: secure, origin: url.origin, options: { ...urlToHttpOptions(url), agent: this.agentsOf(url)[secure ? 'https' : 'http'] } };
+      } catch (err) {
+        known = { refused: (err as Error).message };
+      }
+      if (this.checked.size >= CHECKED_URLS) this.checked.clear();
+      this.checked.set(target, known);
+    }
+    return known;
+  }
+
+  /**
+   * Closes every pooled connection: requests under way end with a failed outcome, those still
+   * waiting for a connection are withdrawn (not attempted).
+   */
+  close(): void {
+    this.withdraw(null);
+    for (const req of this.live.keys()) req.destroy(new Error('the HTTP client closed'));
+    for (const agents of [this.agents, ...this.originAgents.values()]) {
+      agents.http.destroy();
+      agents.https.destroy();
+    }
+  }
+
+  private exchange(target: Target, body: string | Buffer, headers: Record<string, string>): Promise<{ status: number; text: string }> {
     const { timeoutMs, keepResponseBytes, drainResponseBytes } = this.settings;
     const payload = typeof body === 'string' ? Buffer.from(body, 'utf8') : body;
-    const isHttps = url.protocol === 'https:';
     return new Promise((resolve, reject) => {
-      const req = (isHttps ? https : http).request(url, {
+      const req = (target.https ? https : http).request({
+        ...target.options,
         method: 'POST',
-        agent: isHttps ? this.https : this.http,
         lookup: this.lookup,
         headers: {
           ...headers,
@@ -148,13 +244,22 @@ export class HttpClient {
         },
       });
       let status: number | undefined;
-      const timer = setTimeout(() => req.destroy(Object.assign(new Error(`timed out after ${timeoutMs / 1000} s`), { status, timedOut: true })), timeoutMs);
-      const fail = (err: Error) => {
+      let timer: NodeJS.Timeout | undefined;
+      const done = () => {
         clearTimeout(timer);
+        this.live.delete(req);
+      };
+      const fail = (err: Error) => {
+        done();
         reject(Object.assign(err, { status }));
       };
+      const live: Live = { origin: target.origin, connected: false, fail };
+      this.live.set(req, live);
       req.on('error', fail);
       req.on('socket', (socket: Socket) => {
+        live.connected = true;
+        // Timed from here: a request waiting for one of the origin's connections is not.
+        timer = setTimeout(() => req.destroy(Object.assign(new Error(`timed out after ${timeoutMs / 1000} s`), { status, timedOut: true })), timeoutMs);
         // Defence in depth: whatever resolved the name, the peer actually reached must pass.
         if (!socket.connecting) return;
         socket.once('connect', () => {
@@ -176,13 +281,13 @@ export class HttpClient {
           }
           // The answer is known; a receiver streaming without end is not read forever.
           if (seen > drainResponseBytes) {
-            clearTimeout(timer);
+            done();
             res.destroy();
             resolve({ status: status!, text: Buffer.concat(kept).toString('utf8') });
           }
         });
         res.on('end', () => {
-          clearTimeout(timer);
+          done();
           resolve({ status: status!, text: Buffer.concat(kept).toString('utf8') });
         });
         res.on('error', fail);

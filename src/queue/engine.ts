@@ -19,18 +19,44 @@ export interface JobKind<J = unknown> {
   load(id: string): Promise<J | null>;
   /** Optional: several records at once (in the order asked), cheaper than a load each. */
   loadMany?(ids: readonly string[]): Promise<Array<J | null>>;
+  /**
+   * Optional: completes jobs read that go into a ready queue (reads what their attempt needs,
+   * e.g. request bodies), once their destination is known to have room: jobs left on the index
+   * or set aside are not completed. A job it cannot complete is run all the same (the attempt
+   * reads what is missing).
+   */
+  prepare?(jobs: J[]): Promise<void>;
   /** When the record says the job is due; an entry at another time is stale and skipped. */
   dueMs(job: J): number;
   /** The destination whose limits apply: an MX set for SMTP, a URL origin for HTTP. */
   destination(job: J): Promise<string>;
-  /** One attempt and its outcome. `release` frees the slot once no connection is used any more. */
-  run(job: J, release: () => void): Promise<void>;
+  /**
+   * One attempt and its outcome. `release` frees the slot once no connection is used any more.
+   * 'withdrawn': no attempt was made and nothing written (see `withdraw`); the job is read again.
+   */
+  run(job: J, release: () => void): Promise<void | 'withdrawn'>;
   /**
    * Optional: takes due jobs of a destination that is paused as down off the due-time index
    * (parks them in the store) so they are not read again and again while it is down. Without
    * it they are set aside in memory until the pause ends.
    */
   setAside?(jobs: J[], destination: string): Promise<void>;
+  /**
+   * Optional: jobs of this kind handed to the dispatcher at once per destination, as a multiple
+   * of the destination's concurrency (default 1: the engine starts each job itself). Above 1 the
+   * dispatcher keeps at most `concurrency` of them going and starts the next as soon as one
+   * ends (the HTTP client queues requests per origin), so the destination's connections do not
+   * wait for a turn of the engine while outcomes are written. Of a destination's jobs handed
+   * over, the dispatcher's total `concurrency` counts those that can be under way (at most the
+   * destination's concurrency); the others wait for the destination's own slots.
+   */
+  readonly handOff?: number;
+  /**
+   * With handOff: the jobs handed to the dispatcher for the destination that have not started
+   * end at once, their run resolving 'withdrawn'. Asked when the destination is suspended or
+   * paused as down, so that no more of them start.
+   */
+  withdraw?(destination: string): void;
 }
 
 export interface DispatcherLimits {
@@ -106,6 +132,8 @@ class Pool {
   taken = 0;
   /** More was due than fitted: read again when there is room. */
   backlog = false;
+  /** Whether a kind of this dispatcher hands jobs over ahead (JobKind.handOff). */
+  handsOff = false;
   constructor(readonly limits: DispatcherLimits) {}
 }
 
@@ -128,7 +156,15 @@ export class JobEngine {
   private readonly skipped = new Map<string, string>();
   /** Due jobs left on the index because their destination holds its share of ready memory, by destination. */
   private readonly capped = new Map<string, Set<string>>();
-  private cappedCount = 0;
+  /** The same, by job: which destination's share each waits for. */
+  private readonly cappedRefs = new Map<string, string>();
+  /**
+   * Jobs whose outcome landed while the index was being read and its entries taken: the read
+   * may still hold their entries, which are not loaded again (their record is gone or moved on).
+   */
+  private doneDuringFill: Set<string> | null = null;
+  /** Destinations whose released jobs the next read has not taken yet. */
+  private readonly uncapping = new Set<string>();
   private readonly suspended: Set<string>;
   /** Destinations found down, with when to try them again (the kind that found it decides). */
   private readonly paused = new Map<string, number>();
@@ -155,6 +191,7 @@ export class JobEngine {
 
   register<J>(kind: JobKind<J>): void {
     this.kinds.set(kind.name, kind as unknown as JobKind);
+    if ((kind.handOff ?? 1) > 1) this.pools[kind.dispatcher].handsOff = true;
   }
 
   start(): void {
@@ -218,17 +255,54 @@ export class JobEngine {
   suspend(destination: string): void {
     this.suspended.add(destination);
     this.setAside(destination);
+    this.withdraw(destination);
   }
 
   /**
-   * Starts no job for the destination before `untilMs` (it was found down): its ready jobs go
-   * back to the store, and are read again once the pause is over.
+   * Starts no job for the destination before `untilMs` (it was found down): its ready jobs are
+   * parked by their kind (kind.setAside), as those read while the pause lasts are, or else go
+   * back to the store and are read again once the pause is over.
    */
   pause(destination: string, untilMs: number): void {
     if ((this.paused.get(destination) ?? 0) >= untilMs) return;
     this.paused.set(destination, untilMs);
+    for (const pool of Object.values(this.pools)) this.park(pool, destination);
     this.setAside(destination);
+    this.withdraw(destination);
     this.notify(untilMs);
+  }
+
+  /** Asks the kinds that hand jobs over ahead to take back those of the destination not started. */
+  private withdraw(destination: string): void {
+    for (const kind of this.kinds.values()) if (kind.handOff !== undefined && kind.handOff > 1) kind.withdraw?.(destination);
+  }
+
+  /** Parks the ready jobs of a destination found down whose kind can park them; setAside takes the rest. */
+  private park(pool: Pool, destination: string): void {
+    const items = pool.ready.get(destination);
+    if (!items) return;
+    const parked = new Map<JobKind, Item[]>();
+    for (const item of items) if (item.kind.setAside) parked.set(item.kind, [...(parked.get(item.kind) ?? []), item]);
+    if (parked.size === 0) return;
+    const kept = items.filter((item) => !item.kind.setAside);
+    if (kept.length > 0) pool.ready.set(destination, kept);
+    else pool.ready.delete(destination);
+    pool.readyCount -= items.length - kept.length;
+    for (const [kind, list] of parked) {
+      // Held as taken until they are parked, so that no fill reads them meanwhile.
+      void kind.setAside!(list.map((i) => i.job), destination).then(
+        () => {
+          for (const { ref } of list) this.let(pool, ref);
+        },
+        (err: unknown) => {
+          this.log.error({ err, destination }, 'could not park the jobs of a destination that is down');
+          for (const { ref } of list) {
+            this.let(pool, ref);
+            this.skipped.set(ref, destination);
+          }
+        },
+      );
+    }
   }
 
   /** The destination answers again: its pause ends now. */
@@ -318,13 +392,17 @@ export class JobEngine {
   private describe(dispatcher: DispatcherName | null, pool: Pool | null, destination: string): EngineDestination {
     const limits = this.options.destinations[destination];
     const d = dispatcher ?? (destination.includes('://') ? 'http' : 'smtp');
+    const concurrency = limits?.concurrency ?? this.pools[d].limits.perDestination;
+    // Jobs handed to the dispatcher beyond the concurrency wait in its queue: shown as ready.
+    const handed = pool?.runningPer.get(destination) ?? 0;
+    const running = Math.min(handed, concurrency);
     return {
       destination,
       dispatcher: d,
       kinds: [...(pool?.kindsPer.get(destination) ?? [])],
-      ready: pool?.ready.get(destination)?.length ?? 0,
-      running: pool?.runningPer.get(destination) ?? 0,
-      concurrency: limits?.concurrency ?? this.pools[d].limits.perDestination,
+      ready: (pool?.ready.get(destination)?.length ?? 0) + handed - running,
+      running,
+      concurrency,
       rate: limits?.rate ?? null,
       suspended: this.suspended.has(destination),
       pausedUntil: (this.paused.get(destination) ?? 0) > this.clock.now() ? this.paused.get(destination)! : null,
@@ -353,8 +431,20 @@ export class JobEngine {
       return;
     }
     // Taken and suspended jobs are still on the index: read past them.
-    const entries = (await this.index.due(kind.name, now, room + pool.taken + this.skipped.size + this.cappedCount)).filter(
-      ({ id }) => !this.taken.has(`${kind.name}:${id}`) && !this.skipped.has(`${kind.name}:${id}`) && !this.isCapped(`${kind.name}:${id}`),
+    // What was released before this read is read now.
+    this.uncapping.clear();
+    const done = new Set<string>();
+    this.doneDuringFill = done;
+    try {
+      await this.fillFrom(kind, pool, now, room, done);
+    } finally {
+      this.doneDuringFill = null;
+    }
+  }
+
+  private async fillFrom(kind: JobKind, pool: Pool, now: number, room: number, done: Set<string>): Promise<void> {
+    const entries = (await this.index.due(kind.name, now, room + pool.taken + this.skipped.size + this.cappedRefs.size)).filter(
+      ({ id }) => !this.taken.has(`${kind.name}:${id}`) && !this.skipped.has(`${kind.name}:${id}`) && !this.isCapped(`${kind.name}:${id}`) && !done.has(`${kind.name}:${id}`),
     );
     let fresh = 0;
     // Read a few records at once and start what can start after each read: the first attempts
@@ -367,7 +457,7 @@ export class JobEngine {
       for (const [i, { key, id }] of slice.entries()) {
         const job = jobs[i];
         const ref = `${kind.name}:${id}`;
-        if (this.stopped || this.taken.has(ref)) continue;
+        if (this.stopped || this.taken.has(ref) || done.has(ref)) continue;
         if (job === null || job === undefined) {
           // Nothing to do (purged, or finished by a change that raced this read): the entry goes.
           this.log.debug({ kind: kind.name, id }, 'dropping a due-time entry with nothing to do');
@@ -383,23 +473,45 @@ export class JobEngine {
       }
       const destinations = await Promise.all(found.map(({ job }) => kind.destination(job).catch(() => 'unknown')));
       const aside = new Map<string, Array<{ job: unknown; ref: string }>>();
+      const ready: Array<{ job: unknown; ref: string; destination: string }> = [];
+      /** How many of each destination this slice adds to its ready queue. */
+      const adding = new Map<string, number>();
+      let lookedPast = false;
       for (const [i, { job, ref }] of found.entries()) {
         const destination = destinations[i]!;
         if (kind.setAside && !this.suspended.has(destination) && (this.paused.get(destination) ?? 0) > now) {
           aside.set(destination, [...(aside.get(destination) ?? []), { job, ref }]);
           continue;
         }
-        if (pool.limits.perDestinationReady !== undefined && (pool.ready.get(destination)?.length ?? 0) >= pool.limits.perDestinationReady) {
+        const queued = (pool.ready.get(destination)?.length ?? 0) + (adding.get(destination) ?? 0);
+        if (pool.limits.perDestinationReady !== undefined && queued >= pool.limits.perDestinationReady) {
           // Its share of memory is full: left on the index, and not read again until it drains.
           this.let(pool, ref);
-          this.cap(destination, ref);
           fresh -= 1;
-          this.pumpAgain = true;
+          // Remembered up to a bound (the ready limit): past it, reading on for other
+          // destinations would read this one's backlog again and again; it waits.
+          if (this.cappedRefs.size < pool.limits.readyLimit) {
+            this.cap(destination, ref);
+            this.pumpAgain = true;
+          } else lookedPast = true;
           continue;
         }
-        this.enqueue(pool, kind, job, ref, destination);
+        adding.set(destination, (adding.get(destination) ?? 0) + 1);
+        ready.push({ job, ref, destination });
       }
+      if (ready.length > 0 && kind.prepare) {
+        try {
+          await kind.prepare(ready.map((r) => r.job));
+        } catch (err) {
+          this.log.warn({ err, kind: kind.name }, 'could not read ahead what ready jobs need; their attempts read it');
+        }
+      }
+      for (const { job, ref, destination } of ready) this.enqueue(pool, kind, job, ref, destination);
       this.dispatch(pool);
+      if (lookedPast && ready.length === 0 && aside.size === 0) {
+        // Nothing here could be taken: stop reading until a destination drains.
+        break;
+      }
       // What was parked freed no room: read on.
       if (aside.size > 0) this.pumpAgain = true;
       for (const [destination, items] of aside) {
@@ -436,24 +548,35 @@ export class JobEngine {
   }
 
   private isCapped(ref: string): boolean {
-    if (this.cappedCount === 0) return false;
-    for (const refs of this.capped.values()) if (refs.has(ref)) return true;
-    return false;
+    return this.cappedRefs.has(ref);
   }
 
   private cap(destination: string, ref: string): void {
+    if (this.cappedRefs.has(ref)) return;
     const refs = this.capped.get(destination) ?? new Set<string>();
-    if (!refs.has(ref)) this.cappedCount += 1;
     refs.add(ref);
     this.capped.set(destination, refs);
+    this.cappedRefs.set(ref, destination);
   }
 
-  /** The destination's queue has room again: its jobs left on the index are read again. */
-  private uncap(destination: string): void {
+  /**
+   * The destination's queue has room again: as many of its jobs left on the index as it has
+   * room for are read again, the earliest first (the others stay left, and are not read again
+   * until there is room for them: a backlog of one destination is read once, not once per turn).
+   */
+  private uncap(destination: string, room: number): void {
     const refs = this.capped.get(destination);
-    if (!refs) return;
-    this.capped.delete(destination);
-    this.cappedCount -= refs.size;
+    if (!refs || this.uncapping.has(destination)) return;
+    let released = 0;
+    for (const ref of refs) {
+      if (released >= room) break;
+      refs.delete(ref);
+      this.cappedRefs.delete(ref);
+      released += 1;
+    }
+    if (refs.size === 0) this.capped.delete(destination);
+    // Until the next read has taken them, released jobs are not counted as room again.
+    this.uncapping.add(destination);
     void this.wake();
   }
 
@@ -465,12 +588,17 @@ export class JobEngine {
   /** Starts what the limits allow, round-robin over destinations. */
   private dispatch(pool: Pool): void {
     let wait: number | null = null;
-    while (!this.stopped && pool.running < pool.limits.concurrency && pool.readyCount > 0) {
+    // At the total, only jobs handed over ahead can still go (to destinations at their concurrency).
+    while (!this.stopped && pool.readyCount > 0 && (pool.handsOff || pool.running < pool.limits.concurrency)) {
       let started = false;
       for (const [destination, list] of pool.ready) {
-        if (pool.running >= pool.limits.concurrency) break;
+        if (!pool.handsOff && pool.running >= pool.limits.concurrency) break;
         const limits = this.options.destinations[destination];
-        if ((pool.runningPer.get(destination) ?? 0) >= (limits?.concurrency ?? pool.limits.perDestination)) continue;
+        const concurrency = limits?.concurrency ?? pool.limits.perDestination;
+        const handed = pool.runningPer.get(destination) ?? 0;
+        // Within its concurrency a job counts against the total; past it (handOff) it waits in
+        // the dispatcher for one of the destination's own slots, and does not.
+        if (handed < concurrency ? pool.running >= pool.limits.concurrency : handed >= concurrency * (list[0]!.kind.handOff ?? 1)) continue;
         if (limits?.rate) {
           const after = this.take(destination, limits.rate);
           if (after > 0) {
@@ -480,11 +608,11 @@ export class JobEngine {
         }
         const item = list.shift()!;
         pool.readyCount -= 1;
-        if (pool.limits.perDestinationReady !== undefined && list.length < pool.limits.perDestinationReady / 2) this.uncap(destination);
+        if (pool.limits.perDestinationReady !== undefined && list.length < pool.limits.perDestinationReady / 2) this.uncap(destination, pool.limits.perDestinationReady - list.length);
         // Move the destination to the back: the next one gets the next turn.
         pool.ready.delete(destination);
         if (list.length > 0) pool.ready.set(destination, list);
-        this.run(pool, destination, item);
+        this.run(pool, destination, concurrency, item);
         started = true;
       }
       if (!started) break;
@@ -512,36 +640,47 @@ export class JobEngine {
     return ((1 - bucket.tokens) / rate) * 1000;
   }
 
-  private run(pool: Pool, destination: string, item: Item): void {
-    pool.running += 1;
+  /**
+   * Hands a job to its kind. The dispatcher's total counts what can be under way at once: of a
+   * destination's jobs handed over, at most its concurrency (the rest wait in the dispatcher).
+   */
+  private run(pool: Pool, destination: string, concurrency: number, item: Item): void {
+    const handed = pool.runningPer.get(destination) ?? 0;
+    if (handed < concurrency) pool.running += 1;
     this.unfinished += 1;
     this.runningIds.add(item.ref);
-    pool.runningPer.set(destination, (pool.runningPer.get(destination) ?? 0) + 1);
+    pool.runningPer.set(destination, handed + 1);
     // The slot is freed when the attempt no longer uses a connection, not when its outcome is on
     // disk: a connection need not wait for an fsync. The job stays taken until then (its lease).
     let released = false;
     const release = (): void => {
       if (released) return;
       released = true;
-      pool.running -= 1;
       const left = (pool.runningPer.get(destination) ?? 1) - 1;
+      if (left < concurrency) pool.running -= 1;
       if (left === 0) {
         pool.runningPer.delete(destination);
         if (!pool.ready.has(destination)) pool.kindsPer.delete(destination);
       } else pool.runningPer.set(destination, left);
       if (!this.stopped) this.dispatch(pool);
     };
+    let again = false;
     void item.kind
       .run(item.job, release)
+      .then((result) => {
+        again = result === 'withdrawn';
+      })
       .catch((err: unknown) => this.log.error({ err, job: item.ref }, 'job failed unexpectedly'))
       .finally(() => {
         release();
         this.unfinished -= 1;
         this.runningIds.delete(item.ref);
         this.let(pool, item.ref);
+        if (!again) this.doneDuringFill?.add(item.ref);
         if (this.unfinished === 0) for (const done of this.idle) done();
         if (this.stopped) return;
-        if (pool.backlog && pool.taken < pool.limits.readyLimit / 2) void this.wake();
+        // A withdrawn job is still due on the index: read it again (set aside while its destination is held).
+        if (again || (pool.backlog && pool.taken < pool.limits.readyLimit / 2)) void this.wake();
       });
   }
 

@@ -61,6 +61,10 @@ export interface HttpJobsDeps {
   /** Tells the engine the destination answers again. */
   unpause: (destination: string) => void;
   random?: () => number;
+  /** Jobs handed to the client at once per origin, as a multiple of its connections (JobKind.handOff; default 1). */
+  handOff?: number;
+  /** Withdraws the posts to an origin that wait in the client for a connection (with handOff). */
+  withdraw?: (origin: string) => void;
   /** Origins found down, shared by every HTTP kind: a webhook and a route may share an origin. */
   down?: Map<string, { probes: number; until: number }>;
   /**
@@ -88,12 +92,14 @@ export interface PreparedJob {
 export class HttpJobs implements JobKind<PreparedJob> {
   readonly name: 'webhook' | 'route';
   readonly dispatcher = 'http' as const;
+  readonly handOff: number | undefined;
   private readonly secrets = new Map<string, string>();
   /** Origins that answered nothing: consecutive probes failed, and when to probe next (shared by the HTTP kinds). */
   private readonly down: Map<string, { probes: number; until: number }>;
 
   constructor(private readonly d: HttpJobsDeps) {
     this.name = d.targets.kind;
+    this.handOff = d.handOff;
     this.down = d.down ?? new Map();
   }
 
@@ -105,21 +111,24 @@ export class HttpJobs implements JobKind<PreparedJob> {
     return (await this.loadMany([id]))[0]!;
   }
 
-  /** Jobs taken together: their records in one read, and their events in another. */
+  /** Jobs taken together: their records in one read (their bodies are read by prepare). */
   async loadMany(ids: readonly string[]): Promise<Array<PreparedJob | null>> {
     const records = await this.d.jobs.getMany(ids);
-    const prepared = await Promise.all(records.map(async (job): Promise<PreparedJob | null> => {
+    return Promise.all(records.map(async (job): Promise<PreparedJob | null> => {
       if (!job || job.state !== 'pending') return null;
       return { job, target: await this.d.targets.get(job.targetId), body: undefined };
     }));
-    if (this.d.targets.prefetchBody) {
-      const wanted = prepared.filter((p): p is PreparedJob & { target: HttpTarget } => p !== null && p.target?.enabled === true);
-      const bodies = this.d.targets.bodies
-        ? await this.d.targets.bodies(wanted.map(({ job, target }) => ({ job, target })))
-        : await Promise.all(wanted.map(({ job, target }) => this.d.targets.body(job, target)));
-      for (const [i, p] of wanted.entries()) p.body = bodies[i]!;
-    }
-    return prepared;
+  }
+
+  /** The bodies of jobs going into a ready queue (small bodies: webhooks), their events in one read. */
+  async prepare(prepared: PreparedJob[]): Promise<void> {
+    this.d.jobs.taken(prepared.map((p) => p.job.id));
+    if (!this.d.targets.prefetchBody) return;
+    const wanted = prepared.filter((p): p is PreparedJob & { target: HttpTarget } => p.target?.enabled === true);
+    const bodies = this.d.targets.bodies
+      ? await this.d.targets.bodies(wanted.map(({ job, target }) => ({ job, target })))
+      : await Promise.all(wanted.map(({ job, target }) => this.d.targets.body(job, target)));
+    for (const [i, p] of wanted.entries()) p.body = bodies[i]!;
   }
 
   dueMs(p: PreparedJob): number {
@@ -130,7 +139,21 @@ export class HttpJobs implements JobKind<PreparedJob> {
     return p.target ? originOf(p.target.url) : `${this.name}-deleted`;
   }
 
-  async run(p: PreparedJob, release: () => void): Promise<void> {
+  /** The posts handed to the client for the destination and not sent yet come back, not attempted. */
+  withdraw(destination: string): void {
+    this.d.withdraw?.(destination);
+  }
+
+  /**
+   * A target stopped taking deliveries at `url` (disabled, deleted, moved): what waits in the
+   * client for its origin comes back and is read again, to be held, dropped or sent anew. (Other
+   * targets' posts to the origin come back too, and are simply sent again.)
+   */
+  stopped(url: string): void {
+    this.withdraw(originOf(url));
+  }
+
+  async run(p: PreparedJob, release: () => void): Promise<void | 'withdrawn'> {
     const job = p.job;
     // The job's logger is made only when something is logged: a delivery that succeeds logs at
     // debug, and making a child logger per request was about 1 % of the main thread.
@@ -165,6 +188,9 @@ export class HttpJobs implements JobKind<PreparedJob> {
       secret: this.secretOf(target),
     });
     release();
+    // Withdrawn before it was sent (its origin suspended or found down, its target stopped):
+    // not an attempt; the job is read again from the index.
+    if (outcome.withdrawn) return 'withdrawn';
     await this.settle(job, target, outcome, log);
   }
 
@@ -299,10 +325,19 @@ export class HttpJobs implements JobKind<PreparedJob> {
   }
 }
 
+const origins = new Map<string, string>();
+
+/** The URL's origin (scheme, host, port); kept per URL, as every delivery to a target asks again. */
 function originOf(url: string): string {
-  try {
-    return new URL(url).origin;
-  } catch {
-    return 'invalid-url';
+  let origin = origins.get(url);
+  if (origin === undefined) {
+    try {
+      origin = new URL(url).origin;
+    } catch {
+      origin = 'invalid-url';
+    }
+    if (origins.size >= 1000) origins.clear();
+    origins.set(url, origin);
   }
+  return origin;
 }

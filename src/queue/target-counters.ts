@@ -69,6 +69,6 @@ export class TargetCounters {
   }
 
   private put(targetId: string, c: TargetCounts): WriteOp {
-    return { type: 'put', family: this.family, key: targetId, value: { ...c } };
+    return { type: 'put', family: this.family, key: targetId, value: { ...c }, latest: true };
   }
 }

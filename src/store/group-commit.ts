@@ -6,7 +6,12 @@ export interface Counts {
 }
 
 export type WriteOp =
-  | { type: 'put'; family: Family; key: string; value: unknown }
+  /**
+   * `latest`: the value is the whole current state of the key (a counter row written at each
+   * change), so a later put of the same key in the same batch supersedes it and only that one
+   * is written.
+   */
+  | { type: 'put'; family: Family; key: string; value: unknown; latest?: true }
   | { type: 'del'; family: Family; key: string }
   /**
    * Adds `value` to the counts stored under `key` (absent: zero): logged in its batch, and added

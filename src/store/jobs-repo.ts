@@ -2,7 +2,11 @@ import type { WriteOp } from './group-commit.ts';
 import type { JobIndex } from './job-index.ts';
 import type { JobRecord } from './records.ts';
 import type { Store } from './store.ts';
+import { Handover } from '../util/handover.ts';
 import { timeKey } from '../util/time.ts';
+
+/** Jobs just created kept for their first read (a few MB): the engine reads them moments later. */
+const FRESH_JOBS = 10_000;
 
 /**
  * HTTP jobs (webhook deliveries, route POSTs) by id. A pending job has an entry on the due-time
@@ -12,6 +16,8 @@ import { timeKey } from '../util/time.ts';
  * retention purge. A job that succeeded is deleted.
  */
 export class JobsRepo {
+  private readonly fresh = new Handover<JobRecord>(FRESH_JOBS);
+
   constructor(
     private readonly store: Store,
     private readonly index: JobIndex,
@@ -22,8 +28,13 @@ export class JobsRepo {
   }
 
   /** Jobs in one read (Store.getMany): the engine takes due jobs in batches. */
-  getMany(ids: readonly string[]): Promise<Array<JobRecord | undefined>> {
-    return this.store.getMany<JobRecord>('jobs', ids);
+  async getMany(ids: readonly string[]): Promise<Array<JobRecord | undefined>> {
+    const found: Array<JobRecord | undefined> = ids.map((id) => this.fresh.peek(id));
+    const unread = ids.filter((_, i) => found[i] === undefined);
+    if (unread.length === 0) return found;
+    const read = await this.store.getMany<JobRecord>('jobs', unread);
+    let next = 0;
+    return found.map((job) => job ?? read[next++]);
   }
 
   /** A new pending job and its due-time entry. */
@@ -31,8 +42,23 @@ export class JobsRepo {
     return [{ type: 'put', family: 'jobs', key: job.id, value: job }, this.index.put(job.kind, job.id, Date.parse(job.dueAt))];
   }
 
+  /**
+   * Jobs whose creation has landed, kept for the engine's reads (getMany) until it takes them
+   * into memory (`taken`) or they change (`change`): a job read and left on the index, because
+   * its destination has no room yet, is still kept for its next read.
+   */
+  created(jobs: readonly JobRecord[]): void {
+    for (const job of jobs) this.fresh.put(job.id, job);
+  }
+
+  /** The engine holds these jobs now: they need not be kept for it. */
+  taken(ids: readonly string[]): void {
+    for (const id of ids) this.fresh.drop(id);
+  }
+
   /** Ops moving `current` to `next`: its record, its index entry, its held or failed listing. */
   change(current: JobRecord, next: JobRecord | null): WriteOp[] {
+    this.fresh.drop(current.id);
     const ops: WriteOp[] = [...this.leave(current)];
     if (next === null) ops.push({ type: 'del', family: 'jobs', key: current.id });
     else ops.push({ type: 'put', family: 'jobs', key: next.id, value: next }, ...this.enter(next));

@@ -163,10 +163,12 @@ export class Store {
     const log = new CounterLog(counters, () => store?.foldSoon(), options.expandCounts ?? null);
     const committer = new GroupCommitter(async (ops) => {
       const encoded: RawOp[] = [];
-      for (const op of ops) {
+      const superseded = supersededPuts(ops);
+      for (let i = 0; i < ops.length; i++) {
+        const op = ops[i]!;
         const key = prefixes[op.family] + op.key;
         if (op.type === 'del') encoded.push({ type: 'del', key });
-        else if (op.type === 'put') encoded.push({ type: 'put', key, value: encodeValue(op) });
+        else if (op.type === 'put' && !superseded?.has(i)) encoded.push({ type: 'put', key, value: encodeValue(op) });
       }
       // The batch's adds and counts, summed, as one row of the counters' log (store/counter-log.ts).
       const entry = CounterLog.sum(ops);
@@ -288,6 +290,22 @@ interface RawBatch {
 const SYNC = { sync: true };
 /** How often the counters' log is folded into the counter rows. */
 const FOLD_INTERVAL_MS = 1000;
+
+/** The positions of `latest` puts that a later `latest` put of the same key in the batch supersedes (null: none). */
+function supersededPuts(ops: readonly WriteOp[]): Set<number> | null {
+  let last: Map<string, number> | null = null;
+  let superseded: Set<number> | null = null;
+  for (let i = 0; i < ops.length; i++) {
+    const op = ops[i]!;
+    if (op.type !== 'put' || op.latest !== true) continue;
+    const id = `${op.family}\u0000${op.key}`;
+    last ??= new Map();
+    const before = last.get(id);
+    if (before !== undefined) (superseded ??= new Set()).add(before);
+    last.set(id, i);
+  }
+  return superseded;
+}
 
 function encodeValue(op: WriteOp & { type: 'put' }): string | Buffer {
   const value = BINARY.has(op.family) ? op.value : JSON.stringify(op.value);

@@ -5,8 +5,17 @@ export interface Clock {
 
 export const systemClock: Clock = { now: () => Date.now() };
 
+let isoMs = Number.NaN;
+let isoText = '';
+
+/** ISO 8601 of a millisecond timestamp (the last one is kept: a busy moment formats the same time many times). */
 export function iso(ms: number): string {
-  return new Date(ms).toISOString();
+  if (ms !== isoMs) {
+    // Throws for an invalid time, as toISOString does (NaN never equals the kept value).
+    isoText = new Date(ms).toISOString();
+    isoMs = ms;
+  }
+  return isoText;
 }
 
 /** Fixed-width, lexicographically ordered encoding of a millisecond timestamp for store keys. */

@@ -21,10 +21,14 @@ export function webhookTargets(d: {
   recent?: RecentEvents;
 }): HttpTargets {
   const bodies: NonNullable<HttpTargets['bodies']> = async (items) => {
-    // The events kept in memory are taken now (the read below lets the fan-out push them out);
+    // The events kept in memory are taken now, once per job (the last job's take forgets it);
     // the others are read at once, each once (both webhooks of an event share it).
     const found = new Map<string, EventRecord | undefined>();
-    for (const { job } of items) if (!found.has(job.eventId)) found.set(job.eventId, d.recent?.get(job.eventId));
+    for (const { job } of items) {
+      const kept = d.recent?.take(job.eventId);
+      if (kept) found.set(job.eventId, kept);
+      else if (!found.has(job.eventId)) found.set(job.eventId, undefined);
+    }
     const unread = [...found].filter(([, event]) => event === undefined).map(([id]) => id);
     const read = await d.store.getMany<EventRecord>('events', unread);
     for (const [i, id] of unread.entries()) found.set(id, read[i]);

@@ -146,8 +146,9 @@ export class WebhookFanout {
     const now = this.clock.now();
     const byAccount = new Map<string, Array<{ webhook: WebhookRecord; domains: Set<string> | null }>>();
     const ops: WriteOp[] = [];
-    let jobs = 0;
-    const wanted: EventRecord[] = [];
+    const created: JobRecord[] = [];
+    /** The events that got jobs, with how many. */
+    const wanted: Array<{ event: EventRecord; jobs: number }> = [];
     let last = this.cursor;
     for (const event of events) {
       if (last === null || event.id > last) last = event.id;
@@ -158,11 +159,11 @@ export class WebhookFanout {
         hooks = await Promise.all(all.map(async (webhook) => ({ webhook, domains: webhook.scope === 'scoped' ? new Set(await this.webhooks.domainsOf(webhook)) : null })));
         byAccount.set(event.accountId, hooks);
       }
-      let first = true;
+      let mine: { event: EventRecord; jobs: number } | null = null;
       for (const { webhook, domains } of hooks) {
         if (!wants(webhook, event, domains)) continue;
-        if (first) wanted.push(event);
-        first = false;
+        if (!mine) wanted.push((mine = { event, jobs: 0 }));
+        mine.jobs += 1;
         const job: JobRecord = {
           v: 1,
           id: newIdAt(now),
@@ -178,19 +179,21 @@ export class WebhookFanout {
           lastAttempt: null,
         };
         ops.push(...this.jobs.create(job));
-        jobs += 1;
+        created.push(job);
       }
     }
     this.unsaved += events.length;
-    if (last !== null && last !== this.saved && (jobs > 0 || this.unsaved >= CURSOR_LAG)) ops.push(this.meta.setCursor(FANOUT_CONSUMER, last));
+    if (last !== null && last !== this.saved && (created.length > 0 || this.unsaved >= CURSOR_LAG)) ops.push(this.meta.setCursor(FANOUT_CONSUMER, last));
     if (ops.length > 0) {
       await this.store.commit(ops);
       this.saved = last;
       this.unsaved = 0;
     }
     this.cursor = last;
-    // Kept once their jobs are on disk: a job's body is then built without reading its event back.
-    for (const event of wanted) this.kept?.add(event);
-    if (jobs > 0) this.notify(now);
+    // Kept once on disk, for the engine's first read: a job is then run, and its body built,
+    // without reading it or its event back.
+    this.jobs.created(created);
+    for (const { event, jobs } of wanted) this.kept?.add(event, jobs);
+    if (created.length > 0) this.notify(now);
   }
 }

@@ -87,6 +87,12 @@ export class Webhooks {
   /** Told (after the commit) when a disabled webhook is enabled again: its held deliveries resume. */
   onEnabled: (webhook: WebhookRecord) => void = () => undefined;
 
+  /**
+   * Told (after the commit) when a webhook stops taking deliveries at its URL: disabled, deleted,
+   * or moved to another URL. `webhook` is as it was.
+   */
+  onStopped: (webhook: WebhookRecord) => void = () => undefined;
+
   /** Creates a webhook; the secret is returned here and never again. */
   async create(accountId: string, input: NewWebhook, may?: MayWrite): Promise<{ webhook: WebhookRecord; secret: string }> {
     const name = checkName(input.name);
@@ -157,6 +163,7 @@ export class Webhooks {
       const current = await this.repo.get(id);
       if (!current || !current.enabled) return false;
       await this.store.commit(this.repo.update({ ...current, enabled: false, updatedAt: iso(this.clock.now()) }));
+      this.onStopped(current);
       return true;
     });
   }
@@ -200,6 +207,7 @@ export class Webhooks {
       const enabled = next.enabled && !current.enabled;
       await this.store.commit([...this.repo.update(next), ...(enabled ? [await this.counters.resetErrors(id)] : [])]);
       if (enabled) this.onEnabled(next);
+      if (current.enabled && (!next.enabled || next.url !== current.url)) this.onStopped(current);
       return this.counters.overlay(next);
     });
   }
@@ -210,6 +218,7 @@ export class Webhooks {
       const webhook = await this.get(accountId, id);
       if (may) checkMay(may, webhook.scope, await this.domainsOf(webhook), 'delete');
       await this.changingLists(() => this.store.commit([...this.repo.delete(webhook), this.counters.forget(webhook.id)]));
+      this.onStopped(webhook);
       return webhook;
     });
   }

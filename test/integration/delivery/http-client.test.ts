@@ -285,4 +285,71 @@ describe('HTTP client of the webhook dispatcher', () => {
     const scheme = await http.postSigned({ url: 'ftp://receiver.test/', body: '{}', id: 'msg_f', timestampSeconds: now(), secret });
     expect(scheme.error).to.include('url scheme ftp is not allowed');
   });
+
+  /** A route answering 204 after `ms`, counting the requests it holds at once. */
+  function slowRoute(path: string, ms: number): { most: () => number } {
+    let active = 0;
+    let most = 0;
+    receiver.routes.set(path, (_req, res) => {
+      active += 1;
+      most = Math.max(most, active);
+      setTimeout(() => {
+        active -= 1;
+        res.writeHead(204).end();
+      }, ms);
+    });
+    return { most: () => most };
+  }
+
+  it('keeps at most its connections to an origin busy; the other requests wait untimed and go out as one frees', async () => {
+    const slow = slowRoute('/queued', 250);
+    // 6 requests, 2 connections, 250 ms each: the last wait 500 ms for a connection, past the
+    // 400 ms timeout, which counts only from when a request has its connection.
+    const http = client({ maxSocketsPerOrigin: 2, timeoutMs: 400 });
+    const before = receiver.connections;
+    const outcomes = await Promise.all([1, 2, 3, 4, 5, 6].map((n) => http.postSigned({ url: url('/queued'), body: envelope(n), id: `msg_q${n}`, timestampSeconds: now(), secret })));
+    expect(outcomes.map((o) => o.error)).to.deep.equal([null, null, null, null, null, null]);
+    expect(slow.most()).to.equal(2);
+    expect(receiver.connections - before).to.equal(2);
+  });
+
+  it('an origin of originSockets has its own number of connections', async () => {
+    const slow = slowRoute('/own', 100);
+    const origin = new URL(url()).origin;
+    const http = client({ maxSocketsPerOrigin: 4, originSockets: { [origin]: 1 } });
+    const outcomes = await Promise.all([1, 2, 3].map((n) => http.postSigned({ url: url('/own'), body: envelope(n), id: `msg_o${n}`, timestampSeconds: now(), secret })));
+    expect(outcomes.every((o) => o.ok)).to.equal(true);
+    expect(slow.most()).to.equal(1);
+  });
+
+  it('withdraws the requests to an origin that wait for a connection, not the one under way', async () => {
+    slowRoute('/withdraw', 300);
+    const http = client({ maxSocketsPerOrigin: 1 });
+    const posts = [1, 2, 3].map((n) => http.postSigned({ url: url('/withdraw'), body: envelope(n), id: `msg_w${n}`, timestampSeconds: now(), secret }));
+    await new Promise((r) => setTimeout(r, 50));
+    expect(http.withdraw('http://elsewhere.test')).to.equal(0);
+    const started = Date.now();
+    expect(http.withdraw(new URL(url()).origin)).to.equal(2);
+    const [second, third] = await Promise.all([posts[1]!, posts[2]!]);
+    // At once, not after the request under way.
+    expect(Date.now() - started).to.be.below(200);
+    for (const outcome of [second, third]) expect(outcome).to.include({ ok: false, status: null, unreachable: false, withdrawn: true });
+    expect(await posts[0]!).to.include({ ok: true, status: 204 });
+    expect(receiver.received.map((r) => r.headers['webhook-id'])).to.deep.equal(['msg_w1']);
+    // The connection stays usable.
+    expect(await http.postSigned({ url: url('/withdraw'), body: envelope(4), id: 'msg_w4', timestampSeconds: now(), secret })).to.include({ ok: true });
+  });
+
+  it('on close, cuts the request under way (a failed attempt) and withdraws those waiting (not attempted)', async () => {
+    receiver.routes.set('/never', () => undefined);
+    const http = client({ maxSocketsPerOrigin: 1 });
+    const posts = [1, 2].map((n) => http.postSigned({ url: url('/never'), body: envelope(n), id: `msg_c${n}`, timestampSeconds: now(), secret }));
+    await new Promise((r) => setTimeout(r, 100));
+    http.close();
+    const [cut, waiting] = await Promise.all(posts);
+    expect(cut).to.include({ ok: false, status: null });
+    expect(cut!.withdrawn).to.equal(undefined);
+    expect(cut!.error).to.include('the HTTP client closed');
+    expect(waiting).to.include({ ok: false, withdrawn: true });
+  });
 });

@@ -285,4 +285,36 @@ describe('webhook deliveries through the daemon', function () {
     expect(await getWebhook(hook.id)).to.include({ enabled: true, success_count: 150, error_count: failed + 1, errors_since_last_success: 0 });
     expect(await jobsOf()).to.deep.equal([]);
   });
+
+  it('a webhook disabled through the API sends none of the deliveries already handed to its HTTP client, and sends them all once enabled', async () => {
+    const hook = await createWebhook('/slow', { ...Object.fromEntries(FLAGS.map((f) => [f, false])), on_reception: true });
+    // The first requests are held unanswered: the origin's 4 connections are busy, and the
+    // deliveries handed over after them wait in the client for a connection.
+    const waiting: Array<() => void> = [];
+    receiver.answer = () => new Promise<number>((resolve) => waiting.push(() => resolve(204)));
+    const recipients = Array.from({ length: 30 }, (_, i) => ({ email: `s${i}@example.org` }));
+    expect((await bed.send({ sandbox: true, recipients })).status).to.equal(202);
+    await receiver.until((r) => r.length >= 4);
+    await settle();
+    await new Promise((r) => setTimeout(r, 100));
+    expect(receiver.received).to.have.length(4);
+    const disabled = await bed.api('PUT', `${webhooksPath()}/${hook.id}`, { body: { enabled: false } });
+    expect(disabled.status, JSON.stringify(disabled.body)).to.equal(200);
+    // The 4 under way are answered; nothing that waited goes out.
+    receiver.answer = () => 204;
+    waiting.splice(0).forEach((go) => go());
+    await new Promise((r) => setTimeout(r, 300));
+    await settle();
+    expect(receiver.received).to.have.length(4);
+    const jobs = ((await bed.server.daemon.core.store.families.jobs.values().all()) as JobRecord[]).filter((j) => j.targetId === hook.id);
+    expect(jobs).to.have.length(26);
+    expect(jobs.every((j) => j.state === 'held' || j.state === 'pending')).to.equal(true);
+    // Enabled again: each of the others once.
+    expect((await bed.api('PUT', `${webhooksPath()}/${hook.id}`, { body: { enabled: true } })).status).to.equal(200);
+    await receiver.until((r) => r.length >= 30);
+    await settle();
+    await new Promise((r) => setTimeout(r, 100));
+    const recipientsSent = receiver.received.map((d) => d.payload!.data.recipient as string);
+    expect(recipientsSent.sort()).to.deep.equal(recipients.map((r) => r.email).sort());
+  });
 });

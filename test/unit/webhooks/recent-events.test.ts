@@ -7,20 +7,23 @@ import { RecentEvents } from '../../../src/webhooks/recent-events.ts';
 const event = (id: string): EventRecord => ({ v: 1, id, type: 'message.reception', accountId: 'acc', createdAt: '2026-11-26T10:00:00.000Z', data: { id: 'm' } }) as unknown as EventRecord;
 
 describe('RecentEvents', () => {
-  it('keeps the newest events up to its limit, the oldest going first', () => {
+  it('keeps an event until each of its jobs has taken it, and no more than its limit', () => {
     const recent = new RecentEvents(2);
-    recent.add(event('a'));
+    recent.add(event('a'), 2);
     recent.add(event('b'));
-    recent.add(event('a'));
+    // Full, and what it holds is recent: a newcomer is not kept.
     recent.add(event('c'));
-    expect(recent.get('a')).to.equal(undefined);
-    expect(recent.get('b')?.id).to.equal('b');
-    expect(recent.get('c')?.id).to.equal('c');
+    expect(recent.take('c')).to.equal(undefined);
+    expect(recent.take('a')?.id).to.equal('a');
+    expect(recent.take('a')?.id).to.equal('a');
+    expect(recent.take('a')).to.equal(undefined);
+    expect(recent.take('b')?.id).to.equal('b');
+    expect(recent.take('b')).to.equal(undefined);
   });
 
   it('builds a webhook body from a kept event without reading the store, and reads the store for others', async () => {
     const recent = new RecentEvents();
-    recent.add(event('kept'));
+    recent.add(event('kept'), 2);
     const reads: string[] = [];
     const store = {
       get: async (_family: string, key: string) => (reads.push(key), key === 'stored' ? event('stored') : undefined),
@@ -36,25 +39,26 @@ describe('RecentEvents', () => {
     expect(reads).to.deep.equal(['stored', 'gone']);
     // Jobs taken together: the events not kept are read once each, in one read.
     reads.length = 0;
+    recent.add(event('kept'), 1);
     const bodies = await targets.bodies!([job('kept'), job('stored'), job('gone'), job('stored')].map((j) => ({ job: j, target: hook })));
     expect(bodies.map((b) => (b === null ? null : (JSON.parse(b) as { webhook_id: string }).webhook_id))).to.deep.equal(['w', 'w', null, 'w']);
     expect(reads).to.deep.equal(['stored', 'gone']);
   });
 
-  it('keeps the events it found in memory while it reads the others, though the fan-out pushes them out meanwhile', async () => {
-    const recent = new RecentEvents(1);
-    recent.add(event('kept'));
+  it('an event taken by its last job leaves memory: a retry of that job reads it from the store', async () => {
+    const recent = new RecentEvents();
+    recent.add(event('kept'), 2);
+    const reads: string[] = [];
     const store = {
-      // While the read is under way, the fan-out adds an event: 'kept' leaves memory.
-      getMany: async (_family: string, keys: string[]) => {
-        recent.add(event('newer'));
-        return keys.map((key) => (key === 'stored' ? event('stored') : undefined));
-      },
+      getMany: async (_family: string, keys: string[]) => keys.map((key) => (reads.push(key), key === 'kept' ? event('kept') : undefined)),
     } as unknown as Store;
     const targets = webhookTargets({ store, webhooks: {} as never, counters: {} as never, secretOf: () => '', disable: async () => false, recent });
     const hook = { id: 'w' } as WebhookRecord;
-    const bodies = await targets.bodies!(['kept', 'stored'].map((eventId) => ({ job: { eventId } as JobRecord, target: hook })));
-    expect(recent.get('kept')).to.equal(undefined);
+    // Both webhooks' jobs of the event, read together: neither reads the store.
+    const bodies = await targets.bodies!(['kept', 'kept'].map((eventId) => ({ job: { eventId } as JobRecord, target: hook })));
     expect(bodies.map((b) => b !== null)).to.deep.equal([true, true]);
+    expect(reads).to.deep.equal([]);
+    expect(await targets.body({ eventId: 'kept' } as JobRecord, hook)).to.be.a('string');
+    expect(reads).to.deep.equal(['kept']);
   });
 });

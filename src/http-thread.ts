@@ -1,0 +1,56 @@
+/**
+ * The composition root of the HTTP dispatcher's thread, as daemon.ts is of the daemon (which
+ * starts it through delivery/http-thread.ts): the thread holds the HttpClient (its connections
+ * per origin, its DNS resolver, the target rules), signs and sends the posts the daemon hands it,
+ * and hands back each one's outcome. It stores nothing.
+ */
+import { parentPort, workerData } from 'node:worker_threads';
+import { HttpClient, type HttpOutcome } from './delivery/http.ts';
+import type { FromHttpThread, HttpThreadStart, ToHttpThread } from './delivery/http-thread.ts';
+import { createResolver } from './domains/resolver.ts';
+import { parseCidr } from './util/cidr.ts';
+
+const start = workerData as HttpThreadStart;
+const port = parentPort!;
+const allowNetworks = start.allowNetworks.map(parseCidr);
+const client = new HttpClient({ resolver: createResolver(start.dns), allowNetworks: () => allowNetworks, maxSocketsPerOrigin: start.maxSocketsPerOrigin, originSockets: start.originSockets });
+
+// Outcomes: handed back once per turn of the thread's loop.
+let answered: Array<{ seq: number; outcome: HttpOutcome }> = [];
+let scheduled = false;
+let inFlight = 0;
+let closing = false;
+function handBack(): void {
+  scheduled = false;
+  if (answered.length > 0) port.postMessage({ type: 'outcomes', outcomes: answered } satisfies FromHttpThread);
+  answered = [];
+  if (closing && inFlight === 0) {
+    port.postMessage({ type: 'closed' } satisfies FromHttpThread);
+    port.close();
+  }
+}
+
+port.on('message', (message: ToHttpThread) => {
+  if (message.type === 'withdraw') {
+    client.withdraw(message.origin);
+    return;
+  }
+  if (message.type === 'close') {
+    closing = true;
+    // The requests in flight fail at once; their outcomes go back before the thread ends.
+    client.close();
+    if (!scheduled) handBack();
+    return;
+  }
+  for (const { seq, post } of message.posts) {
+    inFlight += 1;
+    void client.postSigned(post).then((outcome) => {
+      inFlight -= 1;
+      answered.push({ seq, outcome });
+      if (!scheduled) {
+        scheduled = true;
+        setImmediate(handBack);
+      }
+    });
+  }
+});
