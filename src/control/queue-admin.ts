@@ -18,6 +18,7 @@ import { domainOf } from '../util/email.ts';
 import { badRequest, notFound } from '../util/errors.ts';
 import { isUuid } from '../util/ids.ts';
 import { iso, type Clock } from '../util/time.ts';
+import { urlOrigin } from '../util/url-origin.ts';
 import {
   QUEUE_STATES,
   type DestinationFigures,
@@ -140,11 +141,7 @@ export class QueueAdmin implements QueueOperations {
       let origin = origins.get(job.targetId);
       if (origin === undefined) {
         const url = await targetUrl(job.kind, job.targetId);
-        try {
-          origin = url ? new URL(url).origin : `${job.kind}-deleted`;
-        } catch {
-          origin = 'invalid-url';
-        }
+        origin = url ? (urlOrigin(url) ?? 'invalid-url') : `${job.kind}-deleted`;
         origins.set(job.targetId, origin);
       }
       return origin;

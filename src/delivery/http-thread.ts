@@ -1,5 +1,6 @@
 import type { Worker } from 'node:worker_threads';
 import { startModuleWorker } from '../util/module-worker.ts';
+import { urlOrigin } from '../util/url-origin.ts';
 import type { HttpOutcome, SignedPost } from './http.ts';
 
 /** What the thread starts with (its workerData): what it needs to build its HttpClient. */
@@ -71,7 +72,7 @@ export class HttpClientThread {
   withdraw(origin: string): void {
     const kept: typeof this.queue = [];
     for (const item of this.queue) {
-      if (originOf(item.post.url) !== origin) kept.push(item);
+      if (urlOrigin(item.post.url) !== origin) kept.push(item);
       else {
         this.pending.get(item.seq)?.(withdrawn());
         this.pending.delete(item.seq);
@@ -143,14 +144,6 @@ export class HttpClientThread {
 
 function withdrawn(): HttpOutcome {
   return { ...failed('withdrawn before it was sent'), withdrawn: true };
-}
-
-function originOf(url: string): string | null {
-  try {
-    return new URL(url).origin;
-  } catch {
-    return null;
-  }
 }
 
 function failed(error: string): HttpOutcome {

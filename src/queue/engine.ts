@@ -444,7 +444,7 @@ export class JobEngine {
 
   private async fillFrom(kind: JobKind, pool: Pool, now: number, room: number, done: Set<string>): Promise<void> {
     const entries = (await this.index.due(kind.name, now, room + pool.taken + this.skipped.size + this.cappedRefs.size)).filter(
-      ({ id }) => !this.taken.has(`${kind.name}:${id}`) && !this.skipped.has(`${kind.name}:${id}`) && !this.isCapped(`${kind.name}:${id}`) && !done.has(`${kind.name}:${id}`),
+      ({ id }) => !this.taken.has(`${kind.name}:${id}`) && !this.skipped.has(`${kind.name}:${id}`) && !this.cappedRefs.has(`${kind.name}:${id}`) && !done.has(`${kind.name}:${id}`),
     );
     let fresh = 0;
     // Read a few records at once and start what can start after each read: the first attempts
@@ -545,10 +545,6 @@ export class JobEngine {
     const kinds = pool.kindsPer.get(destination) ?? new Set();
     kinds.add(kind.name);
     pool.kindsPer.set(destination, kinds);
-  }
-
-  private isCapped(ref: string): boolean {
-    return this.cappedRefs.has(ref);
   }
 
   private cap(destination: string, ref: string): void {

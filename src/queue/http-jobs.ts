@@ -7,6 +7,7 @@ import type { JobsRepo } from '../store/jobs-repo.ts';
 import type { JobRecord } from '../store/records.ts';
 import type { Store } from '../store/store.ts';
 import { iso, type Clock } from '../util/time.ts';
+import { urlOrigin } from '../util/url-origin.ts';
 
 /** Consecutive failed attempts after which a target or route is disabled (reference-api §5.4). */
 export const AUTO_DISABLE_AFTER = 100;
@@ -325,19 +326,6 @@ export class HttpJobs implements JobKind<PreparedJob> {
   }
 }
 
-const origins = new Map<string, string>();
-
-/** The URL's origin (scheme, host, port); kept per URL, as every delivery to a target asks again. */
 function originOf(url: string): string {
-  let origin = origins.get(url);
-  if (origin === undefined) {
-    try {
-      origin = new URL(url).origin;
-    } catch {
-      origin = 'invalid-url';
-    }
-    if (origins.size >= 1000) origins.clear();
-    origins.set(url, origin);
-  }
-  return origin;
+  return urlOrigin(url) ?? 'invalid-url';
 }
