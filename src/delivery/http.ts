@@ -83,10 +83,10 @@ interface Target {
   options: http.RequestOptions;
 }
 
-/** A request made and not ended: whether it has a connection yet, and how to end it as withdrawn. */
+/** A request made and not ended: its connection (null while it waits for one), and how to end it as withdrawn. */
 interface Live {
   origin: string;
-  connected: boolean;
+  socket: Socket | null;
   fail: (err: Error) => void;
 }
 
@@ -164,21 +164,20 @@ export class HttpClient {
       return outcome(status, `HTTP ${status}`, text);
     } catch (err) {
       const status = (err as { status?: number }).status ?? null;
-      // A timeout is a failed attempt like a bad status; only an origin that answered nothing at once is down.
-      const refused = err instanceof TargetRefusedError || (err as NodeJS.ErrnoException).code === 'ETARGETREFUSED';
       if ((err as { withdrawn?: boolean }).withdrawn === true) return { ...outcome(null, describe(err)), withdrawn: true };
-      return outcome(status, describe(err), '', status === null && !refused && (err as { timedOut?: boolean }).timedOut !== true);
+      return outcome(status, describe(err), '', answeredNothing(err, status));
     }
   }
 
   /**
-   * Ends the requests to `origin` (null: to any origin) that still wait for a connection, each
-   * with a `withdrawn` outcome (its job was not attempted); those under way go on. Returns how many.
+   * Ends the requests to `origin` (null: to any origin) that still wait for a connection or are
+   * still connecting, each with a `withdrawn` outcome (nothing was sent: its job was not
+   * attempted); those under way go on. Returns how many.
    */
   withdraw(origin: string | null): number {
     let withdrawn = 0;
     for (const [req, live] of this.live) {
-      if ((origin !== null && live.origin !== origin) || live.connected) continue;
+      if ((origin !== null && live.origin !== origin) || (live.socket !== null && !live.socket.connecting)) continue;
       const err = Object.assign(new Error('withdrawn before it was sent'), { withdrawn: true });
       live.fail(err);
       req.destroy(err);
@@ -252,12 +251,16 @@ export class HttpClient {
       const fail = (err: Error) => {
         done();
         reject(Object.assign(err, { status }));
+        // The origin answered nothing: the requests queued behind this one would each dial it and
+        // fail the same way (a down endpoint refuses at once), spending an attempt apiece. They
+        // come back not attempted, before the pool hands them the connection this one freed.
+        if (answeredNothing(err, status ?? null)) this.withdraw(target.origin);
       };
-      const live: Live = { origin: target.origin, connected: false, fail };
+      const live: Live = { origin: target.origin, socket: null, fail };
       this.live.set(req, live);
       req.on('error', fail);
       req.on('socket', (socket: Socket) => {
-        live.connected = true;
+        live.socket = socket;
         // Timed from here: a request waiting for one of the origin's connections is not.
         timer = setTimeout(() => req.destroy(Object.assign(new Error(`timed out after ${timeoutMs / 1000} s`), { status, timedOut: true })), timeoutMs);
         // Defence in depth: whatever resolved the name, the peer actually reached must pass.
@@ -328,6 +331,17 @@ export class HttpClient {
 
 function lookupError(message: string, code: string): NodeJS.ErrnoException {
   return Object.assign(new Error(message), { code });
+}
+
+/**
+ * Whether a failed request found its origin answering nothing at all (refused, reset, not
+ * resolved): the origin is down. A timeout or a bad status is an ordinary failed attempt, and a
+ * target refused by the address rules is not the origin's doing.
+ */
+function answeredNothing(err: unknown, status: number | null): boolean {
+  const e = err as NodeJS.ErrnoException & { timedOut?: boolean; withdrawn?: boolean };
+  if (status !== null || e.timedOut === true || e.withdrawn === true) return false;
+  return !(err instanceof TargetRefusedError || e.code === 'ETARGETREFUSED');
 }
 
 function describe(err: unknown): string {

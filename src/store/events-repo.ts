@@ -1,14 +1,18 @@
 import type { WriteOp } from './group-commit.ts';
 import type { EventRecord } from './records.ts';
 import type { Store } from './store.ts';
-import { idFloor } from '../util/ids.ts';
+import { idFloor, newId } from '../util/ids.ts';
 
-/** Events in time order (ids are UUIDv7). */
+/**
+ * Events in the order they landed (ids are UUIDv7). An event's id is made when its batch is
+ * committed, not when the event is: the webhook fan-out reads on from the newest event it has
+ * done (its cursor), and an event made earlier whose batch landed later would sort behind it.
+ */
 export class EventsRepo {
   constructor(private readonly store: Store) {}
 
   put(event: EventRecord): WriteOp[] {
-    return [{ type: 'put', family: 'events', key: event.id, value: event }];
+    return [{ type: 'put', family: 'events', key: event.id, value: event, keyAtCommit: () => (event.id = newId()) }];
   }
 
   /**

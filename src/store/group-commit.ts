@@ -10,8 +10,11 @@ export type WriteOp =
    * `latest`: the value is the whole current state of the key (a counter row written at each
    * change), so a later put of the same key in the same batch supersedes it and only that one
    * is written.
+   *
+   * `keyAtCommit`: the key is made when the batch is handed to the committer (Store.commit), so
+   * that keys made this way sort in the order their batches land, whenever the op was built.
    */
-  | { type: 'put'; family: Family; key: string; value: unknown; latest?: true }
+  | { type: 'put'; family: Family; key: string; value: unknown; latest?: true; keyAtCommit?: () => string }
   | { type: 'del'; family: Family; key: string }
   /**
    * Adds `value` to the counts stored under `key` (absent: zero): logged in its batch, and added

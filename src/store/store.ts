@@ -187,6 +187,7 @@ export class Store {
   commit(ops: WriteOp[]): Promise<void> {
     // classic-level's raw batch does not check that the database is open: a write after close must not reach it.
     if (this.closing) return Promise.reject(new StoreClosedError());
+    for (const op of ops) if (op.type === 'put' && op.keyAtCommit) op.key = op.keyAtCommit();
     const written = this.cache.writing(ops, () => this.committer.submit(ops));
     if (this.putListeners.size === 0) return written;
     return written.then(() => this.landed(ops));

@@ -161,10 +161,11 @@ async function downRun(defer: Defer): Promise<{ jobs: number; parked: number; fi
   await sendAll(d, Math.ceil(PENDING / 2), true, 'd');
   // Until every event has its job (fan-out done) and the engine holds nothing in memory.
   let last = { jobs: 0, parked: 0 } as { jobs?: number; parked?: number; ready: number; running: number };
+  const progress = setInterval(() => process.stderr.write(`  … sent; engine ${JSON.stringify(last)}\n`), 15_000);
   await until(`${PENDING} pending deliveries`, async () => {
     last = await d.stats(true);
     return (last.jobs ?? 0) >= PENDING && last.ready === 0;
-  }, 1_800_000, 2000);
+  }, 1_800_000, 2000).finally(() => clearInterval(progress));
   const fillSeconds = (performance.now() - started) / 1000;
   clearInterval(sampler);
   peak = Math.max(peak, d.peakRssMb());

@@ -71,28 +71,38 @@ export async function startServer(options: TestServerOptions = {}): Promise<Test
       : createLogger(config.log.level),
     announce: (text) => (announced += text),
     ...(options.clock ? { clock: options.clock } : {}),
+  }).catch((err: unknown) => {
+    // A daemon that did not start leaves no temp dir behind (tests that expect it to fail).
+    if (!options.dir) rmSync(dir, { recursive: true, force: true });
+    throw err;
   });
-  const server: TestServer = {
+  return served(daemon, config, dir, !options.dir, options, {
+    accountId: /account id: ([0-9a-f-]{36})/.exec(announced)?.[1] ?? '',
+    adminKey: /aha-sk-[A-Za-z0-9]{64}/.exec(announced)?.[0] ?? '',
+  });
+}
+
+/**
+ * A started daemon as a TestServer. `ownsDir`: the temp dir was made for it and goes when it
+ * stops, after any number of restarts (a restart announces no account: the first one's carry over).
+ */
+function served(daemon: Daemon, config: Config, dir: string, ownsDir: boolean, options: TestServerOptions, bootstrap: { accountId: string; adminKey: string }): TestServer {
+  return {
     daemon,
     config,
     url: daemon.apiUrl,
     dir,
-    accountId: /account id: ([0-9a-f-]{36})/.exec(announced)?.[1] ?? '',
-    adminKey: /aha-sk-[A-Za-z0-9]{64}/.exec(announced)?.[0] ?? '',
+    ...bootstrap,
     stop: async () => {
       await daemon.stop();
-      if (!options.dir) rmSync(dir, { recursive: true, force: true });
+      if (ownsDir) rmSync(dir, { recursive: true, force: true });
     },
     restart: async () => {
       await daemon.stop();
       const next = await startServer({ ...options, dir });
-      return { ...next, accountId: server.accountId, adminKey: server.adminKey, stop: async () => {
-        await next.daemon.stop();
-        if (!options.dir) rmSync(dir, { recursive: true, force: true });
-      } };
+      return served(next.daemon, next.config, dir, ownsDir, options, bootstrap);
     },
   };
-  return server;
 }
 
 export interface CallOptions {

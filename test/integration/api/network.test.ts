@@ -1,5 +1,5 @@
 import { expect } from 'chai';
-import { mkdtempSync } from 'node:fs';
+import { mkdtempSync, rmSync } from 'node:fs';
 import { request } from 'node:http';
 import { request as httpsRequest } from 'node:https';
 import type { TLSSocket } from 'node:tls';
@@ -184,6 +184,7 @@ describe('client address, allow lists and HTTPS', () => {
     });
     after(async () => {
       await server.stop();
+      rmSync(dir, { recursive: true, force: true });
     });
 
     it('serves the API with the certificate from keys/', async () => {

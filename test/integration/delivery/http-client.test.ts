@@ -68,6 +68,17 @@ class Receiver {
   }
 }
 
+/** A port of 127.0.0.1 that nothing listens on: connections to it are refused. */
+function closedPort(): Promise<number> {
+  return new Promise<number>((resolve) => {
+    const s = createServer();
+    s.listen(0, '127.0.0.1', () => {
+      const port = (s.address() as AddressInfo).port;
+      s.close(() => resolve(port));
+    });
+  });
+}
+
 describe('HTTP client of the webhook dispatcher', () => {
   const secret = newWebhookSecret();
   let receiver: Receiver;
@@ -267,13 +278,7 @@ describe('HTTP client of the webhook dispatcher', () => {
   });
 
   it('reports a refused connection and a name without address as failures, never throwing', async () => {
-    const closed = await new Promise<number>((resolve) => {
-      const s = createServer();
-      s.listen(0, '127.0.0.1', () => {
-        const port = (s.address() as AddressInfo).port;
-        s.close(() => resolve(port));
-      });
-    });
+    const closed = await closedPort();
     const http = client();
     const refused = await http.postSigned({ url: `http://127.0.0.1:${closed}/`, body: '{}', id: 'msg_c', timestampSeconds: now(), secret });
     // Nothing answered at all: the origin is down (the dispatcher pauses it rather than spend attempts).
@@ -284,6 +289,20 @@ describe('HTTP client of the webhook dispatcher', () => {
     expect(unknown.error).to.include('nowhere.test');
     const scheme = await http.postSigned({ url: 'ftp://receiver.test/', body: '{}', id: 'msg_f', timestampSeconds: now(), secret });
     expect(scheme.error).to.include('url scheme ftp is not allowed');
+  });
+
+  it('finding an origin down, withdraws its requests not yet connected: one refusal per round, not one per request', async () => {
+    const closed = await closedPort();
+    const http = client({ maxSocketsPerOrigin: 4 });
+    const outcomes = await Promise.all(Array.from({ length: 40 }, (_, n) => http.postSigned({ url: `http://127.0.0.1:${closed}/`, body: envelope(n), id: `msg_d${n}`, timestampSeconds: now(), secret })));
+    const refused = outcomes.filter((o) => o.unreachable);
+    const withdrawn = outcomes.filter((o) => o.withdrawn === true);
+    // At most the origin's connections were dialled; every other request came back not attempted.
+    expect(refused.length).to.be.within(1, 4);
+    expect(refused.length + withdrawn.length).to.equal(40);
+    // Another origin is not touched, and the down one is tried again on the next request.
+    expect(await http.postSigned({ url: url('/after'), body: envelope(1), id: 'msg_up', timestampSeconds: now(), secret })).to.include({ ok: true });
+    expect(await http.postSigned({ url: `http://127.0.0.1:${closed}/`, body: envelope(1), id: 'msg_again', timestampSeconds: now(), secret })).to.include({ unreachable: true });
   });
 
   /** A route answering 204 after `ms`, counting the requests it holds at once. */

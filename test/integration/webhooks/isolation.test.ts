@@ -62,6 +62,11 @@ describe('webhook origins are isolated', function () {
     const down = (await bed.server.daemon.jobEngine.destinations()).find((d) => d.destination === origin);
     expect(down?.pausedUntil).to.be.a('number');
     expect(down?.ready).to.equal(0);
+    // Finding it down cost one round of attempts (at most its 4 connections dialled), not one per
+    // pending delivery: 100 in a row would disable the webhook, and a backlog must not reach that.
+    const [listed] = (await bed.api('GET', `/v2/accounts/${bed.server.accountId}/webhooks`)).body.data;
+    expect(listed.enabled).to.equal(true);
+    expect(listed.error_count).to.be.within(1, 4);
 
     let restarted: TestServer | null = null;
     try {

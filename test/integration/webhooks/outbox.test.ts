@@ -59,6 +59,31 @@ describe('events outbox', function () {
     expect(receiver.verified().map((d) => d.payload!.data.recipient).sort()).to.deep.equal(['a@example.org', 'b@example.org', 'first@example.org']);
   });
 
+  it('an event made before another but landing after it is fanned out, after a restart too: ids follow the order batches land', async () => {
+    await createWebhook('/hook');
+    const core = bed.server.daemon.core;
+    const event = (to: string) => core.events.record({
+      type: 'message.reception',
+      accountId: bed.server.accountId,
+      data: { account_id: bed.server.accountId, event: 'on_reception', from: 'app@example.com', recipient: to, subject: 'Hi', message_id_header: '', is_bot: false, id: to },
+    });
+    // Made in this order (as an outcome batch made before a DSN is prepared, and committed after)...
+    const early = event('early@example.org');
+    const late = event('late@example.org');
+    // ...landed in the other, with the fan-out stopped in between as by a crash: its cursor is
+    // past `late` when `early` lands.
+    await core.store.commit(late);
+    await bed.server.daemon.webhookFanout.drained();
+    await bed.server.daemon.webhookFanout.stop();
+    await core.store.commit(early);
+    const keys = (await core.store.families.events.keys().all()) as string[];
+    expect(keys.at(-1)! > (await core.meta.cursor(FANOUT_CONSUMER))!).to.equal(true);
+
+    restarted = await bed.server.restart();
+    await receiver.until((r) => r.length === 2);
+    expect(receiver.verified().map((d) => d.payload!.data.recipient).sort()).to.deep.equal(['early@example.org', 'late@example.org']);
+  });
+
   it('a first start with events already stored sends no backlog: the cursor starts at the newest event', async () => {
     await bed.send({ sandbox: true, recipients: [{ email: 'old@example.org' }] });
     const store = bed.server.daemon.core.store;
@@ -80,7 +105,8 @@ describe('events outbox', function () {
       createdAt: new Date(now - days * DAY).toISOString(), data: { n: days },
     });
     const [old, recent] = [event(40), event(10)];
-    await core.store.commit([...core.eventsRepo.put(old), ...core.eventsRepo.put(recent)]);
+    // Written as they are (EventsRepo.put would give them ids of now).
+    await core.store.commit([old, recent].map((e) => ({ type: 'put', family: 'events', key: e.id, value: e })));
     // Events are no longer indexed by account; a data directory of an earlier release has the rows.
     expect(await core.store.families.eventsByAccount.keys().all()).to.have.length(0);
     await core.store.commit([old, recent].map((e) => ({ type: 'put', family: 'eventsByAccount', key: `${e.accountId}:${e.id}`, value: e.id })));
