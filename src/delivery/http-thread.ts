@@ -28,9 +28,10 @@ const CLOSE_MS = 2_000;
 
 /**
  * The HTTP dispatcher's client (delivery/http.ts) run in a worker thread of its own
- * (src/http-thread.ts): the requests of webhook deliveries and route POSTs are signed, sent and
- * read there, and the daemon's event loop, which the store, the engine and the fan-out share,
- * only hands it posts and takes outcomes back, a batch of each per turn of its loop.
+ * (src/http-thread.ts): the requests of webhook deliveries are signed, sent and read there (route
+ * POSTs, few and large, are not: daemon.ts), and the daemon's event loop, which the store, the
+ * engine and the fan-out share, only hands it posts and takes outcomes back, a batch of each per
+ * turn of its loop.
  *
  * The thread starts with the first post (a daemon that never posts never runs it) and starts
  * again with the next post if it ends. A post in flight when it ends, or when the client
@@ -66,8 +67,8 @@ export class HttpClientThread {
   }
 
   /**
-   * Withdraws the posts to `origin` that wait for a connection: they come back `withdrawn`
-   * (not attempted); those under way go on.
+   * Withdraws the posts to `origin` not sent yet (not handed over, waiting for a connection, or
+   * still connecting): they come back `withdrawn` (not attempted); those under way go on.
    */
   withdraw(origin: string): void {
     const kept: typeof this.queue = [];

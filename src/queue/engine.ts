@@ -282,7 +282,12 @@ export class JobEngine {
     const items = pool.ready.get(destination);
     if (!items) return;
     const parked = new Map<JobKind, Item[]>();
-    for (const item of items) if (item.kind.setAside) parked.set(item.kind, [...(parked.get(item.kind) ?? []), item]);
+    for (const item of items) {
+      if (!item.kind.setAside) continue;
+      const list = parked.get(item.kind);
+      if (list) list.push(item);
+      else parked.set(item.kind, [item]);
+    }
     if (parked.size === 0) return;
     const kept = items.filter((item) => !item.kind.setAside);
     if (kept.length > 0) pool.ready.set(destination, kept);
