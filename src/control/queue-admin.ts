@@ -7,7 +7,7 @@ import type { WriteOp } from '../store/group-commit.ts';
 import type { MessagesRepo } from '../store/messages-repo.ts';
 import type { MessageRecord, MessageStatus } from '../store/records.ts';
 import type { JobEngine, QueueSnapshot } from '../queue/engine.ts';
-import type { JobIndex } from '../store/job-index.ts';
+import type { DueEntry, JobIndex } from '../store/job-index.ts';
 import type { JobsRepo } from '../store/jobs-repo.ts';
 import type { MetaRepo } from '../store/meta.ts';
 import type { JobRecord } from '../store/records.ts';
@@ -146,9 +146,12 @@ export class QueueAdmin implements QueueOperations {
       }
       return origin;
     };
-    const count = async (ids: string[]): Promise<void> => {
-      for (const job of await Promise.all(ids.map((id) => repo.get(id)))) {
+    /** Jobs by id, or pending ones by their due-time entries (a new job is kept in its entry). */
+    const count = async (ids: string[], entries?: DueEntry[]): Promise<void> => {
+      for (const [i, job] of (await repo.getMany(ids, entries?.map((e) => e.key))).entries()) {
         if (!job) continue;
+        // A stale entry (its job has moved on) is not counted: the job is, at its own.
+        if (entries && (job.state !== 'pending' || Date.parse(job.dueAt) !== entries[i]!.dueMs)) continue;
         const destination = await originOf(job);
         const key = `${job.kind} ${destination}`;
         let f = figures.get(key);
@@ -166,15 +169,15 @@ export class QueueAdmin implements QueueOperations {
       }
     };
     for (const kind of ['webhook', 'route'] as const) {
-      let chunk: string[] = [];
-      for await (const { id } of index.entries(kind)) {
-        chunk.push(id);
+      let chunk: DueEntry[] = [];
+      for await (const entry of index.entries(kind)) {
+        chunk.push(entry);
         if (chunk.length === READ_CHUNK) {
-          await count(chunk);
+          await count(chunk.map((e) => e.id), chunk);
           chunk = [];
         }
       }
-      await count(chunk);
+      await count(chunk.map((e) => e.id), chunk);
     }
     let chunk: string[] = [];
     for await (const id of repo.parked()) {

@@ -1,9 +1,17 @@
 import type { Logger } from 'pino';
-import type { JobIndex, JobKindName } from '../store/job-index.ts';
+import { after, fromTime, startOf, type DueEntry, type JobIndex, type JobKindName } from '../store/job-index.ts';
 import type { Clock } from '../util/time.ts';
 
 /** Records read from the store at once while filling the ready queues. */
 const READ_AHEAD = 32;
+/** Index entries read at once while filling the ready queues. */
+const PAGE = 512;
+/**
+ * Each kind's index is read again from its start at least this often (ms) while the engine reads
+ * it, whatever its floor says: an entry that landed without the engine being told (every writer
+ * tells it; this is the safety net) is taken within this time.
+ */
+const FULL_READ_MS = 5000;
 
 export type DispatcherName = 'smtp' | 'http';
 
@@ -17,8 +25,8 @@ export interface JobKind<J = unknown> {
   readonly dispatcher: DispatcherName;
   /** The job's record, or null when there is nothing to do (gone, or final): its entry is dropped. */
   load(id: string): Promise<J | null>;
-  /** Optional: several records at once (in the order asked), cheaper than a load each. */
-  loadMany?(ids: readonly string[]): Promise<Array<J | null>>;
+  /** Optional: several records at once (in the order asked, with their entries' keys), cheaper than a load each. */
+  loadMany?(ids: readonly string[], keys: readonly string[]): Promise<Array<J | null>>;
   /**
    * Optional: completes jobs read that go into a ready queue (reads what their attempt needs,
    * e.g. request bodies), once their destination is known to have room: jobs left on the index
@@ -86,6 +94,8 @@ export interface EngineOptions {
   destinations: Record<string, DestinationLimits>;
   /** Destinations suspended when the engine starts (kept in the store by the operator's commands). */
   suspended: Iterable<string>;
+  /** How often each kind's index is read from its start at least (ms; default 5 s; tests). */
+  fullReadMs?: number;
 }
 
 /** What is in memory now, for the operator. */
@@ -109,10 +119,18 @@ export interface EngineDestination {
   pausedUntil: number | null;
 }
 
+/** An entry to take, with its job when that is already read (left capped, it was). */
+interface Visit {
+  entry: DueEntry;
+  job?: unknown;
+}
+
 interface Item {
   kind: JobKind;
   job: unknown;
   ref: string;
+  /** Its entry on the index. */
+  entry: DueEntry;
 }
 
 interface Bucket {
@@ -143,7 +161,7 @@ class Pool {
  * destination's concurrency and rate, and not at all while the destination is suspended.
  *
  * No polling scan: the index is read when something may be due (start, a new job, the timer
- * armed for the earliest future entry, room freed). A taken job keeps its entry on the index
+ * armed for the earliest future entry, room freed), from where the last read stopped. A taken job keeps its entry on the index
  * until its outcome moves or removes it in the outcome's batch: that is the lease. After a crash
  * the entry is still due and the job runs again; only attempts in flight at the crash can be
  * made twice.
@@ -154,8 +172,11 @@ export class JobEngine {
   private readonly taken = new Set<string>();
   /** Taken jobs of suspended destinations are let go and not read again until resumed. */
   private readonly skipped = new Map<string, string>();
-  /** Due jobs left on the index because their destination holds its share of ready memory, by destination. */
-  private readonly capped = new Map<string, Set<string>>();
+  /**
+   * Due jobs left on the index because their destination holds its share of ready memory, by
+   * destination (ref → entry, with the job as read: released, it is not read again).
+   */
+  private readonly capped = new Map<string, Map<string, Visit>>();
   /** The same, by job: which destination's share each waits for. */
   private readonly cappedRefs = new Map<string, string>();
   /**
@@ -170,6 +191,23 @@ export class JobEngine {
   private readonly paused = new Map<string, number>();
   private readonly buckets = new Map<string, Bucket>();
   private readonly runningIds = new Set<string>();
+  /**
+   * Per kind, where the next read of the index begins (absent: at the kind's start). Every
+   * entry before it is known here (taken, skipped, left capped) or gone, so a fill does not read
+   * past the jobs in memory again and again. An entry put before it moves it back (`notify`,
+   * `lower`); one of those known let go while its entry stays is read again by key (`revisit`);
+   * and now and then every kind is read from its start (`reread`).
+   */
+  private readonly floors = new Map<JobKindName, string>();
+  /**
+   * Entries before a floor that are known to be on the index and no longer held (released from
+   * their cap, withdrawn, failed): the next fill reads them by key, not by reading the index again.
+   */
+  private readonly revisits = new Map<JobKindName, Map<string, Visit>>();
+  /** Lowered while a fill of the kind was reading: where the fill's floor may go at most. */
+  private readonly loweredDuringFill = new Map<JobKindName, string>();
+  private fillingKind: JobKindName | null = null;
+  private lastFullRead = 0;
   private unfinished = 0;
   private timer: NodeJS.Timeout | null = null;
   private wakeAt: number | null = null;
@@ -196,18 +234,51 @@ export class JobEngine {
 
   start(): void {
     this.stopped = false;
-    void this.wake();
+    this.reread();
+    void this.pumpSoon();
   }
 
-  /** A job became due at `dueMs` (new, retried, or moved by the operator). */
+  /** A job became due at `dueMs` (new, retried, or moved by the operator), its entry written. */
   notify(dueMs: number): void {
     if (this.stopped) return;
-    if (dueMs <= this.clock.now()) void this.wake();
+    for (const kind of this.kinds.keys()) this.lower(kind, fromTime(kind, dueMs));
+    if (dueMs <= this.clock.now()) void this.pumpSoon();
     else if (this.wakeAt === null || dueMs < this.wakeAt) this.arm(dueMs);
   }
 
-  /** Reads what is due now (coalesced: one read at a time, one more if asked meanwhile). */
+  /** Reads what is due now, every kind's index from its start (the operator moved jobs; tests). */
   wake(): Promise<void> {
+    this.reread();
+    return this.pumpSoon();
+  }
+
+  /** The next read of the kind's index begins at `from` or before. */
+  private lower(kind: JobKindName, from: string): void {
+    const floor = this.floors.get(kind);
+    if (floor !== undefined && from < floor) this.floors.set(kind, from);
+    if (this.fillingKind === kind) {
+      const lowered = this.loweredDuringFill.get(kind);
+      if (lowered === undefined || from < lowered) this.loweredDuringFill.set(kind, from);
+    }
+  }
+
+  /** The entry is on the index and held no more: the next fill takes it again (its job read again unless given). */
+  private revisit(visit: Visit): void {
+    let visits = this.revisits.get(visit.entry.kind);
+    if (!visits) this.revisits.set(visit.entry.kind, (visits = new Map()));
+    visits.set(visit.entry.key, visit);
+  }
+
+  /** The next read of every kind's index begins at its start. */
+  private reread(): void {
+    this.floors.clear();
+    this.revisits.clear();
+    if (this.fillingKind !== null) this.loweredDuringFill.set(this.fillingKind, startOf(this.fillingKind));
+    this.lastFullRead = performance.now();
+  }
+
+  /** Reads what is due now (coalesced: one read at a time, one more if asked meanwhile). */
+  private pumpSoon(): Promise<void> {
     if (this.stopped) return Promise.resolve();
     if (this.pumping) {
       this.pumpAgain = true;
@@ -313,8 +384,19 @@ export class JobEngine {
   /** The destination answers again: its pause ends now. */
   unpause(destination: string): void {
     if (!this.paused.delete(destination)) return;
-    if (!this.suspended.has(destination)) for (const [ref, dest] of this.skipped) if (dest === destination) this.skipped.delete(ref);
-    void this.wake();
+    if (!this.suspended.has(destination)) this.unskip(destination);
+    void this.pumpSoon();
+  }
+
+  /** The jobs of the destination let go while it was held are read again. */
+  private unskip(destination: string): void {
+    let any = false;
+    for (const [ref, dest] of this.skipped) {
+      if (dest !== destination) continue;
+      this.skipped.delete(ref);
+      any = true;
+    }
+    if (any) this.reread();
   }
 
   private setAside(destination: string): void {
@@ -332,8 +414,8 @@ export class JobEngine {
 
   resume(destination: string): void {
     if (!this.suspended.delete(destination)) return;
-    for (const [ref, dest] of this.skipped) if (dest === destination) this.skipped.delete(ref);
-    void this.wake();
+    this.unskip(destination);
+    void this.pumpSoon();
   }
 
   isSuspended(destination: string): boolean {
@@ -351,7 +433,7 @@ export class JobEngine {
       if (until > now) continue;
       this.paused.delete(destination);
       if (this.suspended.has(destination)) continue;
-      for (const [ref, dest] of this.skipped) if (dest === destination) this.skipped.delete(ref);
+      this.unskip(destination);
     }
   }
 
@@ -417,6 +499,7 @@ export class JobEngine {
   private async pump(): Promise<void> {
     const now = this.clock.now();
     this.endPauses(now);
+    if (performance.now() - this.lastFullRead >= (this.options.fullReadMs ?? FULL_READ_MS)) this.reread();
     let next: number | null = null;
     for (const kind of this.kinds.values()) {
       await this.fill(kind, now);
@@ -440,69 +523,125 @@ export class JobEngine {
     this.uncapping.clear();
     const done = new Set<string>();
     this.doneDuringFill = done;
+    this.fillingKind = kind.name;
+    this.loweredDuringFill.delete(kind.name);
+    const from = this.floors.get(kind.name) ?? startOf(kind.name);
+    let floor = from;
     try {
-      await this.fillFrom(kind, pool, now, room, done);
+      floor = await this.fillFrom(kind, pool, now, room, done, from);
     } finally {
       this.doneDuringFill = null;
+      this.fillingKind = null;
+      const lowered = this.loweredDuringFill.get(kind.name);
+      this.loweredDuringFill.delete(kind.name);
+      if (lowered !== undefined && lowered < floor) floor = lowered;
+      if (floor <= startOf(kind.name)) this.floors.delete(kind.name);
+      else this.floors.set(kind.name, floor);
     }
   }
 
-  private async fillFrom(kind: JobKind, pool: Pool, now: number, room: number, done: Set<string>): Promise<void> {
-    const entries = (await this.index.due(kind.name, now, room + pool.taken + this.skipped.size + this.cappedRefs.size)).filter(
-      ({ id }) => !this.taken.has(`${kind.name}:${id}`) && !this.skipped.has(`${kind.name}:${id}`) && !this.cappedRefs.has(`${kind.name}:${id}`) && !done.has(`${kind.name}:${id}`),
-    );
-    let fresh = 0;
+  /**
+   * Takes what there is room for: first the entries to revisit, then the kind's due entries from
+   * `from` on, page by page. Returns the new floor: the first entry read that is neither known
+   * here nor gone (left on the index unremembered, or not reached), else past the last one read.
+   */
+  private async fillFrom(kind: JobKind, pool: Pool, now: number, room: number, done: Set<string>, from: string): Promise<string> {
+    const state = { fresh: 0, stop: false };
+    const revisit = this.revisits.get(kind.name);
+    if (revisit && revisit.size > 0) {
+      const visits = [...revisit.values()].filter((v) => v.entry.dueMs <= now).sort(byKey);
+      for (const v of visits) revisit.delete(v.entry.key);
+      for (const v of await this.takeEntries(kind, pool, now, room, done, visits, state)) this.revisit(v);
+    }
+    let floor = from;
+    while (!state.stop && state.fresh < room && !this.stopped) {
+      const page = await this.index.due(kind.name, now, PAGE, floor);
+      if (page.length === 0) break;
+      const [left] = await this.takeEntries(kind, pool, now, room, done, page.map((entry) => ({ entry })), state);
+      if (left) {
+        floor = left.entry.key;
+        break;
+      }
+      floor = after(page[page.length - 1]!.key);
+      if (page.length < PAGE) break;
+    }
+    pool.backlog = state.fresh >= room;
+    return floor;
+  }
+
+  /**
+   * Takes the jobs of these entries (in key order) into the ready queues, as far as there is
+   * room; returns the entries not dealt with (left on the index unremembered, or not reached),
+   * in key order. `state.stop`: nothing more can be taken until a destination drains.
+   */
+  private async takeEntries(kind: JobKind, pool: Pool, now: number, room: number, done: Set<string>, all: Visit[], state: { fresh: number; stop: boolean }): Promise<Visit[]> {
+    const entries = all.filter(({ entry }) => {
+      const ref = `${kind.name}:${entry.id}`;
+      return !this.taken.has(ref) && !this.skipped.has(ref) && !this.cappedRefs.has(ref) && !done.has(ref);
+    });
+    const left: Visit[] = [];
     // Read a few records at once and start what can start after each read: the first attempts
     // do not wait for the whole batch, and the reads overlap in the thread pool.
-    for (let at = 0; at < entries.length && fresh < room && !this.stopped; ) {
-      const slice = entries.slice(at, at + Math.min(READ_AHEAD, room - fresh));
+    let at = 0;
+    while (at < entries.length && state.fresh < room && !this.stopped && !state.stop) {
+      const slice = entries.slice(at, at + Math.min(READ_AHEAD, room - state.fresh));
       at += slice.length;
-      const jobs = kind.loadMany ? await kind.loadMany(slice.map(({ id }) => id)) : await Promise.all(slice.map(({ id }) => kind.load(id)));
-      const found: Array<{ job: unknown; ref: string }> = [];
-      for (const [i, { key, id }] of slice.entries()) {
+      const jobs = await this.load(kind, slice);
+      const found: Array<{ job: unknown; ref: string; entry: DueEntry }> = [];
+      for (const [i, visit] of slice.entries()) {
         const job = jobs[i];
-        const ref = `${kind.name}:${id}`;
-        if (this.stopped || this.taken.has(ref) || done.has(ref)) continue;
+        const entry = visit.entry;
+        const ref = `${kind.name}:${entry.id}`;
+        if (this.stopped) {
+          left.push(visit);
+          continue;
+        }
+        if (this.taken.has(ref) || done.has(ref)) continue;
         if (job === null || job === undefined) {
           // Nothing to do (purged, or finished by a change that raced this read): the entry goes.
-          this.log.debug({ kind: kind.name, id }, 'dropping a due-time entry with nothing to do');
-          await this.index.drop(key);
+          this.log.debug({ kind: kind.name, id: entry.id }, 'dropping a due-time entry with nothing to do');
+          await this.index.drop(entry.key);
           continue;
         }
         // Its outcome moved it on since the index was read: not due any more.
         if (kind.dueMs(job) > now) continue;
         this.taken.add(ref);
         pool.taken += 1;
-        found.push({ job, ref });
-        fresh += 1;
+        found.push({ job, ref, entry });
+        state.fresh += 1;
       }
       const destinations = await Promise.all(found.map(({ job }) => kind.destination(job).catch(() => 'unknown')));
       const aside = new Map<string, Array<{ job: unknown; ref: string }>>();
-      const ready: Array<{ job: unknown; ref: string; destination: string }> = [];
+      const ready: Array<{ job: unknown; ref: string; entry: DueEntry; destination: string }> = [];
       /** How many of each destination this slice adds to its ready queue. */
       const adding = new Map<string, number>();
       let lookedPast = false;
-      for (const [i, { job, ref }] of found.entries()) {
+      for (const [i, { job, ref, entry }] of found.entries()) {
         const destination = destinations[i]!;
         if (kind.setAside && !this.suspended.has(destination) && (this.paused.get(destination) ?? 0) > now) {
-          aside.set(destination, [...(aside.get(destination) ?? []), { job, ref }]);
+          const list = aside.get(destination);
+          if (list) list.push({ job, ref });
+          else aside.set(destination, [{ job, ref }]);
           continue;
         }
         const queued = (pool.ready.get(destination)?.length ?? 0) + (adding.get(destination) ?? 0);
         if (pool.limits.perDestinationReady !== undefined && queued >= pool.limits.perDestinationReady) {
           // Its share of memory is full: left on the index, and not read again until it drains.
           this.let(pool, ref);
-          fresh -= 1;
+          state.fresh -= 1;
           // Remembered up to a bound (the ready limit): past it, reading on for other
           // destinations would read this one's backlog again and again; it waits.
           if (this.cappedRefs.size < pool.limits.readyLimit) {
-            this.cap(destination, ref);
+            this.cap(destination, ref, { entry, job });
             this.pumpAgain = true;
-          } else lookedPast = true;
+          } else {
+            lookedPast = true;
+            left.push({ entry });
+          }
           continue;
         }
         adding.set(destination, (adding.get(destination) ?? 0) + 1);
-        ready.push({ job, ref, destination });
+        ready.push({ job, ref, entry, destination });
       }
       if (ready.length > 0 && kind.prepare) {
         try {
@@ -511,12 +650,8 @@ export class JobEngine {
           this.log.warn({ err, kind: kind.name }, 'could not read ahead what ready jobs need; their attempts read it');
         }
       }
-      for (const { job, ref, destination } of ready) this.enqueue(pool, kind, job, ref, destination);
+      for (const { job, ref, entry, destination } of ready) this.enqueue(pool, kind, job, ref, entry, destination);
       this.dispatch(pool);
-      if (lookedPast && ready.length === 0 && aside.size === 0) {
-        // Nothing here could be taken: stop reading until a destination drains.
-        break;
-      }
       // What was parked freed no room: read on.
       if (aside.size > 0) this.pumpAgain = true;
       for (const [destination, items] of aside) {
@@ -527,13 +662,25 @@ export class JobEngine {
           for (const { ref } of items) this.skipped.set(ref, destination);
         }
         for (const { ref } of items) this.let(pool, ref);
-        fresh -= items.length;
+        state.fresh -= items.length;
       }
+      // Nothing here could be taken: stop reading until a destination drains.
+      if (lookedPast && ready.length === 0 && aside.size === 0) state.stop = true;
     }
-    pool.backlog = fresh >= room;
+    left.push(...entries.slice(at));
+    return left.sort(byKey);
   }
 
-  private enqueue(pool: Pool, kind: JobKind, job: unknown, ref: string, destination: string): void {
+  /** The jobs of these entries: those not read yet in one read (loadMany) or a read each. */
+  private async load(kind: JobKind, visits: Visit[]): Promise<unknown[]> {
+    const unread = visits.filter((v) => v.job === undefined).map((v) => v.entry);
+    if (unread.length === 0) return visits.map((v) => v.job);
+    const read = kind.loadMany ? await kind.loadMany(unread.map((e) => e.id), unread.map((e) => e.key)) : await Promise.all(unread.map((e) => kind.load(e.id)));
+    let next = 0;
+    return visits.map((v) => (v.job === undefined ? read[next++] : v.job));
+  }
+
+  private enqueue(pool: Pool, kind: JobKind, job: unknown, ref: string, entry: DueEntry, destination: string): void {
     if (this.stopped) {
       this.let(pool, ref);
       return;
@@ -544,7 +691,7 @@ export class JobEngine {
       return;
     }
     const list = pool.ready.get(destination) ?? [];
-    list.push({ kind, job, ref });
+    list.push({ kind, job, ref, entry });
     pool.ready.set(destination, list);
     pool.readyCount += 1;
     const kinds = pool.kindsPer.get(destination) ?? new Set();
@@ -552,10 +699,10 @@ export class JobEngine {
     pool.kindsPer.set(destination, kinds);
   }
 
-  private cap(destination: string, ref: string): void {
+  private cap(destination: string, ref: string, visit: Visit): void {
     if (this.cappedRefs.has(ref)) return;
-    const refs = this.capped.get(destination) ?? new Set<string>();
-    refs.add(ref);
+    const refs = this.capped.get(destination) ?? new Map<string, Visit>();
+    refs.set(ref, visit);
     this.capped.set(destination, refs);
     this.cappedRefs.set(ref, destination);
   }
@@ -569,16 +716,17 @@ export class JobEngine {
     const refs = this.capped.get(destination);
     if (!refs || this.uncapping.has(destination)) return;
     let released = 0;
-    for (const ref of refs) {
+    for (const [ref, visit] of refs) {
       if (released >= room) break;
       refs.delete(ref);
       this.cappedRefs.delete(ref);
+      this.revisit(visit);
       released += 1;
     }
     if (refs.size === 0) this.capped.delete(destination);
     // Until the next read has taken them, released jobs are not counted as room again.
     this.uncapping.add(destination);
-    void this.wake();
+    void this.pumpSoon();
   }
 
   /** Lets a taken job go without running it (its entry stays on the index). */
@@ -666,22 +814,28 @@ export class JobEngine {
       if (!this.stopped) this.dispatch(pool);
     };
     let again = false;
+    let failed = false;
     void item.kind
       .run(item.job, release)
       .then((result) => {
         again = result === 'withdrawn';
       })
-      .catch((err: unknown) => this.log.error({ err, job: item.ref }, 'job failed unexpectedly'))
+      .catch((err: unknown) => {
+        failed = true;
+        this.log.error({ err, job: item.ref }, 'job failed unexpectedly');
+      })
       .finally(() => {
         release();
         this.unfinished -= 1;
         this.runningIds.delete(item.ref);
         this.let(pool, item.ref);
+        // Its entry is still on the index (withdrawn: not attempted; failed: perhaps no outcome written): read again.
+        if (again || failed) this.revisit({ entry: item.entry });
         if (!again) this.doneDuringFill?.add(item.ref);
         if (this.unfinished === 0) for (const done of this.idle) done();
         if (this.stopped) return;
-        // A withdrawn job is still due on the index: read it again (set aside while its destination is held).
-        if (again || (pool.backlog && pool.taken < pool.limits.readyLimit / 2)) void this.wake();
+        // A withdrawn job is still due: read it again now (set aside while its destination is held).
+        if (again || (pool.backlog && pool.taken < pool.limits.readyLimit / 2)) void this.pumpSoon();
       });
   }
 
@@ -704,4 +858,8 @@ export class JobEngine {
     this.timer = null;
     this.wakeAt = null;
   }
+}
+
+function byKey(a: Visit, b: Visit): number {
+  return a.entry.key < b.entry.key ? -1 : 1;
 }

@@ -112,9 +112,12 @@ export class HttpJobs implements JobKind<PreparedJob> {
     return (await this.loadMany([id]))[0]!;
   }
 
-  /** Jobs taken together: their records in one read (their bodies are read by prepare). */
-  async loadMany(ids: readonly string[]): Promise<Array<PreparedJob | null>> {
-    const records = await this.d.jobs.getMany(ids);
+  /**
+   * Jobs taken together: their records in one read (their bodies are read by prepare), from
+   * their due-time entries (`keys`) when they are kept there.
+   */
+  async loadMany(ids: readonly string[], keys?: readonly string[]): Promise<Array<PreparedJob | null>> {
+    const records = await this.d.jobs.getMany(ids, keys);
     return Promise.all(records.map(async (job): Promise<PreparedJob | null> => {
       if (!job || job.state !== 'pending') return null;
       return { job, target: await this.d.targets.get(job.targetId), body: undefined };

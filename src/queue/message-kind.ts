@@ -12,13 +12,16 @@ const DESTINATION_WAIT_MS = 2000;
  * Outbound mail as a job kind: the SMTP dispatcher, destinations by MX set, and
  * DeliveryQueue's attempt and outcome rules.
  */
-export function messageKind(repo: Pick<MessagesRepo, 'get'>, queue: Pick<DeliveryQueue, 'process'>, mxSet: (domain: string) => Promise<string>): JobKind<MessageRecord> {
+export function messageKind(repo: Pick<MessagesRepo, 'get' | 'getManyCached'>, queue: Pick<DeliveryQueue, 'process'>, mxSet: (domain: string) => Promise<string>): JobKind<MessageRecord> {
   return {
     name: 'message',
     dispatcher: 'smtp',
     async load(id) {
       const message = await repo.get(id);
       return !message || isFinal(message.status) ? null : message;
+    },
+    async loadMany(ids) {
+      return (await repo.getManyCached(ids)).map((message) => (!message || isFinal(message.status) ? null : message));
     },
     dueMs: (message) => Date.parse(message.dueAt),
     destination(message) {

@@ -23,18 +23,27 @@ export interface DueEntry {
 export class JobIndex {
   constructor(private readonly store: Store) {}
 
-  put(kind: JobKindName, id: string, dueMs: number): WriteOp {
-    return { type: 'put', family: 'schedule', key: entryKey(kind, id, dueMs), value: id };
+  /** The job's entry; its value is the job's id, or (`value`) what the kind keeps in it (store/jobs-repo.ts). */
+  put(kind: JobKindName, id: string, dueMs: number, value: unknown = id): WriteOp {
+    return { type: 'put', family: 'schedule', key: entryKey(kind, id, dueMs), value };
   }
 
   del(kind: JobKindName, id: string, dueMs: number): WriteOp {
     return { type: 'del', family: 'schedule', key: entryKey(kind, id, dueMs) };
   }
 
-  /** Entries of `kind` due at or before `nowMs`, earliest first, at most `limit`. */
-  async due(kind: JobKindName, nowMs: number, limit: number): Promise<DueEntry[]> {
-    const keys = (await this.store.families.schedule.keys({ gt: `${kind}:`, lt: `${kind}:${timeKey(nowMs)};`, limit }).all()) as string[];
-    return keys.map(parseEntry).filter((e): e is DueEntry => e !== null);
+  /**
+   * Entries of `kind` due at or before `nowMs`, earliest first, at most `limit`; with `from`, only
+   * those whose key sorts at or after it (see `startOf`, `fromTime`).
+   */
+  async due(kind: JobKindName, nowMs: number, limit: number, from?: string): Promise<DueEntry[]> {
+    const keys = (await this.store.families.schedule.keys({ gte: from ?? startOf(kind), lt: `${kind}:${timeKey(nowMs)};`, limit }).all()) as string[];
+    const out: DueEntry[] = [];
+    for (const key of keys) {
+      const entry = parseEntry(key);
+      if (entry) out.push(entry);
+    }
+    return out;
   }
 
   /** The due time of the earliest entry of `kind` after `nowMs`, or null when none. */
@@ -61,12 +70,31 @@ export class JobIndex {
   }
 }
 
+/** The lowest key of `kind`'s entries: `due` from here reads them all. */
+export function startOf(kind: JobKindName): string {
+  return `${kind}:`;
+}
+
+/** The lowest key of `kind`'s entries due at `ms`: `due` from here reads every entry due then or later. */
+export function fromTime(kind: JobKindName, ms: number): string {
+  return `${kind}:${timeKey(ms)}:`;
+}
+
+/** The lowest key after `key`: `due` from here reads past it. */
+export function after(key: string): string {
+  return `${key}\u0000`;
+}
+
 export function entryKey(kind: JobKindName, id: string, dueMs: number): string {
   return `${kind}:${timeKey(dueMs)}:${id}`;
 }
 
 function parseEntry(key: string): DueEntry | null {
-  const [kind, time, id] = key.split(':');
-  if (time === undefined || id === undefined || !(JOB_KINDS as readonly string[]).includes(kind!)) return null;
-  return { key, kind: kind as JobKindName, id, dueMs: Number(time) };
+  const first = key.indexOf(':');
+  const second = key.indexOf(':', first + 1);
+  if (first < 0 || second < 0) return null;
+  const kind = key.slice(0, first);
+  if (!(JOB_KINDS as readonly string[]).includes(kind)) return null;
+  const third = key.indexOf(':', second + 1);
+  return { key, kind: kind as JobKindName, id: key.slice(second + 1, third < 0 ? undefined : third), dueMs: Number(key.slice(first + 1, second)) };
 }

@@ -1,5 +1,5 @@
 import type { WriteOp } from './group-commit.ts';
-import type { JobIndex } from './job-index.ts';
+import type { DueEntry, JobIndex } from './job-index.ts';
 import type { JobRecord } from './records.ts';
 import type { Store } from './store.ts';
 import { Handover } from '../util/handover.ts';
@@ -9,11 +9,16 @@ import { timeKey } from '../util/time.ts';
 const FRESH_JOBS = 10_000;
 
 /**
- * HTTP jobs (webhook deliveries, route POSTs) by id. A pending job has an entry on the due-time
- * index at its `dueAt`; a held one (its webhook is disabled) is listed under its target until
- * the target is enabled again; a parked one (its origin is down) under its origin until a probe
- * gets through; a failed one is kept, listed by the time it failed, until the
- * retention purge. A job that succeeded is deleted.
+ * HTTP jobs (webhook deliveries, route POSTs). A pending job has an entry on the due-time index
+ * at its `dueAt`; a held one (its webhook is disabled) is listed under its target until the
+ * target is enabled again; a parked one (its origin is down) under its origin until a probe gets
+ * through; a failed one is kept, listed by the time it failed, until the retention purge. A job
+ * that succeeded is deleted.
+ *
+ * A new job is kept in its due-time entry alone (the entry's value is the record, `inEntry`):
+ * most are sent once and succeed, and then one write makes them and one ends them. Once it
+ * changes state (retried, held, parked, failed) its record is kept under its id in `jobs`, and
+ * a pending one's entry points at it (the value is the id), as every job's did before schema 4.
  */
 export class JobsRepo {
   private readonly fresh = new Handover<JobRecord>(FRESH_JOBS);
@@ -23,23 +28,38 @@ export class JobsRepo {
     private readonly index: JobIndex,
   ) {}
 
+  /** A job that has changed state since it was made (held, parked, failed, retried): see getMany for the others. */
   get(id: string): Promise<JobRecord | undefined> {
     return this.store.get<JobRecord>('jobs', id);
   }
 
-  /** Jobs in one read (Store.getMany): the engine takes due jobs in batches. */
-  async getMany(ids: readonly string[]): Promise<Array<JobRecord | undefined>> {
+  /**
+   * Jobs in one read: the engine takes due jobs in batches. With `keys` (their due-time
+   * entries, in the same order) a job kept in its entry is found there; an entry that points at
+   * the job, or is gone, leads to its record under its id.
+   */
+  async getMany(ids: readonly string[], keys?: readonly string[]): Promise<Array<JobRecord | undefined>> {
     const found: Array<JobRecord | undefined> = ids.map((id) => this.fresh.peek(id));
-    const unread = ids.filter((_, i) => found[i] === undefined);
+    let unread = ids.flatMap((_, i) => (found[i] === undefined ? [i] : []));
     if (unread.length === 0) return found;
-    const read = await this.store.getMany<JobRecord>('jobs', unread);
-    let next = 0;
-    return found.map((job) => job ?? read[next++]);
+    if (keys) {
+      const values = await this.store.getMany<JobRecord | string>('schedule', unread.map((i) => keys[i]!));
+      for (const [n, i] of unread.entries()) {
+        const value = values[n];
+        if (typeof value === 'object' && value.id === ids[i]) found[i] = value;
+      }
+      unread = unread.filter((i) => found[i] === undefined);
+      if (unread.length === 0) return found;
+    }
+    const read = await this.store.getMany<JobRecord>('jobs', unread.map((i) => ids[i]!));
+    for (const [n, i] of unread.entries()) found[i] = read[n];
+    return found;
   }
 
-  /** A new pending job and its due-time entry. */
+  /** A new pending job: its due-time entry, which holds its record (`job` is marked so). */
   create(job: JobRecord): WriteOp[] {
-    return [{ type: 'put', family: 'jobs', key: job.id, value: job }, this.index.put(job.kind, job.id, Date.parse(job.dueAt))];
+    job.inEntry = true;
+    return [this.index.put(job.kind, job.id, Date.parse(job.dueAt), job)];
   }
 
   /**
@@ -56,12 +76,19 @@ export class JobsRepo {
     for (const id of ids) this.fresh.drop(id);
   }
 
-  /** Ops moving `current` to `next`: its record, its index entry, its held or failed listing. */
+  /**
+   * Ops moving `current` to `next` (null: deleted): its record, its index entry, its held,
+   * parked or failed listing. A job kept in its entry moves into `jobs` when it changes.
+   */
   change(current: JobRecord, next: JobRecord | null): WriteOp[] {
     this.fresh.drop(current.id);
     const ops: WriteOp[] = [...this.leave(current)];
-    if (next === null) ops.push({ type: 'del', family: 'jobs', key: current.id });
-    else ops.push({ type: 'put', family: 'jobs', key: next.id, value: next }, ...this.enter(next));
+    if (next === null) {
+      if (current.inEntry !== true) ops.push({ type: 'del', family: 'jobs', key: current.id });
+      return ops;
+    }
+    const { inEntry: _, ...record } = next;
+    ops.push({ type: 'put', family: 'jobs', key: record.id, value: record }, ...this.enter(record));
     return ops;
   }
 
@@ -118,6 +145,25 @@ export class JobsRepo {
       }
       await this.store.commit(ops);
       purged += rows.length;
+    }
+  }
+
+  /** Every stored job of a kind: the pending ones in due order, then the held, parked and failed ones (tests, benchmarks). */
+  async *list(kind: JobRecord['kind']): AsyncGenerator<JobRecord> {
+    // An entry whose job has moved on (a stale one) is not the job's: it is listed at its own.
+    const pending = async (entries: DueEntry[]) =>
+      (await this.getMany(entries.map((e) => e.id), entries.map((e) => e.key))).filter((job, i): job is JobRecord => job?.state === 'pending' && Date.parse(job.dueAt) === entries[i]!.dueMs);
+    let batch: DueEntry[] = [];
+    for await (const entry of this.index.entries(kind)) {
+      batch.push(entry);
+      if (batch.length < 500) continue;
+      yield* await pending(batch);
+      batch = [];
+    }
+    yield* await pending(batch);
+    for await (const id of this.parked()) {
+      const job = await this.get(id);
+      if (job?.kind === kind) yield job;
     }
   }
 

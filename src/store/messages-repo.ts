@@ -42,7 +42,15 @@ export class MessagesRepo {
     return this.store.get<MessageRecord>('messages', id);
   }
 
-  /** Several messages by id in one read, in the order asked (undefined where absent). */
+  /**
+   * Several messages by id through the store's cache, in one read of those not kept: the engine
+   * takes due messages in batches, and their attempts read them again.
+   */
+  getManyCached(ids: readonly string[]): Promise<Array<MessageRecord | undefined>> {
+    return this.store.getMany<MessageRecord>('messages', ids);
+  }
+
+  /** Several messages by id in one read around the cache (lists), in the order asked (undefined where absent). */
   getMany(ids: string[]): Promise<Array<MessageRecord | undefined>> {
     return this.store.families.messages.getMany(ids) as Promise<Array<MessageRecord | undefined>>;
   }
@@ -84,14 +92,10 @@ export class MessagesRepo {
   /** Writes the record, moving its index and expiry entries from `previous` when given. */
   put(next: MessageRecord, previous?: MessageRecord): WriteOp[] {
     const ops: WriteOp[] = [{ type: 'put', family: 'messages', key: next.id, value: next }];
-    const nextIndex = indexKeys(next);
-    const nextExpiry = expiryKeys(next);
-    if (previous) {
-      for (const key of indexKeys(previous)) if (!nextIndex.includes(key)) ops.push({ type: 'del', family: 'messageIndex', key });
-      for (const key of expiryKeys(previous)) if (!nextExpiry.includes(key)) ops.push({ type: 'del', family: 'messageExpiry', key });
-    }
-    for (const key of nextIndex) ops.push({ type: 'put', family: 'messageIndex', key, value: next.id });
-    for (const key of nextExpiry) ops.push({ type: 'put', family: 'messageExpiry', key, value: next.id });
+    // Entries that `previous` (the stored record) already has are there: only what changed is
+    // written (an outcome changes the status entry, not the other six).
+    ops.push(...entryChanges('messageIndex', indexKeys(next), previous && indexKeys(previous), next.id));
+    ops.push(...entryChanges('messageExpiry', expiryKeys(next), previous && expiryKeys(previous), next.id));
     return ops;
   }
 
@@ -272,6 +276,14 @@ function indexKeys(m: MessageRecord): string[] {
     indexPrefix('d', a, m.domainId) + m.id,
     ...[...new Set(m.tags)].map((tag) => indexPrefix('t', a, enc(tag)) + m.id),
   ];
+}
+
+/** The ops taking a family's entries from `before` to `after` (each pointing at `id`). */
+function entryChanges(family: 'messageIndex' | 'messageExpiry', after: readonly string[], before: readonly string[] | undefined, id: string): WriteOp[] {
+  const ops: WriteOp[] = [];
+  if (before) for (const key of before) if (!after.includes(key)) ops.push({ type: 'del', family, key });
+  for (const key of after) if (!before?.includes(key)) ops.push({ type: 'put', family, key, value: id });
+  return ops;
 }
 
 function expiryKeys(m: MessageRecord): string[] {

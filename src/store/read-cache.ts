@@ -43,6 +43,50 @@ export class ReadCache {
     return value;
   }
 
+  /**
+   * Several records in one read of those not kept (`readMany` gets them in the order asked), kept
+   * as `get` keeps them.
+   */
+  async getMany<T>(family: string, keys: readonly string[], readMany: (keys: string[]) => Promise<Array<T | undefined>>): Promise<Array<T | undefined>> {
+    const kept = this.family(family);
+    const out: Array<T | undefined> = new Array(keys.length);
+    const missing: number[] = [];
+    for (let i = 0; i < keys.length; i++) {
+      const key = keys[i]!;
+      if (kept.has(key)) out[i] = kept.get(key) as T;
+      else missing.push(i);
+    }
+    if (missing.length === 0) return out;
+    const tokens = missing.map((i) => {
+      const id = cacheKey(family, keys[i]!);
+      const token = { overtaken: false };
+      const reads = this.reads.get(id) ?? new Set();
+      reads.add(token);
+      this.reads.set(id, reads);
+      return { id, token };
+    });
+    let values: Array<T | undefined>;
+    try {
+      values = await readMany(missing.map((i) => keys[i]!));
+    } finally {
+      for (const { id, token } of tokens) {
+        const reads = this.reads.get(id)!;
+        reads.delete(token);
+        if (reads.size === 0) this.reads.delete(id);
+      }
+    }
+    for (const [n, i] of missing.entries()) {
+      const value = values[n];
+      out[i] = value;
+      const { id, token } = tokens[n]!;
+      if (value !== undefined && !token.overtaken && !this.inFlight.has(id)) {
+        if (kept.size >= this.limits.get(family)!) kept.clear();
+        kept.set(keys[i]!, deepFreeze(value));
+      }
+    }
+    return out;
+  }
+
   /** Runs a write of these keys (those of uncached families are ignored). */
   async writing<T>(keys: ReadonlyArray<{ family: string; key: string }>, write: () => Promise<T>): Promise<T> {
     const ids = keys.filter(({ family }) => this.limits.has(family));

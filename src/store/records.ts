@@ -370,6 +370,8 @@ export interface JobRecord {
   createdAt: string;
   updatedAt: string;
   lastAttempt: { at: string; status: number; error: string | null; durationMs: number } | null;
+  /** Kept in its due-time entry, not under its id (a new job: store/jobs-repo.ts). */
+  inEntry?: true | undefined;
 }
 
 /**

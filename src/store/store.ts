@@ -233,8 +233,8 @@ export class Store {
    */
   async getMany<T>(family: Family, keys: readonly string[]): Promise<Array<T | undefined>> {
     if (keys.length === 0) return [];
-    if (this.cache.caches(family)) return Promise.all(keys.map((key) => this.get<T>(family, key)));
-    return (await this.families[family].getMany(keys as string[])) as Array<T | undefined>;
+    const readMany = async (unkept: string[]) => (await this.families[family].getMany(unkept)) as Array<T | undefined>;
+    return this.cache.caches(family) ? this.cache.getMany<T>(family, keys, readMany) : readMany(keys as string[]);
   }
 
   /**

@@ -30,9 +30,9 @@ const clockAtStart = bed.clock.ms;
 bed.clock.now = () => clockAtStart + (Date.now() - startedAt);
 
 const { daemon } = bed.server;
-async function countKeys(family: { keys(): AsyncIterable<unknown> }): Promise<number> {
+async function countKeys(family: { keys(range?: { gte?: string; lt?: string }): AsyncIterable<unknown> }, range: { gte?: string; lt?: string } = {}): Promise<number> {
   let n = 0;
-  for await (const _ of family.keys()) n += 1;
+  for await (const _ of family.keys(range)) n += 1;
   return n;
 }
 const stats = async (count: boolean) => {
@@ -43,7 +43,8 @@ const stats = async (count: boolean) => {
     ready: http.reduce((n, d) => n + d.ready, 0),
     paused: http.filter((d) => d.pausedUntil !== null).length,
     // Counted key by key: a million keys read into one array would weigh on the very RSS measured.
-    ...(count ? { jobs: await countKeys(daemon.core.store.families.jobs), parked: await countKeys(daemon.core.store.families.jobsParked) } : {}),
+    // Stored jobs: those pending (each with its one due-time entry), held, parked and failed.
+    ...(count ? { jobs: (await countKeys(daemon.core.store.families.schedule, { gte: 'route:', lt: 'webhook;' })) + (await countKeys(daemon.core.store.families.jobsHeld)) + (await countKeys(daemon.core.store.families.jobsParked)) + (await countKeys(daemon.core.store.families.jobsFailed)), parked: await countKeys(daemon.core.store.families.jobsParked) } : {}),
   };
 };
 

@@ -6,6 +6,8 @@ import { join } from 'node:path';
 import { main } from '../../src/cli/main.ts';
 import { validateConfig } from '../../src/config/load.ts';
 import type { JobRecord } from '../../src/store/records.ts';
+import { JobIndex } from '../../src/store/job-index.ts';
+import { JobsRepo } from '../../src/store/jobs-repo.ts';
 import { Store } from '../../src/store/store.ts';
 import { Child } from '../helpers/child.ts';
 import { startDnsServer, type TestDnsServer } from '../helpers/dns-server.ts';
@@ -91,7 +93,9 @@ async function cli(config: string, ...args: string[]): Promise<string> {
 async function storedJobs(dir: string): Promise<JobRecord[]> {
   const store = await Store.open(join(dir, 'data'));
   try {
-    return (await store.families.jobs.values().all()) as JobRecord[];
+    const jobs: JobRecord[] = [];
+    for await (const job of new JobsRepo(store, new JobIndex(store)).list('webhook')) jobs.push(job);
+    return jobs;
   } finally {
     await store.close();
   }

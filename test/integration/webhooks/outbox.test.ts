@@ -84,6 +84,41 @@ describe('events outbox', function () {
     expect(receiver.verified().map((d) => d.payload!.data.recipient).sort()).to.deep.equal(['early@example.org', 'late@example.org']);
   });
 
+  it('deliveries stored by schema 3 (records under their ids, entries pointing at them) are sent after the upgrade to schema 4', async () => {
+    const hook = await createWebhook('/hook');
+    const { core, jobEngine, webhookFanout } = bed.server.daemon;
+    await webhookFanout.stop();
+    await jobEngine.stop(1000);
+    // An event the webhook does not subscribe to (no new delivery is made of it), and two
+    // deliveries of it as release 3 stored them.
+    const [eventOp] = core.events.record({
+      type: 'message.delivered',
+      accountId: bed.server.accountId,
+      data: { account_id: bed.server.accountId, event: 'on_delivered', from: 'app@example.com', recipient: 'old@example.org', subject: 'Hi', message_id_header: '', is_bot: false, id: 'old' },
+    });
+    await core.store.commit([eventOp!]);
+    const [event] = (await core.store.families.events.values({ reverse: true, limit: 1 }).all()) as EventRecord[];
+    const at = new Date(core.clock.now() - 60_000).toISOString();
+    const ops = ['j1', 'j2'].flatMap((n) => {
+      const id = newIdAt(Date.parse(at));
+      const job: JobRecord = { v: 1, id, kind: 'webhook', accountId: bed.server.accountId, targetId: hook, eventId: event!.id, state: 'pending', attempts: 0, dueAt: at, createdAt: at, updatedAt: at, lastAttempt: null };
+      return [
+        { type: 'put' as const, family: 'jobs' as const, key: id, value: job },
+        { type: 'put' as const, family: 'schedule' as const, key: `webhook:${String(Date.parse(at)).padStart(15, '0')}:${id}`, value: id },
+      ];
+    });
+    await core.store.commit([...ops, { type: 'put', family: 'meta', key: 'schema', value: 3 }]);
+
+    restarted = await bed.server.restart();
+    expect(await restarted.daemon.core.meta.schemaVersion()).to.equal(4);
+    await receiver.until((r) => r.length === 2);
+    expect(receiver.verified().map((d) => d.payload!.data.recipient)).to.deep.equal(['old@example.org', 'old@example.org']);
+    await new Promise((r) => setTimeout(r, 200));
+    // Delivered: nothing of them is left, under their ids or on the index.
+    expect(await restarted.daemon.core.store.families.jobs.keys().all()).to.deep.equal([]);
+    expect(await restarted.daemon.core.store.families.schedule.keys({ gte: 'webhook:', lt: 'webhook;' }).all()).to.deep.equal([]);
+  });
+
   it('a first start with events already stored sends no backlog: the cursor starts at the newest event', async () => {
     await bed.send({ sandbox: true, recipients: [{ email: 'old@example.org' }] });
     const store = bed.server.daemon.core.store;
@@ -128,7 +163,8 @@ describe('events outbox', function () {
     expect(indexed.some((k) => k.endsWith(recent.id))).to.equal(true);
 
     expect(await core.jobs.purgeFailedBefore(cutoff)).to.equal(1);
-    const jobs = (await core.store.families.jobs.values().all()) as JobRecord[];
+    const jobs: JobRecord[] = [];
+    for await (const job of core.jobs.list('webhook')) jobs.push(job);
     expect(jobs.map((j) => j.updatedAt)).to.deep.equal([new Date(now - 10 * DAY).toISOString()]);
     expect(await core.store.families.jobsFailed.keys().all()).to.have.length(1);
     expect(await core.eventsRepo.purgeBefore(cutoff)).to.equal(0);
@@ -148,6 +184,6 @@ describe('events outbox', function () {
     await bed.server.daemon.webhookFanout.drained();
     await new Promise((r) => setTimeout(r, 200));
     expect(receiver.received).to.have.length(1);
-    expect(await bed.server.daemon.core.store.families.jobs.keys().all()).to.have.length(0);
+    for await (const job of bed.server.daemon.core.jobs.list('webhook')) expect.fail(`no delivery expected, found ${job.id}`);
   });
 });

@@ -201,11 +201,12 @@ describe('job engine', function () {
 
   const limits = (l: Partial<DispatcherLimits> = {}): DispatcherLimits => ({ concurrency: 100, perDestination: 100, readyLimit: 1000, ...l });
 
-  function engineWith(options: { smtp?: Partial<DispatcherLimits>; http?: Partial<DispatcherLimits>; destinations?: Record<string, DestinationLimits>; suspended?: string[] } = {}): { engine: JobEngine; kind: FakeKind; http: FakeKind } {
+  function engineWith(options: { smtp?: Partial<DispatcherLimits>; http?: Partial<DispatcherLimits>; destinations?: Record<string, DestinationLimits>; suspended?: string[]; fullReadMs?: number } = {}): { engine: JobEngine; kind: FakeKind; http: FakeKind } {
     const engine = new JobEngine(index, {
       dispatchers: { smtp: limits(options.smtp), http: limits(options.http) },
       destinations: options.destinations ?? {},
       suspended: options.suspended ?? [],
+      fullReadMs: options.fullReadMs,
     }, clock, createLogger('silent'));
     const kind = new FakeKind('message', store, index);
     const http = new FakeKind('webhook', store, index);
@@ -430,6 +431,80 @@ describe('job engine', function () {
     await until(() => http.finished.length === n, 'the backlog done', 15_000);
     expect(new Set(http.started).size).to.equal(n);
     expect(loads).to.be.below(1.15 * n);
+  });
+
+  // The jobs in memory keep their entries on the index (their lease): a read begins after them,
+  // not at the start of the index, when new jobs come (a fan-out of 100,000 webhook deliveries
+  // read some 25 index entries per job run when every read began at the start).
+  it('reads past the jobs in memory once, not again at every new job it is told of', async () => {
+    const { engine, http } = engineWith({ http: { concurrency: 8, perDestination: 4, readyLimit: 1000, perDestinationReady: 250 } });
+    http.instant = (destination) => destination === 'https://fast.test';
+    let read = 0;
+    const due = index.due.bind(index);
+    index.due = async (...args: Parameters<JobIndex['due']>) => {
+      const entries = await due(...args);
+      read += entries.length;
+      return entries;
+    };
+    // A slow origin's backlog: 250 in its ready queue (4 of them running), the rest left capped.
+    const ops = [];
+    for (let i = 0; i < 1000; i++) {
+      const id = `slow-${String(i).padStart(4, '0')}`;
+      http.jobs.set(id, { id, destination: 'https://slow.test', dueMs: T0, done: false });
+      ops.push(index.put('webhook', id, T0));
+    }
+    await store.commit(ops);
+    engine.start();
+    await until(() => http.started.length === 4, 'the slow origin busy');
+    await sleep(50);
+    read = 0;
+    // New jobs for another origin come in batches, each told of, as the fan-out does.
+    for (let b = 1; b <= 50; b++) {
+      clock.ms = T0 + b;
+      const batch = [];
+      for (let i = 0; i < 20; i++) {
+        const id = `fast-${b}-${i}`;
+        http.jobs.set(id, { id, destination: 'https://fast.test', dueMs: clock.ms, done: false });
+        batch.push(index.put('webhook', id, clock.ms));
+      }
+      await store.commit(batch);
+      engine.notify(clock.ms);
+      await until(() => http.finishedAt('https://fast.test').length === 20 * b, `batch ${b} run`);
+    }
+    // About the new entries once each (with the slow origin's thousand read past at each, 50,000).
+    expect(read).to.be.below(3000);
+    http.instant = () => true;
+    const drain = setInterval(() => http.finish(), 5);
+    try {
+      await until(() => http.finished.length === 2000, 'everything run', 10_000);
+    } finally {
+      clearInterval(drain);
+    }
+    expect(await entries('webhook')).to.deep.equal([]);
+  });
+
+  it('runs a job written behind where the engine reads from at once when told of it, and at the next read from the start when not', async () => {
+    const { engine, kind } = engineWith({ smtp: { concurrency: 4, perDestination: 2 }, fullReadMs: 1000 });
+    await addMany(kind, 'mx.a.test', 4);
+    engine.start();
+    await until(() => kind.started.length === 2, 'two started');
+    // Two run and two wait in memory: the next read begins past all four. Now entries land
+    // before them, due earlier (the clock of another writer), one told, one not.
+    kind.instant = () => true;
+    await kind.add('told', 'mx.b.test', T0 - 5000);
+    engine.notify(T0 - 5000);
+    await until(() => kind.finished.includes('told'), 'the job told of run', 700);
+    await kind.add('untold', 'mx.b.test', T0 - 5000);
+    // Reads happen as jobs are told of (here: due now, which reads on from past the four).
+    const poke = setInterval(() => engine.notify(T0), 50);
+    try {
+      await until(() => kind.finished.includes('untold'), 'the job not told of run', 2500);
+    } finally {
+      clearInterval(poke);
+    }
+    kind.finish();
+    await until(() => kind.finished.length === 6, 'all run');
+    expect(await entries('message')).to.deep.equal([]);
   });
 
   it('hands a kind with handOff up to handOff × concurrency of a destination, counting only its concurrency against the total', async () => {

@@ -2,7 +2,7 @@ import { expect } from 'chai';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { JobIndex } from '../../../src/store/job-index.ts';
+import { entryKey, JobIndex } from '../../../src/store/job-index.ts';
 import { JobsRepo } from '../../../src/store/jobs-repo.ts';
 import type { JobRecord } from '../../../src/store/records.ts';
 import { Store } from '../../../src/store/store.ts';
@@ -12,6 +12,9 @@ const job = (id: string, fields: Partial<JobRecord> = {}): JobRecord => ({
   v: 1, id, kind: 'webhook', accountId: 'acc', targetId: 'wh', eventId: `ev-${id}`, state: 'pending',
   attempts: 0, dueAt: AT, createdAt: AT, updatedAt: AT, lastAttempt: null, ...fields,
 });
+/** The due-time entry of a job due at AT. */
+const key = (id: string) => entryKey('webhook', id, Date.parse(AT));
+const keys = (ids: string[]) => ids.map(key);
 
 describe('JobsRepo: jobs just created are handed to their first read', () => {
   let dir: string;
@@ -38,15 +41,16 @@ describe('JobsRepo: jobs just created are handed to their first read', () => {
     await store.commit(jobs.flatMap((j) => repo.create(j)));
     repo.created(jobs);
     await store.commit(repo.create(job('c')));
-    expect((await repo.getMany(['c', 'a', 'b', 'x'])).map((j) => j?.id)).to.deep.equal(['c', 'a', 'b', undefined]);
-    expect(reads).to.deep.equal(['c', 'x']);
+    // c from its due-time entry; x has none, and no record under its id either.
+    expect((await repo.getMany(['c', 'a', 'b', 'x'], keys(['c', 'a', 'b', 'x']))).map((j) => j?.id)).to.deep.equal(['c', 'a', 'b', undefined]);
+    expect(reads).to.deep.equal([key('c'), key('x'), 'x']);
     // Read and left on the index (no room for it yet): still kept.
     reads.length = 0;
-    expect((await repo.getMany(['a'])).map((j) => j?.id)).to.deep.equal(['a']);
+    expect((await repo.getMany(['a'], keys(['a']))).map((j) => j?.id)).to.deep.equal(['a']);
     expect(reads).to.deep.equal([]);
     repo.taken(['a']);
-    expect((await repo.getMany(['a', 'b'])).map((j) => j?.id)).to.deep.equal(['a', 'b']);
-    expect(reads).to.deep.equal(['a']);
+    expect((await repo.getMany(['a', 'b'], keys(['a', 'b']))).map((j) => j?.id)).to.deep.equal(['a', 'b']);
+    expect(reads).to.deep.equal([key('a')]);
   });
 
   it('a job changed after its creation is read from the store, never the kept copy', async () => {
@@ -54,13 +58,80 @@ describe('JobsRepo: jobs just created are handed to their first read', () => {
     await store.commit(repo.create(created));
     repo.created([created]);
     await store.commit(repo.change(created, { ...created, state: 'held' }));
-    const [read] = await repo.getMany(['a']);
+    const [read] = await repo.getMany(['a'], keys(['a']));
     expect(read?.state).to.equal('held');
-    expect(reads).to.deep.equal(['a']);
+    expect(reads).to.deep.equal([key('a'), 'a']);
     const deleted = job('d');
     await store.commit(repo.create(deleted));
     repo.created([deleted]);
     await store.commit(repo.change(deleted, null));
-    expect(await repo.getMany(['d'])).to.deep.equal([undefined]);
+    expect(await repo.getMany(['d'], keys(['d']))).to.deep.equal([undefined]);
+  });
+});
+
+describe('JobsRepo: a new job is kept in its due-time entry', () => {
+  let dir: string;
+  let store: Store;
+  let repo: JobsRepo;
+  const all = async (family: 'jobs' | 'schedule') => (await store.families[family].iterator().all()) as Array<[string, unknown]>;
+  const listed = async () => {
+    const out: JobRecord[] = [];
+    for await (const j of repo.list('webhook')) out.push(j);
+    return out;
+  };
+
+  beforeEach(async () => {
+    dir = mkdtempSync(join(tmpdir(), 'postilion-jobs-'));
+    store = await Store.open(dir);
+    repo = new JobsRepo(store, new JobIndex(store));
+  });
+
+  afterEach(async () => {
+    await store.close();
+    rmSync(dir, { recursive: true, force: true });
+  });
+
+  it('is written once, as its entry, and ended by removing that entry alone', async () => {
+    const created = job('a');
+    const ops = repo.create(created);
+    expect(ops.map((op) => `${op.type} ${op.family}`)).to.deep.equal(['put schedule']);
+    await store.commit(ops);
+    expect(await all('jobs')).to.deep.equal([]);
+    const [read] = await repo.getMany(['a'], keys(['a']));
+    expect(read).to.deep.include({ id: 'a', state: 'pending', inEntry: true });
+    expect((await listed()).map((j) => j.id)).to.deep.equal(['a']);
+    const done = repo.change(read!, null);
+    expect(done.map((op) => `${op.type} ${op.family}`)).to.deep.equal(['del schedule']);
+    await store.commit(done);
+    expect(await all('schedule')).to.deep.equal([]);
+    expect(await listed()).to.deep.equal([]);
+  });
+
+  it('moves under its id when it changes: retried, its new entry points at it; then deleted from there', async () => {
+    await store.commit(repo.create(job('a')));
+    const [read] = await repo.getMany(['a'], keys(['a']));
+    const later = new Date(Date.parse(AT) + 60_000).toISOString();
+    await store.commit(repo.change(read!, { ...read!, attempts: 1, dueAt: later }));
+    const [id, stored] = ((await all('jobs')) as Array<[string, JobRecord]>)[0]!;
+    expect(id).to.equal('a');
+    expect(stored).to.include({ attempts: 1, dueAt: later }).and.not.have.property('inEntry');
+    expect(await all('schedule')).to.deep.equal([[entryKey('webhook', 'a', Date.parse(later)), 'a']]);
+    const [again] = await repo.getMany(['a'], [entryKey('webhook', 'a', Date.parse(later))]);
+    expect(again).to.deep.equal(stored);
+    expect(await listed()).to.deep.equal([stored]);
+    await store.commit(repo.change(again!, null));
+    expect(await all('jobs')).to.deep.equal([]);
+    expect(await all('schedule')).to.deep.equal([]);
+  });
+
+  it('reads a job stored by schema 3 (a record under its id, an entry pointing at it), and deletes both', async () => {
+    const old = job('o');
+    await store.commit([{ type: 'put', family: 'jobs', key: 'o', value: old }, { type: 'put', family: 'schedule', key: key('o'), value: 'o' }]);
+    const [read] = await repo.getMany(['o'], keys(['o']));
+    expect(read).to.deep.equal(old);
+    expect(await listed()).to.deep.equal([old]);
+    await store.commit(repo.change(read!, null));
+    expect(await all('jobs')).to.deep.equal([]);
+    expect(await all('schedule')).to.deep.equal([]);
   });
 });

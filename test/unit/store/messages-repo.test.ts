@@ -68,9 +68,18 @@ describe('MessagesRepo queries', () => {
     expect(repo.reads).to.equal(3);
   });
 
-  it('moves index entries when a record changes', async () => {
+  it('moves index entries when a record changes, writing only those that changed', async () => {
     const before = (await repo.query('acc', { recipient: 'r1@example.org' }, { limit: 1 })).items[0]!;
-    await store.commit(repo.put({ ...before, status: 'Delivered' }, before));
+    const ops = repo.put({ ...before, status: 'Delivered' }, before);
+    // The record, and its status entry moved: the other entries (account, sender, recipient,
+    // subject, Message-ID, domain, tag, expiry) stay as they are.
+    expect(ops.map((op) => `${op.type} ${op.family}`)).to.deep.equal(['put messages', 'del messageIndex', 'put messageIndex']);
+    await store.commit(ops);
+    // Found through each index it was already in.
+    for (const filter of [{}, { recipient: 'r1@example.org' }, { sender: 'app@example.com' }, { tags: ['t1'] }, { messageIdHeader: '<m1@example.com>' }]) {
+      const found = (await repo.query('acc', filter, { limit: 400 })).items.filter((m) => m.id === before.id);
+      expect(found.map((m) => m.status), JSON.stringify(filter)).to.deep.equal(['Delivered']);
+    }
     expect((await repo.query('acc', { statuses: ['Delivered'] }, { limit: 10 })).items.map((m) => m.id)).to.deep.equal([before.id]);
     expect((await repo.query('acc', { statuses: ['Received'], recipient: 'r1@example.org' }, { limit: 10 })).items).to.have.length(0);
   });

@@ -56,6 +56,34 @@ describe('ReadCache', () => {
     expect(await cache.get('messages', 'a', s.read('a'))).to.deep.equal({ n: 2 });
   });
 
+  it('reads several at once, only those not kept, in one read, and keeps them unless a write overtook the read', async () => {
+    const s = source({ a: { n: 1 }, b: { n: 2 }, c: { n: 3 } });
+    const cache = new ReadCache(new Map([['messages', 10]]));
+    const batches: string[][] = [];
+    const readMany = async (keys: string[]) => {
+      batches.push(keys);
+      return Promise.all(keys.map((key) => s.read(key)()));
+    };
+    const a = await cache.get('messages', 'a', s.read('a'));
+    const open = s.hold();
+    const racing = cache.getMany('messages', ['a', 'b', 'gone', 'c'], readMany);
+    // A write of c lands while the read is under way: what the read saw of c is not kept.
+    await cache.writing([{ family: 'messages', key: 'c' }], async () => {
+      s.records.c = { n: 30 };
+    });
+    open();
+    const got = await racing;
+    expect(got[0]).to.equal(a);
+    expect(got.slice(1)).to.deep.equal([{ n: 2 }, undefined, { n: 3 }]);
+    expect(batches).to.deep.equal([['b', 'gone', 'c']]);
+    expect(Object.isFrozen(got[1])).to.equal(true);
+    // b kept; c read again (the write overtook the read); the absent key read again.
+    expect(await cache.getMany('messages', ['b', 'c', 'gone'], readMany)).to.deep.equal([{ n: 2 }, { n: 30 }, undefined]);
+    expect(batches[1]).to.deep.equal(['c', 'gone']);
+    const inside = cache as unknown as { reads: Map<string, unknown> };
+    expect(inside.reads.size).to.equal(0);
+  });
+
   it('starts a family again, empty, past its limit, and keeps nothing per key once reads and writes are done', async () => {
     const s = source({ a: { n: 1 }, b: { n: 2 }, c: { n: 3 } });
     const cache = new ReadCache(new Map([['messages', 2], ['accounts', 10]]));
