@@ -161,10 +161,10 @@ class Pool {
  * destination's concurrency and rate, and not at all while the destination is suspended.
  *
  * No polling scan: the index is read when something may be due (start, a new job, the timer
- * armed for the earliest future entry, room freed), from where the last read stopped. A taken job keeps its entry on the index
- * until its outcome moves or removes it in the outcome's batch: that is the lease. After a crash
- * the entry is still due and the job runs again; only attempts in flight at the crash can be
- * made twice.
+ * armed for the earliest future entry, room freed), from where the last read stopped. A taken
+ * job keeps its entry on the index until its outcome moves or removes it in the outcome's batch:
+ * that is the lease. After a crash the entry is still due and the job runs again; only attempts
+ * in flight at the crash can be made twice.
  */
 export class JobEngine {
   private readonly kinds = new Map<JobKindName, JobKind>();
