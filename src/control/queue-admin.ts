@@ -146,12 +146,9 @@ export class QueueAdmin implements QueueOperations {
       }
       return origin;
     };
-    /** Jobs by id, or pending ones by their due-time entries (a new job is kept in its entry). */
-    const count = async (ids: string[], entries?: DueEntry[]): Promise<void> => {
-      for (const [i, job] of (await repo.getMany(ids, entries?.map((e) => e.key))).entries()) {
+    const count = async (jobs: ReadonlyArray<JobRecord | undefined>): Promise<void> => {
+      for (const job of jobs) {
         if (!job) continue;
-        // A stale entry (its job has moved on) is not counted: the job is, at its own.
-        if (entries && (job.state !== 'pending' || Date.parse(job.dueAt) !== entries[i]!.dueMs)) continue;
         const destination = await originOf(job);
         const key = `${job.kind} ${destination}`;
         let f = figures.get(key);
@@ -173,21 +170,21 @@ export class QueueAdmin implements QueueOperations {
       for await (const entry of index.entries(kind)) {
         chunk.push(entry);
         if (chunk.length === READ_CHUNK) {
-          await count(chunk.map((e) => e.id), chunk);
+          await count(await repo.pending(chunk));
           chunk = [];
         }
       }
-      await count(chunk.map((e) => e.id), chunk);
+      await count(await repo.pending(chunk));
     }
     let chunk: string[] = [];
     for await (const id of repo.parked()) {
       chunk.push(id);
       if (chunk.length === READ_CHUNK) {
-        await count(chunk);
+        await count(await repo.getMany(chunk));
         chunk = [];
       }
     }
-    await count(chunk);
+    await count(await repo.getMany(chunk));
     const total = (f: JobFigures) => f.pending + f.held + f.parked + f.failed;
     return [...figures.values()].sort((a, b) => total(b) - total(a) || a.destination.localeCompare(b.destination));
   }

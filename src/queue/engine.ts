@@ -23,8 +23,8 @@ export type DispatcherName = 'smtp' | 'http';
 export interface JobKind<J = unknown> {
   readonly name: JobKindName;
   readonly dispatcher: DispatcherName;
-  /** The job's record, or null when there is nothing to do (gone, or final): its entry is dropped. */
-  load(id: string): Promise<J | null>;
+  /** The job's record (`key`: its entry), or null when there is nothing to do (gone, or final): its entry is dropped. */
+  load(id: string, key: string): Promise<J | null>;
   /** Optional: several records at once (in the order asked, with their entries' keys), cheaper than a load each. */
   loadMany?(ids: readonly string[], keys: readonly string[]): Promise<Array<J | null>>;
   /**
@@ -675,7 +675,7 @@ export class JobEngine {
   private async load(kind: JobKind, visits: Visit[]): Promise<unknown[]> {
     const unread = visits.filter((v) => v.job === undefined).map((v) => v.entry);
     if (unread.length === 0) return visits.map((v) => v.job);
-    const read = kind.loadMany ? await kind.loadMany(unread.map((e) => e.id), unread.map((e) => e.key)) : await Promise.all(unread.map((e) => kind.load(e.id)));
+    const read = kind.loadMany ? await kind.loadMany(unread.map((e) => e.id), unread.map((e) => e.key)) : await Promise.all(unread.map((e) => kind.load(e.id, e.key)));
     let next = 0;
     return visits.map((v) => (v.job === undefined ? read[next++] : v.job));
   }

@@ -108,15 +108,15 @@ export class HttpJobs implements JobKind<PreparedJob> {
    * The job with its target and, for small bodies (webhooks), the request body: read while the
    * job waits in the ready queue, so a slot of the origin is held only for the request itself.
    */
-  async load(id: string): Promise<PreparedJob | null> {
-    return (await this.loadMany([id]))[0]!;
+  async load(id: string, key: string): Promise<PreparedJob | null> {
+    return (await this.loadMany([id], [key]))[0]!;
   }
 
   /**
    * Jobs taken together: their records in one read (their bodies are read by prepare), from
    * their due-time entries (`keys`) when they are kept there.
    */
-  async loadMany(ids: readonly string[], keys?: readonly string[]): Promise<Array<PreparedJob | null>> {
+  async loadMany(ids: readonly string[], keys: readonly string[]): Promise<Array<PreparedJob | null>> {
     const records = await this.d.jobs.getMany(ids, keys);
     return Promise.all(records.map(async (job): Promise<PreparedJob | null> => {
       if (!job || job.state !== 'pending') return null;

@@ -148,19 +148,25 @@ export class JobsRepo {
     }
   }
 
+  /**
+   * The pending jobs of these due-time entries, in one read. An entry whose job has moved on (a
+   * stale one) is not the job's: it is left out, the job counts at its own entry or listing.
+   */
+  async pending(entries: readonly DueEntry[]): Promise<JobRecord[]> {
+    const jobs = await this.getMany(entries.map((e) => e.id), entries.map((e) => e.key));
+    return jobs.filter((job, i): job is JobRecord => job?.state === 'pending' && Date.parse(job.dueAt) === entries[i]!.dueMs);
+  }
+
   /** Every stored job of a kind: the pending ones in due order, then the held, parked and failed ones (tests, benchmarks). */
   async *list(kind: JobRecord['kind']): AsyncGenerator<JobRecord> {
-    // An entry whose job has moved on (a stale one) is not the job's: it is listed at its own.
-    const pending = async (entries: DueEntry[]) =>
-      (await this.getMany(entries.map((e) => e.id), entries.map((e) => e.key))).filter((job, i): job is JobRecord => job?.state === 'pending' && Date.parse(job.dueAt) === entries[i]!.dueMs);
     let batch: DueEntry[] = [];
     for await (const entry of this.index.entries(kind)) {
       batch.push(entry);
       if (batch.length < 500) continue;
-      yield* await pending(batch);
+      yield* await this.pending(batch);
       batch = [];
     }
-    yield* await pending(batch);
+    yield* await this.pending(batch);
     for await (const id of this.parked()) {
       const job = await this.get(id);
       if (job?.kind === kind) yield job;

@@ -24,22 +24,14 @@ export class ReadCache {
   async get<T>(family: string, key: string, read: () => Promise<T | undefined>): Promise<T | undefined> {
     const kept = this.family(family);
     if (kept.has(key)) return kept.get(key) as T;
-    const id = cacheKey(family, key);
-    const token = { overtaken: false };
-    const reads = this.reads.get(id) ?? new Set();
-    reads.add(token);
-    this.reads.set(id, reads);
+    const reading = this.track(family, key);
     let value: T | undefined;
     try {
       value = await read();
     } finally {
-      reads.delete(token);
-      if (reads.size === 0) this.reads.delete(id);
+      this.untrack(reading);
     }
-    if (value !== undefined && !token.overtaken && !this.inFlight.has(id)) {
-      if (kept.size >= this.limits.get(family)!) kept.clear();
-      kept.set(key, deepFreeze(value));
-    }
+    this.keep(family, key, reading, value);
     return value;
   }
 
@@ -57,34 +49,42 @@ export class ReadCache {
       else missing.push(i);
     }
     if (missing.length === 0) return out;
-    const tokens = missing.map((i) => {
-      const id = cacheKey(family, keys[i]!);
-      const token = { overtaken: false };
-      const reads = this.reads.get(id) ?? new Set();
-      reads.add(token);
-      this.reads.set(id, reads);
-      return { id, token };
-    });
+    const readings = missing.map((i) => this.track(family, keys[i]!));
     let values: Array<T | undefined>;
     try {
       values = await readMany(missing.map((i) => keys[i]!));
     } finally {
-      for (const { id, token } of tokens) {
-        const reads = this.reads.get(id)!;
-        reads.delete(token);
-        if (reads.size === 0) this.reads.delete(id);
-      }
+      for (const reading of readings) this.untrack(reading);
     }
     for (const [n, i] of missing.entries()) {
-      const value = values[n];
-      out[i] = value;
-      const { id, token } = tokens[n]!;
-      if (value !== undefined && !token.overtaken && !this.inFlight.has(id)) {
-        if (kept.size >= this.limits.get(family)!) kept.clear();
-        kept.set(keys[i]!, deepFreeze(value));
-      }
+      out[i] = values[n];
+      this.keep(family, keys[i]!, readings[n]!, values[n]);
     }
     return out;
+  }
+
+  /** A read of the key begins: a write of it landing meanwhile marks it overtaken. */
+  private track(family: string, key: string): Reading {
+    const id = cacheKey(family, key);
+    const token = { overtaken: false };
+    const reads = this.reads.get(id) ?? new Set();
+    reads.add(token);
+    this.reads.set(id, reads);
+    return { id, token };
+  }
+
+  private untrack({ id, token }: Reading): void {
+    const reads = this.reads.get(id)!;
+    reads.delete(token);
+    if (reads.size === 0) this.reads.delete(id);
+  }
+
+  /** Keeps what a read found, unless it is absent or a write of its key overtook it or is under way. */
+  private keep(family: string, key: string, { id, token }: Reading, value: unknown): void {
+    if (value === undefined || token.overtaken || this.inFlight.has(id)) return;
+    const kept = this.family(family);
+    if (kept.size >= this.limits.get(family)!) kept.clear();
+    kept.set(key, deepFreeze(value));
   }
 
   /** Runs a write of these keys (those of uncached families are ignored). */
@@ -121,6 +121,12 @@ export class ReadCache {
 }
 
 const cacheKey = (family: string, key: string) => `${family}\u0000${key}`;
+
+/** A read in progress of one key. */
+interface Reading {
+  id: string;
+  token: { overtaken: boolean };
+}
 
 function deepFreeze<T>(value: T): T {
   if (value !== null && typeof value === 'object' && !Object.isFrozen(value)) {

@@ -26,7 +26,7 @@ describe('message job kind', () => {
     const loaded = await kind.loadMany!(['q', 's', 'gone', 'd'], ['message:1:q', 'message:1:s', 'message:1:gone', 'message:1:d']);
     expect(batches).to.deep.equal([['q', 's', 'gone', 'd']]);
     expect(loaded.map((m) => m?.id ?? null)).to.deep.equal(['q', null, null, 'd']);
-    expect(await kind.load('s')).to.equal(null);
-    expect((await kind.load('q'))?.id).to.equal('q');
+    expect(await kind.load('s', 'message:1:s')).to.equal(null);
+    expect((await kind.load('q', 'message:1:q'))?.id).to.equal('q');
   });
 });
