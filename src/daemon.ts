@@ -540,6 +540,7 @@ export class Daemon {
     if (probes > 0) log.info({ destinations: probes }, 'webhook origins that were down are probed again');
     this.fanout = new WebhookFanout(core.store, core.meta, core.webhooks, core.jobs, core.clock, log, (dueMs) => engine.notify(dueMs), recentEvents);
     await this.fanout.start();
+    await core.jobIndex.fence();
     engine.start();
     log.info({ delivery: d.enabled, concurrency: d.concurrency, webhook_concurrency: config.webhooks.concurrency }, 'job engine started');
     return engine;

@@ -4,8 +4,9 @@ import type { Clock } from '../util/time.ts';
 
 /** Records read from the store at once while filling the ready queues. */
 const READ_AHEAD = 32;
-/** Index entries read at once while filling the ready queues. */
+/** Index entries read at once while filling the ready queues: at most, and at least. */
 const PAGE = 512;
+const MIN_PAGE = 16;
 /**
  * Each kind's index is read again from its start at least this often (ms) while the engine reads
  * it, whatever its floor says: an entry that landed without the engine being told (every writer
@@ -292,6 +293,8 @@ export class JobEngine {
         } while (this.pumpAgain && !this.stopped);
       } catch (err) {
         this.log.error({ err }, 'job engine could not read the due-time index; retrying in 5 s');
+        // A read cut short may have let go of entries it was revisiting: the retry reads everything.
+        this.reread();
         this.arm(this.clock.now() + 5000);
       } finally {
         this.pumping = null;
@@ -555,7 +558,10 @@ export class JobEngine {
     }
     let floor = from;
     while (!state.stop && state.fresh < room && !this.stopped) {
-      const page = await this.index.due(kind.name, now, PAGE, floor);
+      // No more than there is room for (and some over, for entries known here): with a backlog
+      // behind a full ready queue, each read takes the few freed slots' worth, not a full page.
+      const limit = Math.min(PAGE, Math.max(MIN_PAGE, 2 * (room - state.fresh)));
+      const page = await this.index.due(kind.name, now, limit, floor);
       if (page.length === 0) break;
       const [left] = await this.takeEntries(kind, pool, now, room, done, page.map((entry) => ({ entry })), state);
       if (left) {
@@ -563,7 +569,7 @@ export class JobEngine {
         break;
       }
       floor = after(page[page.length - 1]!.key);
-      if (page.length < PAGE) break;
+      if (page.length < limit) break;
     }
     pool.backlog = state.fresh >= room;
     return floor;
@@ -845,10 +851,13 @@ export class JobEngine {
     this.wakeAt = atMs;
     // Timers are capped so a changed clock is noticed within a minute.
     const delay = Math.min(Math.max(atMs - this.clock.now(), 0), 60_000);
+    // Entries due in the future sort after every floor (a read stops at what is due now), so
+    // the wake reads on from the floors, not from the start: under load, entries written a
+    // millisecond after a read began arm this timer again and again.
     this.timer = setTimeout(() => {
       this.timer = null;
       this.wakeAt = null;
-      void this.wake();
+      void this.pumpSoon();
     }, delay);
     this.timer.unref();
   }

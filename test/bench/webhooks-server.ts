@@ -10,6 +10,7 @@
 import { startMessageBed } from '../helpers/messages.ts';
 import { createInterface } from 'node:readline';
 import { getHeapSpaceStatistics } from 'node:v8';
+import { fenceKey } from '../../src/store/job-index.ts';
 
 const sinkPort = process.env.BENCH_SINK_PORT ? Number(process.env.BENCH_SINK_PORT) : null;
 const RAISED_RATE = { per_second: 1_000_000, burst: 1_000_000 };
@@ -30,7 +31,7 @@ const clockAtStart = bed.clock.ms;
 bed.clock.now = () => clockAtStart + (Date.now() - startedAt);
 
 const { daemon } = bed.server;
-async function countKeys(family: { keys(range?: { gte?: string; lt?: string }): AsyncIterable<unknown> }, range: { gte?: string; lt?: string } = {}): Promise<number> {
+async function countKeys(family: { keys(range?: { gt?: string; gte?: string; lt?: string }): AsyncIterable<unknown> }, range: { gt?: string; gte?: string; lt?: string } = {}): Promise<number> {
   let n = 0;
   for await (const _ of family.keys(range)) n += 1;
   return n;
@@ -44,7 +45,7 @@ const stats = async (count: boolean) => {
     paused: http.filter((d) => d.pausedUntil !== null).length,
     // Counted key by key: a million keys read into one array would weigh on the very RSS measured.
     // Stored jobs: those pending (each with its one due-time entry), held, parked and failed.
-    ...(count ? { jobs: (await countKeys(daemon.core.store.families.schedule, { gte: 'route:', lt: 'webhook;' })) + (await countKeys(daemon.core.store.families.jobsHeld)) + (await countKeys(daemon.core.store.families.jobsParked)) + (await countKeys(daemon.core.store.families.jobsFailed)), parked: await countKeys(daemon.core.store.families.jobsParked) } : {}),
+    ...(count ? { jobs: (await countKeys(daemon.core.store.families.schedule, { gt: 'route:', lt: fenceKey('route') })) + (await countKeys(daemon.core.store.families.schedule, { gt: 'webhook:', lt: fenceKey('webhook') })) + (await countKeys(daemon.core.store.families.jobsHeld)) + (await countKeys(daemon.core.store.families.jobsParked)) + (await countKeys(daemon.core.store.families.jobsFailed)), parked: await countKeys(daemon.core.store.families.jobsParked) } : {}),
   };
 };
 

@@ -483,6 +483,49 @@ describe('job engine', function () {
     expect(await entries('webhook')).to.deep.equal([]);
   });
 
+  // Under load, jobs written a moment after a read began are due just after its "now", and arm
+  // the wake-up timer again and again (186 times in a 13 s run of bench:webhooks part 2): a
+  // wake-up that read every kind from its start read the jobs in memory each time.
+  it('reads on from where it stopped when its timer wakes it for jobs that came due, not past the jobs in memory', async () => {
+    const { engine, http } = engineWith({ http: { concurrency: 8, perDestination: 4, readyLimit: 1000, perDestinationReady: 250 }, fullReadMs: 60_000 });
+    http.instant = (destination) => destination === 'https://fast.test';
+    let read = 0;
+    const due = index.due.bind(index);
+    index.due = async (...args: Parameters<JobIndex['due']>) => {
+      const entries = await due(...args);
+      read += entries.length;
+      return entries;
+    };
+    const ops = [];
+    for (let i = 0; i < 1000; i++) {
+      const id = `slow-${String(i).padStart(4, '0')}`;
+      http.jobs.set(id, { id, destination: 'https://slow.test', dueMs: T0, done: false });
+      ops.push(index.put('webhook', id, T0));
+    }
+    await store.commit(ops);
+    engine.start();
+    await until(() => http.started.length === 4, 'the slow origin busy');
+    await sleep(50);
+    read = 0;
+    // Each batch is due 20 ms on, and only the engine's timer reads it (the clock has moved on
+    // by the time it fires).
+    for (let b = 1; b <= 10; b++) {
+      const at = clock.ms + 20;
+      const batch = [];
+      for (let i = 0; i < 20; i++) {
+        const id = `fast-${b}-${i}`;
+        http.jobs.set(id, { id, destination: 'https://fast.test', dueMs: at, done: false });
+        batch.push(index.put('webhook', id, at));
+      }
+      await store.commit(batch);
+      engine.notify(at);
+      clock.ms = at;
+      await until(() => http.finishedAt('https://fast.test').length === 20 * b, `batch ${b} run by the timer`);
+    }
+    // The new entries about once each (read from the start at each wake-up: 10,000 and more).
+    expect(read).to.be.below(600);
+  });
+
   it('runs a job written behind where the engine reads from at once when told of it, and at the next read from the start when not', async () => {
     const { engine, kind } = engineWith({ smtp: { concurrency: 4, perDestination: 2 }, fullReadMs: 1000 });
     await addMany(kind, 'mx.a.test', 4);
