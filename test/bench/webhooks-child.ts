@@ -83,6 +83,13 @@ export class Daemon {
     return { status: res.status, body: text ? JSON.parse(text) : null };
   }
 
+  /** CPU time the daemon has used so far, every thread, in seconds (/proc/<pid>/stat). */
+  cpuSeconds(): number {
+    const fields = readFileSync(`/proc/${this.info.pid}/stat`, 'utf8').split(') ')[1]!.split(' ');
+    // utime and stime, fields 14 and 15 of stat(5), in clock ticks (100 a second on Linux).
+    return (Number(fields[11]) + Number(fields[12])) / 100;
+  }
+
   /** Peak resident memory so far (VmHWM), in MB. */
   peakRssMb(): number {
     return peakRss(this.info.pid);

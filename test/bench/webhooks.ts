@@ -85,7 +85,17 @@ async function floor(port: number, total: number, bodyBytes: number, concurrency
 
 const BODY_BYTES = 420;
 
-async function fanOutRun(defer: Defer, receiver: Awaited<ReturnType<typeof startReceiver>>): Promise<{ rate: number; deliveryOnly: number; floor: number; peakMb: number }> {
+interface FanOut {
+  rate: number;
+  deliveryOnly: number;
+  floor: number;
+  peakMb: number;
+  /** The daemon's CPU time (every thread) per delivery, in µs: end to end, and delivery alone. */
+  cpuUs: number;
+  cpuAloneUs: number;
+}
+
+async function fanOutRun(defer: Defer, receiver: Awaited<ReturnType<typeof startReceiver>>): Promise<FanOut> {
   const d = new Daemon({});
   defer(() => d.stop());
   await d.ready();
@@ -96,10 +106,12 @@ async function fanOutRun(defer: Defer, receiver: Awaited<ReturnType<typeof start
   receiver.reset();
   const posts = EVENTS * 2;
   const started = performance.now();
+  const cpuStart = d.cpuSeconds();
   await sendAll(d, EVENTS / 2, true, 'f');
   const progress = setInterval(() => void d.stats().then((s) => process.stderr.write(`  … ${receiver.count()} of ${posts} received; engine ${JSON.stringify(s)}\n`)).catch(() => undefined), 5000);
   await until(`${posts} webhook requests`, () => receiver.count() >= posts, 600_000, 20).finally(() => clearInterval(progress));
   const rate = posts / ((performance.now() - started) / 1000);
+  const cpuUs = ((d.cpuSeconds() - cpuStart) / posts) * 1e6;
 
   // Delivery alone: the same again with the origin suspended until every job is stored, then resumed.
   const origin = `http://127.0.0.1:${receiver.port}`;
@@ -108,17 +120,20 @@ async function fanOutRun(defer: Defer, receiver: Awaited<ReturnType<typeof start
   await sendAll(d, EVENTS / 2, true, 'g');
   await until(`${posts} stored deliveries`, async () => ((await d.stats(true)).jobs ?? 0) >= posts, 600_000, 500);
   const resumed = performance.now();
+  const cpuResumed = d.cpuSeconds();
   await d.command(`resume ${origin}`);
   await until(`${posts} webhook requests`, () => receiver.count() >= posts, 600_000, 20);
   const deliveryOnly = posts / ((performance.now() - resumed) / 1000);
+  const cpuAloneUs = ((d.cpuSeconds() - cpuResumed) / posts) * 1e6;
   const peakMb = d.peakRssMb();
   await d.stop();
   receiver.reset();
   const bare = await floor(receiver.port, posts, BODY_BYTES, PER_ORIGIN);
-  return { rate, deliveryOnly, floor: bare, peakMb };
+  return { rate, deliveryOnly, floor: bare, peakMb, cpuUs, cpuAloneUs };
 }
 
-async function mailRun(defer: Defer, sink: Sink, receiver: Awaited<ReturnType<typeof startReceiver>>, webhook: boolean): Promise<number> {
+/** Messages a second, and the daemon's CPU time (every thread) a message in µs. */
+async function mailRun(defer: Defer, sink: Sink, receiver: Awaited<ReturnType<typeof startReceiver>>, webhook: boolean): Promise<{ rate: number; cpuUs: number }> {
   const d = new Daemon({ BENCH_SINK_PORT: String(sink.port) });
   defer(() => d.stop());
   await d.ready();
@@ -126,6 +141,7 @@ async function mailRun(defer: Defer, sink: Sink, receiver: Awaited<ReturnType<ty
   receiver.reset();
   const sunkBefore = sink.count();
   const started = performance.now();
+  const cpuStart = d.cpuSeconds();
   await sendAll(d, MESSAGES, false, webhook ? 'w' : 'n');
   await until('the sink to have every message', () => sink.count() - sunkBefore >= MESSAGES, 600_000, 10);
   if (webhook) {
@@ -133,8 +149,9 @@ async function mailRun(defer: Defer, sink: Sink, receiver: Awaited<ReturnType<ty
     await until('the receiver to have every event', () => receiver.count() >= MESSAGES * 2, 600_000, 10).finally(() => clearInterval(progress));
   }
   const rate = MESSAGES / ((performance.now() - started) / 1000);
+  const cpuUs = ((d.cpuSeconds() - cpuStart) / MESSAGES) * 1e6;
   await d.stop();
-  return rate;
+  return { rate, cpuUs };
 }
 
 async function downRun(defer: Defer): Promise<{ jobs: number; parked: number; fillSeconds: number; peakMb: number; anonMb: number; fileMb: number; atPeak: Awaited<ReturnType<Daemon['memory']>> | null; restartMs: number; restartRssMb: number }> {
@@ -216,11 +233,11 @@ async function main(defer: Defer): Promise<void> {
   receiver.server.closeIdleConnections?.();
 
   if (PARTS.has('1')) {
-    const runs: Array<{ rate: number; deliveryOnly: number; floor: number; peakMb: number }> = [];
+    const runs: FanOut[] = [];
     for (let i = 0; i < RUNS; i++) {
       const r = await fanOutRun(defer, receiver);
       runs.push(r);
-      console.log(`fan-out run ${i + 1}: postilion ${f0(r.rate)} deliveries/s end to end, ${f0(r.deliveryOnly)} delivery alone; floor ${f0(r.floor)} POSTs/s; ratios ${f2(r.rate / r.floor)} / ${f2(r.deliveryOnly / r.floor)}; daemon peak RSS ${f0(r.peakMb)} MB`);
+      console.log(`fan-out run ${i + 1}: postilion ${f0(r.rate)} deliveries/s end to end, ${f0(r.deliveryOnly)} delivery alone; floor ${f0(r.floor)} POSTs/s; ratios ${f2(r.rate / r.floor)} / ${f2(r.deliveryOnly / r.floor)}; daemon CPU ${f0(r.cpuUs)} / ${f0(r.cpuAloneUs)} µs a delivery; daemon peak RSS ${f0(r.peakMb)} MB`);
     }
     const rate = median(runs.map((r) => r.rate));
     const alone = median(runs.map((r) => r.deliveryOnly));
@@ -229,6 +246,7 @@ async function main(defer: Defer): Promise<void> {
     console.log(`  postilion, end to end (API sends of sandbox mail → events → jobs → POSTs)  ${f0(rate)} deliveries/s   per run: ${runs.map((r) => f0(r.rate)).join(' ')}`);
     console.log(`  postilion, delivery alone (jobs stored, origin resumed → POSTs)           ${f0(alone)} deliveries/s   per run: ${runs.map((r) => f0(r.deliveryOnly)).join(' ')}`);
     console.log(`  floor (bare keep-alive client, ${PER_ORIGIN} sockets, no store)                        ${f0(bare)} POSTs/s        per run: ${runs.map((r) => f0(r.floor)).join(' ')}`);
+    console.log(`  daemon CPU (every thread) a delivery: ${f0(median(runs.map((r) => r.cpuUs)))} µs end to end, ${f0(median(runs.map((r) => r.cpuAloneUs)))} µs delivery alone`);
     console.log(`  ratio end to end ${f2(rate / bare)}, delivery alone ${f2(alone / bare)}   target ≥ 0.5 (end to end): ${rate / bare >= 0.5 ? 'MET' : 'NOT MET'}\n`);
   }
 
@@ -238,16 +256,21 @@ async function main(defer: Defer): Promise<void> {
     defer(() => sink.close());
     const without: number[] = [];
     const withHooks: number[] = [];
+    const cpu: Array<[number, number]> = [];
     for (let i = 0; i < RUNS; i++) {
-      without.push(await mailRun(defer, sink, receiver, false));
-      withHooks.push(await mailRun(defer, sink, receiver, true));
-      console.log(`mail run ${i + 1}: without webhooks ${f0(without.at(-1)!)} msgs/s, with ${f0(withHooks.at(-1)!)} msgs/s (ratio ${f2(withHooks.at(-1)! / without.at(-1)!)})`);
+      const a = await mailRun(defer, sink, receiver, false);
+      const b = await mailRun(defer, sink, receiver, true);
+      without.push(a.rate);
+      withHooks.push(b.rate);
+      cpu.push([a.cpuUs, b.cpuUs]);
+      console.log(`mail run ${i + 1}: without webhooks ${f0(without.at(-1)!)} msgs/s, with ${f0(withHooks.at(-1)!)} msgs/s (ratio ${f2(withHooks.at(-1)! / without.at(-1)!)}); daemon CPU ${f0(a.cpuUs)} / ${f0(b.cpuUs)} µs a message`);
     }
     const a = median(without);
     const b = median(withHooks);
     console.log(`\n== mail with webhooks: ${MESSAGES} messages to ${sink.name}, until the sink has all and the receiver every event (2 a message), median of ${RUNS}`);
     console.log(`  without webhooks ${f0(a)} msgs/s   per run: ${without.map(f0).join(' ')}`);
     console.log(`  with a webhook   ${f0(b)} msgs/s   per run: ${withHooks.map(f0).join(' ')}`);
+    console.log(`  daemon CPU (every thread) a message: without ${f0(median(cpu.map((c) => c[0])))} µs, with ${f0(median(cpu.map((c) => c[1])))} µs`);
     console.log(`  ratio ${f2(b / a)}   target ≥ 0.6: ${b / a >= 0.6 ? 'MET' : 'NOT MET'}\n`);
   }
 
