@@ -225,6 +225,32 @@ describe('job engine', function () {
     return ids;
   }
 
+  /**
+   * Starts `engine` on a slow origin's backlog of 1,000 webhook jobs: 250 in its ready queue (4
+   * of them running), the rest left capped. Counts the index entries read from then on.
+   */
+  async function slowBacklog(engine: JobEngine, http: FakeKind): Promise<{ read: number }> {
+    const counted = { read: 0 };
+    const due = index.due.bind(index);
+    index.due = async (...args: Parameters<JobIndex['due']>) => {
+      const entries = await due(...args);
+      counted.read += entries.length;
+      return entries;
+    };
+    const ops = [];
+    for (let i = 0; i < 1000; i++) {
+      const id = `slow-${String(i).padStart(4, '0')}`;
+      http.jobs.set(id, { id, destination: 'https://slow.test', dueMs: T0, done: false });
+      ops.push(index.put('webhook', id, T0));
+    }
+    await store.commit(ops);
+    engine.start();
+    await until(() => http.started.length === 4, 'the slow origin busy');
+    await sleep(50);
+    counted.read = 0;
+    return counted;
+  }
+
   async function entries(kind: JobKindName): Promise<string[]> {
     const out: string[] = [];
     for await (const e of index.entries(kind)) out.push(e.id);
@@ -439,25 +465,7 @@ describe('job engine', function () {
   it('reads past the jobs in memory once, not again at every new job it is told of', async () => {
     const { engine, http } = engineWith({ http: { concurrency: 8, perDestination: 4, readyLimit: 1000, perDestinationReady: 250 } });
     http.instant = (destination) => destination === 'https://fast.test';
-    let read = 0;
-    const due = index.due.bind(index);
-    index.due = async (...args: Parameters<JobIndex['due']>) => {
-      const entries = await due(...args);
-      read += entries.length;
-      return entries;
-    };
-    // A slow origin's backlog: 250 in its ready queue (4 of them running), the rest left capped.
-    const ops = [];
-    for (let i = 0; i < 1000; i++) {
-      const id = `slow-${String(i).padStart(4, '0')}`;
-      http.jobs.set(id, { id, destination: 'https://slow.test', dueMs: T0, done: false });
-      ops.push(index.put('webhook', id, T0));
-    }
-    await store.commit(ops);
-    engine.start();
-    await until(() => http.started.length === 4, 'the slow origin busy');
-    await sleep(50);
-    read = 0;
+    const counted = await slowBacklog(engine, http);
     // New jobs for another origin come in batches, each told of, as the fan-out does.
     for (let b = 1; b <= 50; b++) {
       clock.ms = T0 + b;
@@ -472,7 +480,7 @@ describe('job engine', function () {
       await until(() => http.finishedAt('https://fast.test').length === 20 * b, `batch ${b} run`);
     }
     // About the new entries once each (with the slow origin's thousand read past at each, 50,000).
-    expect(read).to.be.below(3000);
+    expect(counted.read).to.be.below(3000);
     http.instant = () => true;
     const drain = setInterval(() => http.finish(), 5);
     try {
@@ -489,24 +497,7 @@ describe('job engine', function () {
   it('reads on from where it stopped when its timer wakes it for jobs that came due, not past the jobs in memory', async () => {
     const { engine, http } = engineWith({ http: { concurrency: 8, perDestination: 4, readyLimit: 1000, perDestinationReady: 250 }, fullReadMs: 60_000 });
     http.instant = (destination) => destination === 'https://fast.test';
-    let read = 0;
-    const due = index.due.bind(index);
-    index.due = async (...args: Parameters<JobIndex['due']>) => {
-      const entries = await due(...args);
-      read += entries.length;
-      return entries;
-    };
-    const ops = [];
-    for (let i = 0; i < 1000; i++) {
-      const id = `slow-${String(i).padStart(4, '0')}`;
-      http.jobs.set(id, { id, destination: 'https://slow.test', dueMs: T0, done: false });
-      ops.push(index.put('webhook', id, T0));
-    }
-    await store.commit(ops);
-    engine.start();
-    await until(() => http.started.length === 4, 'the slow origin busy');
-    await sleep(50);
-    read = 0;
+    const counted = await slowBacklog(engine, http);
     // Each batch is due 20 ms on, and only the engine's timer reads it (the clock has moved on
     // by the time it fires).
     for (let b = 1; b <= 10; b++) {
@@ -523,7 +514,7 @@ describe('job engine', function () {
       await until(() => http.finishedAt('https://fast.test').length === 20 * b, `batch ${b} run by the timer`);
     }
     // The new entries about once each (read from the start at each wake-up: 10,000 and more).
-    expect(read).to.be.below(600);
+    expect(counted.read).to.be.below(600);
   });
 
   it('runs a job written behind where the engine reads from at once when told of it, and at the next read from the start when not', async () => {
