@@ -191,7 +191,6 @@ export class JobEngine {
   /** Destinations found down, with when to try them again (the kind that found it decides). */
   private readonly paused = new Map<string, number>();
   private readonly buckets = new Map<string, Bucket>();
-  private readonly runningIds = new Set<string>();
   /**
    * Per kind, where the next read of the index begins (absent: at the kind's start). Every
    * entry before it is known here (taken, skipped, left capped) or gone, so a fill does not read
@@ -803,7 +802,6 @@ export class JobEngine {
     const handed = pool.runningPer.get(destination) ?? 0;
     if (handed < concurrency) pool.running += 1;
     this.unfinished += 1;
-    this.runningIds.add(item.ref);
     pool.runningPer.set(destination, handed + 1);
     // The slot is freed when the attempt no longer uses a connection, not when its outcome is on
     // disk: a connection need not wait for an fsync. The job stays taken until then (its lease).
@@ -833,7 +831,6 @@ export class JobEngine {
       .finally(() => {
         release();
         this.unfinished -= 1;
-        this.runningIds.delete(item.ref);
         this.let(pool, item.ref);
         // Its entry is still on the index (withdrawn: not attempted; failed: perhaps no outcome written): read again.
         if (again || failed) this.revisit({ entry: item.entry });
