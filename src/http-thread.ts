@@ -16,13 +16,16 @@ const allowNetworks = start.allowNetworks.map(parseCidr);
 const client = new HttpClient({ resolver: createResolver(start.dns), allowNetworks: () => allowNetworks, maxSocketsPerOrigin: start.maxSocketsPerOrigin, originSockets: start.originSockets });
 
 /**
- * Outcomes are handed back together, a millisecond after the first of them (or at once past
- * OUTCOMES_AT_ONCE): once per turn of the loop, a message carried about three, and each message
- * costs both threads more than the outcomes in it (about 10 % of the daemon's CPU in the fan-out
- * benchmark). The origins' connections do not wait meanwhile: the daemon hands each origin
- * several times its connections' worth of posts ahead (WEBHOOK_HAND_OFF).
+ * Outcomes are handed back together, HAND_BACK_MS after the first of them (or at once past
+ * OUTCOMES_AT_ONCE). Each message costs both threads more than the outcomes in it, and each one
+ * the daemon takes becomes a synced batch of their outcomes: once per turn of the loop a message
+ * carried about three; a millisecond after the first, about six, a thousand synced batches a
+ * second at full speed; four milliseconds, about twenty, and the daemon spent some 25 % less
+ * CPU a delivery in the fan-out benchmark (test/bench/webhooks part 1, delivery alone). The
+ * origins' connections do not wait meanwhile: the daemon hands each origin several times its
+ * connections' worth of posts ahead (WEBHOOK_HAND_OFF), more than it sends in that time.
  */
-const HAND_BACK_MS = 1;
+const HAND_BACK_MS = 4;
 const OUTCOMES_AT_ONCE = 256;
 let answered: Array<{ seq: number; outcome: HttpOutcome }> = [];
 let timer: NodeJS.Timeout | null = null;
