@@ -19,9 +19,9 @@ const client = new HttpClient({ resolver: createResolver(start.dns), allowNetwor
  * Outcomes are handed back together, HAND_BACK_MS after the first of them (or at once past
  * OUTCOMES_AT_ONCE). Each message costs both threads more than the outcomes in it, and each one
  * the daemon takes becomes a synced batch of their outcomes: once per turn of the loop a message
- * carried about three; a millisecond after the first, about six, a thousand synced batches a
- * second at full speed; four milliseconds, about twenty, and the daemon spent some 25 % less
- * CPU a delivery in the fan-out benchmark (test/bench/webhooks part 1, delivery alone). The
+ * carried about three; a millisecond after the first, about six, some thousand synced batches
+ * a second at full speed; four milliseconds, about twenty, and the daemon spent about a fifth
+ * less CPU a delivery in the fan-out benchmark (test/bench/webhooks part 1, delivery alone). The
  * origins' connections do not wait meanwhile: the daemon hands each origin several times its
  * connections' worth of posts ahead (WEBHOOK_HAND_OFF), more than it sends in that time.
  */
