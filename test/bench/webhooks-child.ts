@@ -9,6 +9,7 @@ import type { AddressInfo } from 'node:net';
 import { dirname, join, resolve } from 'node:path';
 import { createInterface } from 'node:readline';
 import { fileURLToPath } from 'node:url';
+import { cpuSeconds } from './deliver-cpu.ts';
 
 const HERE = dirname(fileURLToPath(import.meta.url));
 const ROOT = resolve(HERE, '../..');
@@ -83,11 +84,9 @@ export class Daemon {
     return { status: res.status, body: text ? JSON.parse(text) : null };
   }
 
-  /** CPU time the daemon has used so far, every thread, in seconds (/proc/<pid>/stat). */
+  /** CPU time the daemon has used so far, every thread, in seconds (NaN where there is no /proc). */
   cpuSeconds(): number {
-    const fields = readFileSync(`/proc/${this.info.pid}/stat`, 'utf8').split(') ')[1]!.split(' ');
-    // utime and stime, fields 14 and 15 of stat(5), in clock ticks (100 a second on Linux).
-    return (Number(fields[11]) + Number(fields[12])) / 100;
+    return cpuSeconds(this.info.pid) ?? Number.NaN;
   }
 
   /** Peak resident memory so far (VmHWM), in MB. */
