@@ -14,9 +14,10 @@ const ROOT = resolve(dirname(fileURLToPath(import.meta.url)), '../..');
 const README = readFileSync(join(ROOT, 'README.md'), 'utf8');
 
 /**
- * Commands the README lists that other work of the same round adds (issue 31, items 6 and 7):
- * while the CLI does not have them yet, they are not required to exist, nor their options to be
- * listed. Once they exist they are checked like every other command; then drop them from here.
+ * Top-level commands the README lists that other work of the same round adds (issue 31, items 6
+ * and 7): they need not exist in the CLI yet, and their rows need not name each option. Every
+ * command the CLI has must still have a row. Drop them from here once that work is merged and
+ * their rows name their options.
  */
 const PENDING = ['backup', 'restore', 'messages', 'smtp-credentials', 'webhooks', 'routes', 'suppressions'];
 
