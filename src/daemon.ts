@@ -303,7 +303,7 @@ export class Daemon {
     private readonly refusalLimiter: RefusalLimiter,
   ) {
     this.settings = apiSettings(config);
-    this.metrics = instrument(config, core_, log);
+    this.metrics = instrument(config, core_, log, async () => this.trackingListener?.sync());
   }
 
   static async start(options: DaemonOptions): Promise<Daemon> {
@@ -416,7 +416,7 @@ export class Daemon {
           tokenKey: core.trackingKey,
           trustedProxies: config.api.trusted_proxies,
         },
-        { domains: core.domainsRepo, messages: core.messagesRepo, hits: this.trackingHits, log },
+        { domains: core.domainsRepo, messages: core.messagesRepo, hits: this.trackingHits, log, observer: this.metrics.tracking },
       );
       log.info({ url: this.trackingListener.url }, 'tracking listening');
     }
@@ -498,6 +498,7 @@ export class Daemon {
       pause: (destination: string, untilMs: number) => engine.pause(destination, untilMs),
       unpause: (destination: string) => engine.unpause(destination),
       down: new Map<string, { probes: number; until: number }>(),
+      observe: (kind: 'webhook' | 'route', outcome: string) => this.metrics.httpDeliveries.inc({ kind, outcome }),
     };
     const recentEvents = new RecentEvents();
     const deliveries = new HttpJobs({
@@ -706,6 +707,7 @@ export class Daemon {
         repo: core.inboundRepo,
         newSpool: () => new DataSpool(core.store, core.messagesRepo),
         log,
+        observer: this.metrics.inbound,
       },
     );
   }
@@ -837,16 +839,20 @@ export class Daemon {
 
 /**
  * The daemon's metrics and what feeds them from the core: store commits, landed delivery events,
- * DKIM signatures and the queue (read through the operator's queue view). The API and the SMTP
- * listeners feed theirs where they are built.
+ * DKIM signatures, the queue and the HTTP jobs' backlog (read through the operator's queue view).
+ * The API, the SMTP listeners, the HTTP job kinds and the tracking listener feed theirs where they
+ * are built; `collect` brings in the tracking thread's counts before each scrape.
  */
-function instrument(config: Config, core: Core, log: Logger): Metrics {
-  const queue = new QueueAdmin({ messages: core.messages, repo: core.messagesRepo, events: core.events, clock: core.clock, daemon: null });
+function instrument(config: Config, core: Core, log: Logger, collect: () => Promise<void>): Metrics {
+  const queue = new QueueAdmin({ messages: core.messages, repo: core.messagesRepo, events: core.events, clock: core.clock, jobs: jobStore(core), daemon: null });
   const metrics = new Metrics({
-    read: async () => (await queue.status()).destinations,
+    read: async () => {
+      const status = await queue.status();
+      return { destinations: status.destinations, jobs: status.jobs };
+    },
     refreshMs: config.metrics.queue_refresh_seconds * 1000,
     now: () => core.clock.now(),
-  });
+  }, collect);
   core.store.observeCommits((seconds, operations, writers) => {
     metrics.storeCommitDuration.observe(seconds);
     metrics.storeBatchOps.observe(operations);

@@ -9,8 +9,8 @@
 import { parentPort, workerData } from 'node:worker_threads';
 import { parseCidr, type Cidr } from './util/cidr.ts';
 import { trackingEndpoint } from './tracking/endpoint.ts';
-import { LeanHttpServer } from './tracking/lean-http.ts';
-import type { FromThread, Lookup, MessageFacts, ThreadHit, ThreadStart, ToThread } from './tracking/thread-protocol.ts';
+import { LeanHttpServer, type LeanAnswer, type LeanRequest } from './tracking/lean-http.ts';
+import type { FromThread, Lookup, MessageFacts, RequestCounts, ThreadHit, ThreadStart, ToThread } from './tracking/thread-protocol.ts';
 import { TrackingTokens } from './tracking/tokens.ts';
 import { andThen, type Maybe } from './util/maybe.ts';
 
@@ -144,9 +144,27 @@ const endpoint = trackingEndpoint({
   trustedProxies: () => trusted,
 });
 
+// Requests answered, by kind and status, since the daemon last asked (its metrics sync first).
+const answered = new Map<string, RequestCounts[number]>();
+function counted(req: LeanRequest): Maybe<LeanAnswer> {
+  return andThen(endpoint(req), (answer) => {
+    const kind = req.target.startsWith('/o/') ? 'open' : req.target.startsWith('/c/') ? 'click' : 'other';
+    const key = `${kind} ${answer.status}`;
+    const entry = answered.get(key);
+    if (entry) entry.count += 1;
+    else answered.set(key, { kind, status: answer.status, count: 1 });
+    return answer;
+  });
+}
+function takeCounts(): RequestCounts {
+  const counts = [...answered.values()];
+  answered.clear();
+  return counts;
+}
+
 let listener: LeanHttpServer;
 try {
-  listener = await LeanHttpServer.start({ host: start.host, port: start.port, ...(tls ? { tls } : {}) }, endpoint, onError);
+  listener = await LeanHttpServer.start({ host: start.host, port: start.port, ...(tls ? { tls } : {}) }, counted, onError);
 } catch (err) {
   const e = err as NodeJS.ErrnoException;
   send({ type: 'failed', message: e.message, ...(e.code ? { code: e.code } : {}) });
@@ -169,7 +187,7 @@ port.on('message', (message: ToThread) => {
       break;
     case 'sync':
       handOver();
-      send({ type: 'synced', seq: message.seq });
+      send({ type: 'synced', seq: message.seq, counts: takeCounts() });
       break;
     case 'settings':
       trusted = message.trustedProxies.map(parseCidr);

@@ -1,7 +1,15 @@
 import { collectDefaultMetrics, Counter, Gauge, Histogram, Registry } from 'prom-client';
+import type { InboundObserver } from '../smtp/inbound.ts';
+import type { TrackingObserver } from '../tracking/thread-protocol.ts';
 
 /** What the queue looks like now: the operator's `queue status`, reduced to what metrics need. */
-export type QueueSnapshot = Array<{ destination: string; due: number; deferred: number; scheduled: number; held: number; oldest_created_at: string }>;
+export interface QueueSnapshot {
+  /** Queued outbound mail by recipient domain. */
+  destinations: Array<{ destination: string; due: number; deferred: number; scheduled: number; held: number; oldest_created_at: string }>;
+  /** Stored HTTP jobs (webhook deliveries, route POSTs) by kind and URL origin. */
+  jobs: Array<{ kind: string; pending: number; due: number; held: number; parked: number; failed: number }>;
+}
+
 
 /**
  * The daemon's Prometheus instruments, one registry per daemon (no module-level singletons: a test
@@ -30,7 +38,7 @@ export class Metrics {
 
   readonly smtpSessions = new Counter({
     name: 'postilion_smtp_sessions_total',
-    help: 'SMTP sessions that ended, by listener (submission-starttls, submission-tls) and result (message: one or more messages accepted; none).',
+    help: 'SMTP sessions that ended, by listener (submission-starttls, submission-tls, inbound) and result (message: one or more messages accepted; none).',
     labelNames: ['listener', 'result'] as const,
     registers: [this.registry],
   });
@@ -48,6 +56,55 @@ export class Metrics {
     labelNames: ['outcome', 'classification'] as const,
     registers: [this.registry],
   });
+
+  readonly inboundMessages = new Counter({
+    name: 'postilion_inbound_messages_total',
+    help: 'Messages offered to the inbound MX (after DATA), by result (accepted; rejected: 5xx, e.g. too big; deferred: 4xx, could not be stored).',
+    labelNames: ['listener', 'result'] as const,
+    registers: [this.registry],
+  });
+
+  readonly inboundRecipients = new Counter({
+    name: 'postilion_inbound_recipients_total',
+    help: 'RCPT TO decisions of the inbound MX, by verdict (route, bounce, complaint: accepted as that; refused: 550, relay attempts included; deferred: 4xx).',
+    labelNames: ['listener', 'verdict'] as const,
+    registers: [this.registry],
+  });
+
+  readonly httpDeliveries = new Counter({
+    name: 'postilion_http_deliveries_total',
+    help: 'Attempts at webhook deliveries and route POSTs, by kind (webhook, route) and outcome (delivered: 2xx; retry: refused, tried again later; failed: the last attempt failed; unreachable: the endpoint answered nothing, the job waits for it; held: its target is disabled; dropped: its target, or what it was about, is gone).',
+    labelNames: ['kind', 'outcome'] as const,
+    registers: [this.registry],
+  });
+
+  readonly trackingRequests = new Counter({
+    name: 'postilion_tracking_requests_total',
+    help: 'Requests the tracking listener answered, by listener, kind (open: /o/, click: /c/, other) and HTTP status (200 and 302 are hits, 404 an unknown host, token, message or link).',
+    labelNames: ['listener', 'kind', 'status'] as const,
+    registers: [this.registry],
+  });
+
+  readonly trackingHits = new Counter({
+    name: 'postilion_tracking_hits_total',
+    help: 'Opens and clicks answered by the tracking listener and handed over to be recorded, by listener and kind (open, click); bots included.',
+    labelNames: ['listener', 'kind'] as const,
+    registers: [this.registry],
+  });
+
+  /** Counts for the tracking listener (a thread of its own: its counts come over in messages). */
+  readonly tracking: TrackingObserver = {
+    requests: (kind, status, count) => this.trackingRequests.inc({ listener: 'tracking', kind, status: String(status) }, count),
+    hits: (kind, count) => this.trackingHits.inc({ listener: 'tracking', kind }, count),
+  };
+
+  /** Counts for the inbound MX: its sessions and commands with the submission listeners', its recipients and messages. */
+  readonly inbound: InboundObserver = {
+    session: (listener, result) => this.smtpSessions.inc({ listener, result }),
+    command: (listener, command, result) => this.smtpCommands.inc({ listener, command, result }),
+    recipient: (verdict) => this.inboundRecipients.inc({ listener: 'inbound', verdict }),
+    message: (result) => this.inboundMessages.inc({ listener: 'inbound', result }),
+  };
 
   readonly storeCommitDuration = new Histogram({
     name: 'postilion_store_commit_duration_seconds',
@@ -90,6 +147,13 @@ export class Metrics {
     registers: [this.registry],
   });
 
+  private readonly httpBacklog = new Gauge({
+    name: 'postilion_http_jobs',
+    help: 'Stored webhook deliveries and route POSTs, by kind (webhook, route) and state (pending: waiting for an attempt; due: of those, due now; held: target disabled; parked: waiting for an endpoint that answers nothing; failed), refreshed with the queue figures.',
+    labelNames: ['kind', 'state'] as const,
+    registers: [this.registry],
+  });
+
   private readonly queueSnapshotAge = new Gauge({
     name: 'postilion_queue_snapshot_age_seconds',
     help: 'How old the queue figures are: they are refreshed from the store at most every metrics.queue_refresh_seconds.',
@@ -99,8 +163,14 @@ export class Metrics {
   private snapshot: { at: number; value: QueueSnapshot } | null = null;
   private refreshing: Promise<void> | null = null;
 
+  /**
+   * `queue`: reads the queue figures (null: none are shown). `collect`: asked before each scrape,
+   * to bring in counts kept elsewhere (the tracking listener's thread); a collection that fails or
+   * takes over a second is not waited for.
+   */
   constructor(
     private readonly queue: { read: () => Promise<QueueSnapshot>; refreshMs: number; now: () => number } | null,
+    private readonly collect: () => Promise<void> = async () => {},
   ) {
     // Event-loop lag, heap, GC, file descriptors, process CPU and memory.
     collectDefaultMetrics({ register: this.registry, prefix: 'postilion_', eventLoopMonitoringPrecision: 20 });
@@ -123,6 +193,11 @@ export class Metrics {
 
   /** The exposition text; refreshes the queue snapshot first when it is stale. */
   async render(): Promise<string> {
+    let timer: NodeJS.Timeout | undefined;
+    await Promise.race([
+      this.collect().catch(() => undefined),
+      new Promise<void>((resolve) => (timer = setTimeout(resolve, COLLECT_MS))),
+    ]).finally(() => clearTimeout(timer));
     await this.refreshQueue();
     return this.registry.metrics();
   }
@@ -150,8 +225,9 @@ export class Metrics {
   }
 
   private setQueueGauges(snapshot: QueueSnapshot, now: number): void {
+    this.setJobGauges(snapshot.jobs);
     this.queueMessages.reset();
-    const sorted = [...snapshot].sort((a, b) => total(b) - total(a));
+    const sorted = [...snapshot.destinations].sort((a, b) => total(b) - total(a));
     const other = { due: 0, deferred: 0, scheduled: 0, held: 0 };
     let oldest = Infinity;
     for (const [i, d] of sorted.entries()) {
@@ -168,9 +244,20 @@ export class Metrics {
     if (sorted.length > MAX_DESTINATIONS) for (const state of STATES) this.queueMessages.set({ state, destination: 'other' }, other[state]);
     this.queueOldest.set(Number.isFinite(oldest) ? Math.max(0, (now - oldest) / 1000) : 0);
   }
+
+  /** The HTTP jobs summed over their origins: every kind and state has its series, 0 included. */
+  private setJobGauges(jobs: QueueSnapshot['jobs']): void {
+    for (const kind of HTTP_KINDS) {
+      for (const state of JOB_STATES) this.httpBacklog.set({ kind, state }, jobs.reduce((sum, j) => sum + (j.kind === kind ? j[state] : 0), 0));
+    }
+  }
 }
 
 const STATES = ['due', 'deferred', 'scheduled', 'held'] as const;
+const HTTP_KINDS = ['webhook', 'route'] as const;
+const JOB_STATES = ['pending', 'due', 'held', 'parked', 'failed'] as const;
+/** A scrape waits this long at most for counts kept elsewhere. */
+const COLLECT_MS = 1000;
 const OUTCOMES: Record<string, string> = {
   'message.delivered': 'delivered',
   'message.transient_error': 'transient_error',

@@ -17,6 +17,13 @@ const DOWN_MAX_MS = 300_000;
 /** Held jobs moved back onto the due-time index per batch when a target is enabled again. */
 const RELEASE_BATCH = 500;
 
+/**
+ * How an attempt at a job ended: delivered (2xx); retry (refused, tried again later); failed (the
+ * last attempt); unreachable (the endpoint answered nothing, the job waits for it); held (its
+ * target is disabled); dropped (its target, or what it was about, is gone).
+ */
+export type HttpJobOutcome = 'delivered' | 'retry' | 'failed' | 'unreachable' | 'held' | 'dropped';
+
 /** What an HTTP job is sent to: a target or a route, as the kind sees it. */
 export interface HttpTarget {
   id: string;
@@ -73,6 +80,8 @@ export interface HttpJobsDeps {
    * minutes), so it is the machine's time even where scheduling runs on an injected clock.
    */
   wallClock?: () => number;
+  /** Told how each attempt ended, once its batch is written (metrics); must not throw. */
+  observe?: (kind: 'webhook' | 'route', outcome: HttpJobOutcome) => void;
 }
 
 /**
@@ -168,12 +177,14 @@ export class HttpJobs implements JobKind<PreparedJob> {
     if (!target) {
       release();
       await this.d.store.commit(this.d.jobs.change(job, null));
+      this.d.observe?.(this.name, 'dropped');
       log().info(`${this.name} deleted: its pending delivery is dropped`);
       return;
     }
     if (!target.enabled) {
       release();
       await this.d.store.commit(this.d.jobs.change(job, { ...job, state: 'held', updatedAt: iso(this.d.clock.now()) }));
+      this.d.observe?.(this.name, 'held');
       log().debug(`${this.name} disabled: delivery held until it is enabled`);
       return;
     }
@@ -181,6 +192,7 @@ export class HttpJobs implements JobKind<PreparedJob> {
     if (body === null) {
       release();
       await this.d.store.commit(this.d.jobs.change(job, null));
+      this.d.observe?.(this.name, 'dropped');
       log().warn({ event_id: job.eventId }, `what a pending ${this.name} delivery was about is gone (retention): dropped`);
       return;
     }
@@ -292,6 +304,7 @@ export class HttpJobs implements JobKind<PreparedJob> {
     }
     const { counts, op } = await this.d.targets.counters.count(target.id, outcome.ok, at);
     await this.d.store.commit([...this.d.jobs.change(job, next), op]);
+    this.d.observe?.(this.name, outcome.ok ? 'delivered' : outcome.unreachable ? 'unreachable' : next!.state === 'failed' ? 'failed' : 'retry');
     if (outcome.ok) {
       if (this.d.log.isLevelEnabled('debug')) log().debug({ status: outcome.status, duration_ms: outcome.durationMs }, `${this.name} delivered`);
       return;

@@ -8,6 +8,7 @@ import { receiveData, type DataSpool } from '../message/spool.ts';
 import type { InboundRepo } from '../store/inbound-repo.ts';
 import { AppError } from '../util/errors.ts';
 import { newId } from '../util/ids.ts';
+import type { SubmissionObserver } from './submission.ts';
 
 export interface InboundOptions {
   host: string;
@@ -28,11 +29,26 @@ export interface InboundDeps {
   /** A spool for one message's DATA (written to the store as it arrives past 1 MiB). */
   newSpool: () => DataSpool;
   log: Logger;
+  observer?: InboundObserver;
 }
+
+/**
+ * Told of each ended session and decided command (listener `inbound`), each recipient's verdict
+ * and each message's result (metrics); must not throw.
+ */
+export interface InboundObserver extends SubmissionObserver {
+  recipient(verdict: Accepted['kind'] | 'refused' | 'deferred'): void;
+  message(result: 'accepted' | 'rejected' | 'deferred'): void;
+}
+
+/** The listener's name in metrics. */
+const LISTENER = 'inbound';
 
 interface SessionState {
   accepted: Accepted[];
   counted?: boolean;
+  /** A message of the session was accepted. */
+  delivered?: boolean;
   /** The spool of a DATA under way: discarded when the session ends before it is settled. */
   spool?: DataSpool;
 }
@@ -85,7 +101,8 @@ export class InboundListener {
 }
 
 function createServer(options: InboundOptions, deps: InboundDeps): SMTPServer {
-  const { policy, intake, log } = deps;
+  const { policy, intake, log, observer } = deps;
+  const command = (name: 'CONNECT' | 'MAIL' | 'RCPT' | 'DATA', code: number) => observer?.command(LISTENER, name, code < 400 ? 'accepted' : code < 500 ? 'deferred' : 'rejected');
   const perAddress = new PerAddressLimit(options.maxConnectionsPerAddress);
   return new SMTPServer({
     key: options.tls.key,
@@ -105,9 +122,11 @@ function createServer(options: InboundOptions, deps: InboundDeps): SMTPServer {
     onConnect(session, done) {
       if (!perAddress.take(session.remoteAddress)) {
         log.info({ client: session.remoteAddress, open: perAddress.count(session.remoteAddress) }, 'inbound SMTP connection refused: too many from this address');
+        command('CONNECT', 421);
         return done(reply(421, `4.7.0 Too many connections from ${session.remoteAddress}; try again later`));
       }
       stateOf(session).counted = true;
+      command('CONNECT', 220);
       done();
     },
 
@@ -116,29 +135,39 @@ function createServer(options: InboundOptions, deps: InboundDeps): SMTPServer {
       if (state.spool?.unsettled) void state.spool.discard().catch((err: unknown) => log.error({ err }, 'could not delete the chunks of an unfinished inbound message'));
       if (!state.counted) return;
       perAddress.release(session.remoteAddress);
+      observer?.session(LISTENER, state.delivered ? 'message' : 'none');
     },
 
     onMailFrom(_address, session, done) {
       stateOf(session).accepted = [];
+      command('MAIL', 250);
       done();
     },
 
     onRcptTo(address, session, done) {
       const state = stateOf(session);
       if (state.accepted.length >= options.maxRecipients) {
+        command('RCPT', 452);
+        observer?.recipient('deferred');
         return done(reply(452, `4.5.3 Too many recipients: at most ${options.maxRecipients} per message`));
       }
       policy.decide(address.address).then(
         (decision) => {
           if (decision.kind === 'refused') {
             log.info({ client: session.remoteAddress, sender: session.envelope.mailFrom ? session.envelope.mailFrom.address : '', recipient: printable(address.address, 200), verdict: 'refused', reason: decision.reason }, 'inbound recipient refused');
+            command('RCPT', 550);
+            observer?.recipient('refused');
             return done(reply(550, `5.7.1 ${printable(address.address, 200)}: ${decision.reason}`));
           }
           state.accepted.push(decision);
+          command('RCPT', 250);
+          observer?.recipient(decision.kind);
           done();
         },
         (err: unknown) => {
           log.error({ err }, 'inbound recipient check failed');
+          command('RCPT', 451);
+          observer?.recipient('deferred');
           done(reply(451, '4.3.0 Temporary failure; try again'));
         },
       );
@@ -150,11 +179,16 @@ function createServer(options: InboundOptions, deps: InboundDeps): SMTPServer {
       state.spool = spool;
       const sender = session.envelope.mailFrom ? session.envelope.mailFrom.address : '';
       const transaction = { client: session.remoteAddress, sender, recipients: state.accepted.map((a) => a.address) };
+      const settled = (code: number) => {
+        command('DATA', code);
+        observer?.message(code < 400 ? 'accepted' : code < 500 ? 'deferred' : 'rejected');
+      };
       receiveData(stream, options.maxMessageBytes, spool).then(
         async (data) => {
           if (data === null) {
             await spool.discard();
             log.info({ ...transaction, verdict: 'refused', reason: 'too big' }, 'inbound message');
+            settled(552);
             return done(reply(552, `5.3.4 Message too big: at most ${options.maxMessageBytes} bytes`));
           }
           const stored = Buffer.isBuffer(data)
@@ -174,12 +208,18 @@ function createServer(options: InboundOptions, deps: InboundDeps): SMTPServer {
           log.info({ ...transaction, inbound_id: record.id, size, verdict: 'accepted', kinds: [...new Set(state.accepted.map((a) => a.kind))] }, 'inbound message');
           // Bounces and complaints are taken in before the answer; a failure leaves them for the next start.
           await intake.takeIn(record).catch((err: unknown) => log.error({ err, inbound_id: record.id }, 'inbound bounce or complaint not taken in yet; retried on the next start'));
+          state.delivered = true;
+          settled(250);
           done(null, `2.0.0 Ok: queued as ${record.id}`);
         },
       ).catch((err: unknown) => {
         void spool.discard().catch(() => undefined);
-        if (err instanceof AppError && err.status < 500) return done(reply(552, `5.3.4 ${err.message}`));
+        if (err instanceof AppError && err.status < 500) {
+          settled(552);
+          return done(reply(552, `5.3.4 ${err.message}`));
+        }
         log.error({ err }, 'inbound DATA could not be stored');
+        settled(451);
         done(reply(451, '4.3.0 The message could not be stored; try again'));
       });
     },

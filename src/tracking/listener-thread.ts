@@ -5,7 +5,7 @@ import type { MessagesRepo } from '../store/messages-repo.ts';
 import { startModuleWorker } from '../util/module-worker.ts';
 import { domainOfTrackingHost } from './endpoint.ts';
 import type { TrackingHits } from './hits.ts';
-import type { FromThread, Lookup, MessageFacts, ThreadStart, ToThread } from './thread-protocol.ts';
+import type { FromThread, Lookup, MessageFacts, ThreadStart, ToThread, TrackingObserver } from './thread-protocol.ts';
 
 /** How long a closing thread may take beyond the grace period before it is stopped. */
 const CLOSE_SLACK_MS = 2_000;
@@ -15,6 +15,8 @@ export interface ListenerThreadDeps {
   messages: MessagesRepo;
   hits: TrackingHits;
   log: Logger;
+  /** Told what the thread answered (at each sync) and handed over (metrics). */
+  observer?: TrackingObserver;
 }
 
 /**
@@ -81,9 +83,11 @@ export class TrackingListenerThread {
           this.answer(message.seq, message.lookup);
           break;
         case 'hits':
+          if (deps.observer) countHits(deps.observer, message.hits);
           deps.hits.take(message.hits);
           break;
         case 'synced':
+          for (const c of message.counts) deps.observer?.requests(c.kind, c.status, c.count);
           this.syncs.get(message.seq)?.();
           this.syncs.delete(message.seq);
           break;
@@ -122,7 +126,10 @@ export class TrackingListenerThread {
     this.post({ type: 'settings', trustedProxies });
   }
 
-  /** Resolves once every hit the thread has answered so far is in TrackingHits' hands. */
+  /**
+   * Resolves once every hit the thread has answered so far is in TrackingHits' hands, and its
+   * request counts in the observer's (metrics sync before each scrape).
+   */
   sync(): Promise<void> {
     if (this.exited) return Promise.resolve();
     this.syncSeq += 1;
@@ -177,6 +184,13 @@ export class TrackingListenerThread {
         return (await messages.links(lookup.id)) ?? null;
     }
   }
+}
+
+function countHits(observer: TrackingObserver, hits: ReadonlyArray<{ kind: 'open' | 'click' }>): void {
+  let opens = 0;
+  for (const hit of hits) if (hit.kind === 'open') opens += 1;
+  if (opens > 0) observer.hits('open', opens);
+  if (hits.length > opens) observer.hits('click', hits.length - opens);
 }
 
 function relayLog(log: Logger, message: Extract<FromThread, { type: 'log' }>): void {

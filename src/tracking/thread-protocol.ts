@@ -24,6 +24,15 @@ export interface ThreadHit {
   url?: string;
 }
 
+/** Requests answered by the thread, by kind and status, since it last said (metrics). */
+export type RequestCounts = Array<{ kind: 'open' | 'click' | 'other'; status: number; count: number }>;
+
+/** Told what the listener answered and handed over (metrics); must not throw. */
+export interface TrackingObserver {
+  requests(kind: 'open' | 'click' | 'other', status: number, count: number): void;
+  hits(kind: 'open' | 'click', count: number): void;
+}
+
 /** What a message is, as far as a request needs to know: none of it changes once it is accepted. */
 export interface MessageFacts {
   domainId: string;
@@ -42,7 +51,7 @@ export type FromThread =
   | { type: 'failed'; message: string; code?: string }
   | { type: 'lookup'; seq: number; lookup: Lookup }
   | { type: 'hits'; hits: ThreadHit[] }
-  | { type: 'synced'; seq: number }
+  | { type: 'synced'; seq: number; counts: RequestCounts }
   | { type: 'log'; level: 'info' | 'error'; fields: Record<string, unknown>; message: string }
   | { type: 'closed' };
 
