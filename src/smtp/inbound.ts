@@ -4,7 +4,7 @@ import type { Logger } from 'pino';
 import type { SMTPServer, SMTPServerDataStream, SMTPServerSession } from 'smtp-server';
 import { envelopeAddress } from './envelope-address.ts';
 import { checkLines } from './line-check.ts';
-import { isClientGone, ListenerServer, type Deadlines } from './listener-server.ts';
+import { isClientGone, ListenerServer, logSessionErrors, type Deadlines } from './listener-server.ts';
 import type { Accepted, InboundPolicy } from '../inbound/policy.ts';
 import type { HeaderSummary, Intake } from '../inbound/intake.ts';
 import { receiveData, type DataSpool } from '../message/spool.ts';
@@ -75,10 +75,7 @@ export class InboundListener {
         resolve((server.server.address() as AddressInfo).port);
       });
     });
-    server.on('error', (err) => {
-      if (isClientGone(err)) deps.log.info({ client: (err as { remoteAddress?: string }).remoteAddress, code: (err as { code?: string }).code }, 'inbound SMTP client disconnected');
-      else deps.log.warn({ err }, 'inbound SMTP connection error');
-    });
+    server.on('error', logSessionErrors(deps.log, 'inbound SMTP'));
     deps.log.info({ host: options.host, port }, 'inbound SMTP listening');
     return new InboundListener(server, port);
   }

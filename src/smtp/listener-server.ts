@@ -1,5 +1,6 @@
 import { isUtf8 } from 'node:buffer';
 import type { Socket } from 'node:net';
+import type { Logger } from 'pino';
 import type { TLSSocket } from 'node:tls';
 import { SMTPServer, type SMTPServerOptions } from 'smtp-server';
 import { SMTPConnection, type SMTPConnectionOptions } from 'smtp-server/lib/smtp-connection.js';
@@ -158,4 +159,16 @@ const CLIENT_GONE = new Set(['ECONNRESET', 'EPIPE', 'ETIMEDOUT', 'ECONNABORTED',
 export function isClientGone(err: unknown): boolean {
   const code = (err as { code?: unknown } | null)?.code;
   return typeof code === 'string' && CLIENT_GONE.has(code);
+}
+
+/**
+ * The listener's 'error' handler: a client that went away is an info line without a stack (it
+ * happens every day on port 25); anything else a warning with the error.
+ */
+export function logSessionErrors(log: Logger, listener: string): (err: Error) => void {
+  return (err) => {
+    const { code, remoteAddress } = err as Error & { code?: string; remoteAddress?: string };
+    if (isClientGone(err)) log.info({ client: remoteAddress, code }, `${listener} client disconnected`);
+    else log.warn({ err }, `${listener} connection error`);
+  };
 }

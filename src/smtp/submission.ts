@@ -13,7 +13,7 @@ import { isUtf8MailboxAddress } from '../util/email.ts';
 import { AuthAfterTlsServer, ENCRYPTION_REQUIRED } from './auth-after-tls.ts';
 import { envelopeAddress } from './envelope-address.ts';
 import { checkLines } from './line-check.ts';
-import { isClientGone, type Deadlines } from './listener-server.ts';
+import { isClientGone, logSessionErrors, type Deadlines } from './listener-server.ts';
 import { Gate } from '../util/gate.ts';
 import type { AuthThrottle } from './auth-throttle.ts';
 
@@ -98,10 +98,7 @@ export class SubmissionListeners {
             resolve((server.server.address() as AddressInfo).port);
           });
         });
-        server.on('error', (err) => {
-          if (isClientGone(err)) deps.log.info({ client: (err as { remoteAddress?: string }).remoteAddress, code: (err as { code?: string }).code }, 'SMTP submission client disconnected');
-          else deps.log.warn({ err }, 'SMTP submission connection error');
-        });
+        server.on('error', logSessionErrors(deps.log, 'SMTP submission'));
         started.push({ server, port: bound, secure });
       }
     } catch (err) {
