@@ -343,6 +343,22 @@ describe('SMTP conformance: enhanced codes, deadlines, line length, SMTPUTF8', f
       client.close();
     });
 
+    it('submission: refuses under SMTPUTF8 too an address that is not valid UTF-8, a UTF-8 local part over 64 octets, and a bad IDN domain', async () => {
+      const client = await submission();
+      expect((await client.command('MAIL FROM:<app@example.com> SMTPUTF8')).code).to.equal(250);
+      client.write(Buffer.from('RCPT TO:<j\xfcrgen@example.org>\r\n', 'latin1'));
+      const latin1 = await client.read();
+      expect(latin1.code).to.equal(553);
+      expect(latin1.lines[0]).to.match(/^5\.1\.3 .*not valid UTF-8/);
+      const long = await client.command(`RCPT TO:<${'ü'.repeat(33)}@example.org>`);
+      expect(long.code).to.equal(553);
+      expect(long.lines[0]).to.match(/^5\.1\.3 /);
+      const badDomain = await client.command('RCPT TO:<jürgen@exa mple.org>');
+      expect(badDomain.code).to.be.within(500, 599);
+      expect(badDomain.lines[0]).to.match(ENHANCED);
+      client.close();
+    });
+
     it('submission: takes a UTF-8 recipient under SMTPUTF8 and delivers it with SMTPUTF8 to an MX that offers it', async () => {
       const client = await submission();
       expect((await client.command('MAIL FROM:<app@example.com> SMTPUTF8')).code).to.equal(250);
