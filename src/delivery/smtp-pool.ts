@@ -178,11 +178,12 @@ export class SmtpPool {
 
 const key = (hop: Hop) => `${hop.address}:${hop.port}`;
 
+const isName = (host: string) => /[a-z]/i.test(host) && !host.includes(':');
+
 /** The extensions the server listed in its EHLO reply (nodemailer keeps them on a private field). */
 function extensionsOf(connection: SMTPConnection): string[] {
   return (connection as unknown as { _supportedExtensions?: string[] })._supportedExtensions ?? [];
 }
-const isName = (host: string) => /[a-z]/i.test(host) && !host.includes(':');
 
 interface SmtpError extends Error {
   code?: string;
