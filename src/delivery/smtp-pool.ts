@@ -177,7 +177,6 @@ export class SmtpPool {
 }
 
 const key = (hop: Hop) => `${hop.address}:${hop.port}`;
-
 const isName = (host: string) => /[a-z]/i.test(host) && !host.includes(':');
 
 /** The extensions the server listed in its EHLO reply (nodemailer keeps them on a private field). */
