@@ -639,6 +639,7 @@ export class Daemon {
         plainAuthFrom: s.plain_auth_from.map(parseCidr),
         graceMs: config.shutdown.grace_seconds * 1000,
         maxConnectionsPerAddress: s.max_connections_per_address,
+        deadlines: { commandMs: config.smtp.command_deadline_seconds * 1000, dataMs: config.smtp.data_deadline_seconds * 1000 },
       },
       {
         credentials: core.smtpCredentials,
@@ -696,6 +697,7 @@ export class Daemon {
         maxRecipients: i.max_recipients,
         maxConnectionsPerAddress: i.max_connections_per_address,
         graceMs: config.shutdown.grace_seconds * 1000,
+        deadlines: { commandMs: config.smtp.command_deadline_seconds * 1000, dataMs: config.smtp.data_deadline_seconds * 1000 },
       },
       {
         policy: new InboundPolicy({

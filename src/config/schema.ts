@@ -195,6 +195,10 @@ export const configSchema = z.strictObject({
       spamd: z.string().regex(/^(?:\[[0-9a-fA-F:.]+\]|[A-Za-z0-9.-]+):\d{1,5}$/, 'spamd must be host:port (e.g. 127.0.0.1:783)').nullable().default(null)
         .describe('SpamAssassin spamd (host:port) that scores mail forwarded to routes (spam_score); null: every score is 0'),
     }).prefault({}),
+    command_deadline_seconds: z.number().min(0.1).max(3600).default(120)
+      .describe('time a client has to send one command line from its first byte, on every SMTP listener (as Postfix\'s smtpd_per_record_deadline: a byte now and then does not extend it); past it 421 4.4.2'),
+    data_deadline_seconds: z.number().min(0.1).max(86_400).default(900)
+      .describe('time a client has to send one message\'s DATA from the 354 to the final dot, on every SMTP listener; past it 421 4.4.2 (raise it with max_message_bytes for slow links)'),
   }).prefault({}),
   events: z.strictObject({
     retention_days: z.number().int().min(1).max(3650).default(30).describe('stored events older than this are purged by the daily retention job'),

@@ -82,6 +82,10 @@ export class Deliverer {
     for (const hop of route) {
       const reply = await this.pool.send(hop, from, message.recipient, raw);
       last = { reply, host: hop.name };
+      if (reply.kind === 'unsupported') {
+        // Permanent: another MX host of the same domain is run by the same operator, as a rule.
+        return { outcome: 'bounced', classification: 'ProtocolErrors', smtpCode: 0, enhanced: reply.enhanced, response: reply.text, command: 'MAIL FROM', host: hop.name };
+      }
       if (reply.kind === 'connection') {
         if (!reply.tlsMissing) this.router.markUnreachable(hop);
         continue;
@@ -105,7 +109,7 @@ export class Deliverer {
     if (reply.kind === 'reply') {
       return { outcome: 'deferred', classification: 'TransientFailure', smtpCode: reply.code, enhanced: enhancedCodeOf(reply.text), response: `${reply.code} ${reply.text}`, command: reply.command, host: last!.host };
     }
-    const classification: Classification = reply.tlsMissing ? 'PolicyRelated' : /ETIMEDOUT|timeout/i.test(reply.text) ? 'NoAnswerFromHost' : 'BadConnection';
+    const classification: Classification = reply.kind === 'connection' && reply.tlsMissing ? 'PolicyRelated' : /ETIMEDOUT|timeout/i.test(reply.text) ? 'NoAnswerFromHost' : 'BadConnection';
     return { ...internal('deferred', classification, reply.text), host: last!.host };
   }
 

@@ -1,4 +1,5 @@
 import SMTPConnection from 'nodemailer/lib/smtp-connection';
+import { needsSmtpUtf8 } from '../util/email.ts';
 import type { Hop } from './router.ts';
 
 export interface PoolOptions {
@@ -16,7 +17,9 @@ export interface PoolOptions {
 /** What the server answered for one recipient, or why there was no answer. */
 export type SendReply =
   | { kind: 'reply'; code: number; text: string; command: string }
-  | { kind: 'connection'; text: string; tlsMissing: boolean };
+  | { kind: 'connection'; text: string; tlsMissing: boolean }
+  /** Not sent: the hop lacks an extension the message needs (SMTPUTF8); `text` begins with the enhanced code. */
+  | { kind: 'unsupported'; enhanced: string; text: string };
 
 interface Session {
   key: string;
@@ -54,6 +57,12 @@ export class SmtpPool {
       session = (await this.take(hop)) ?? (await this.open(hop));
     } catch (err) {
       return connectionFailure(err);
+    }
+    // A UTF-8 address may only go to a server that offers SMTPUTF8 (RFC 6531 §3.2); nodemailer
+    // would send it anyway. We do not downgrade: the local part has no ASCII form to fall back to.
+    if ((needsSmtpUtf8(to) || needsSmtpUtf8(from)) && !extensionsOf(session.connection).includes('SMTPUTF8')) {
+      this.park(session);
+      return { kind: 'unsupported', enhanced: '5.6.7', text: `5.6.7 next hop ${hop.name} does not support SMTPUTF8, which the address ${to} needs (RFC 6531)` };
     }
     try {
       const info = await new Promise<SMTPConnection.SentMessageInfo>((resolve, reject) =>
@@ -169,6 +178,11 @@ export class SmtpPool {
 
 const key = (hop: Hop) => `${hop.address}:${hop.port}`;
 const isName = (host: string) => /[a-z]/i.test(host) && !host.includes(':');
+
+/** The extensions the server listed in its EHLO reply (nodemailer keeps them on a private field). */
+function extensionsOf(connection: SMTPConnection): string[] {
+  return (connection as unknown as { _supportedExtensions?: string[] })._supportedExtensions ?? [];
+}
 
 interface SmtpError extends Error {
   code?: string;

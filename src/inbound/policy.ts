@@ -1,5 +1,5 @@
 import type { DomainRecord } from '../store/records.ts';
-import { isMailboxAddress } from '../util/email.ts';
+import { isUtf8MailboxAddress } from '../util/email.ts';
 import type { VerpTokens } from '../util/verp.ts';
 
 /** The local part, at `<return path subdomain>.<domain>`, that takes feedback-loop (ARF) reports. */
@@ -38,7 +38,8 @@ export class InboundPolicy {
   constructor(private readonly d: PolicyDeps) {}
 
   async decide(recipient: string): Promise<Decision> {
-    if (!isMailboxAddress(recipient)) return { kind: 'refused', reason: 'not a valid address' };
+    // A UTF-8 local part arrives only under SMTPUTF8 (smtp/listener-server.ts); domains are A-labels.
+    if (!isUtf8MailboxAddress(recipient)) return { kind: 'refused', reason: 'not a valid address' };
     const at = recipient.lastIndexOf('@');
     const local = recipient.slice(0, at);
     const host = recipient.slice(at + 1).toLowerCase();

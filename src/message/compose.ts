@@ -33,6 +33,25 @@ export interface ComposedBody {
   size: number;
 }
 
+/**
+ * A run of 998 characters without a space or tab: folding (at whitespace only, RFC 5322 §2.2.3)
+ * would leave it on a line of its own after the folding space, 999 octets and more, past the
+ * 998 that RFC 5322 §2.1.1 and RFC 5321 §4.5.3.1.6 allow. The SMTP listeners refuse such lines
+ * (smtp/line-check.ts); mail built here must never hold one.
+ */
+const UNFOLDABLE = /[^ \t]{998}/;
+
+/** Subject and custom headers must fold into lines of at most 998 octets, or the request is a 400. */
+function checkFoldable(content: BodyContent): void {
+  // A non-ASCII subject becomes encoded-words, which the composer splits itself.
+  if (/^[\x00-\x7f]*$/.test(content.subject) && UNFOLDABLE.test(content.subject)) {
+    throw badRequest('subject has a word of 998 characters or more without a space: it cannot be folded into lines of at most 998 characters (RFC 5322 §2.1.1)');
+  }
+  for (const [name, value] of content.headers) {
+    if (UNFOLDABLE.test(value)) throw badRequest(`headers: the value of ${name} has a word of 998 characters or more without a space: it cannot be folded into lines of at most 998 characters (RFC 5322 §2.1.1)`);
+  }
+}
+
 /** Stands in for the Message-ID while composing; removed from the shared body. */
 const PLACEHOLDER_ID = '<postilion-shared-body@invalid>';
 const PLACEHOLDER_LINE = `Message-ID: ${PLACEHOLDER_ID}\r\n`;
@@ -44,6 +63,7 @@ const PLACEHOLDER_LINE = `Message-ID: ${PLACEHOLDER_ID}\r\n`;
  * `boundary` is the unique part of the multipart boundaries (random, unique to the body).
  */
 export async function composeBody(content: BodyContent, boundary: string): Promise<ComposedBody> {
+  checkFoldable(content);
   const composer = new MailComposer({
     baseBoundary: boundary,
     from: { name: content.from.name ?? '', address: content.from.email },

@@ -1,7 +1,7 @@
 import type { AccountRecord, DomainRecord, MessageRecord } from '../store/records.ts';
 import type { Domains } from '../domains/domains.ts';
 import { BODY_CHUNK_BYTES } from '../store/messages-repo.ts';
-import { domainOf, isMailboxAddress } from '../util/email.ts';
+import { domainOf, isUtf8MailboxAddress } from '../util/email.ts';
 import { AppError, badRequest, forbidden } from '../util/errors.ts';
 import { newId } from '../util/ids.ts';
 import type { Clock } from '../util/time.ts';
@@ -48,7 +48,8 @@ export class Relay {
 
   /** The sender domain for MAIL FROM: the account's, allowed to the credential, DNS valid. */
   async senderDomain(relayer: Relayer, from: string): Promise<DomainRecord> {
-    if (!isMailboxAddress(from)) throw badRequest(`${printable(from)} is not a valid sender address`);
+    // An SMTPUTF8 sender may have a UTF-8 local part; its domain (A-labels) must be one of the account's.
+    if (!isUtf8MailboxAddress(from)) throw badRequest(`${printable(from)} is not a valid sender address`);
     const name = domainOf(from);
     const domain = await this.domains.find(relayer.account.id, name);
     if (!domain) throw forbidden(`sender domain ${name} is not a domain of this account`);

@@ -1,7 +1,8 @@
 import type { Socket } from 'node:net';
 import type { TLSSocket } from 'node:tls';
-import { SMTPServer, type SMTPServerOptions } from 'smtp-server';
-import { SMTPConnection, type SMTPConnectionOptions } from 'smtp-server/lib/smtp-connection.js';
+import type { SMTPServerOptions } from 'smtp-server';
+import type { SMTPConnection, SMTPConnectionOptions } from 'smtp-server/lib/smtp-connection.js';
+import { ListenerConnection, ListenerServer, type Deadlines } from './listener-server.ts';
 
 /** The reply to AUTH in clear from a client that must use TLS first. */
 export const ENCRYPTION_REQUIRED = '5.7.11 Encryption required: send STARTTLS first, then AUTH; the credentials were not used';
@@ -15,30 +16,23 @@ export const ENCRYPTION_REQUIRED = '5.7.11 Encryption required: send STARTTLS fi
  * a password in clear while a local application still may. Its connections make that choice in the
  * two command handlers below, before smtp-server reads anything of the credentials.
  */
-export class AuthAfterTlsServer extends SMTPServer {
+export class AuthAfterTlsServer extends ListenerServer {
   constructor(
     options: SMTPServerOptions,
+    deadlines: Deadlines,
     readonly mayAuthInClear: (remoteAddress: string) => boolean,
   ) {
     // AuthAfterTlsConnection refuses AUTH in clear where it must; smtp-server's own check would
     // refuse it to the allowed clients too.
-    super({ ...options, allowInsecureAuth: true });
+    super({ ...options, allowInsecureAuth: true }, deadlines);
   }
 
-  /**
-   * SMTPServer.connect of smtp-server 3.21.6, with our connection class: smtp-server has no option
-   * for it. test/unit/smtp/auth-after-tls.test.ts fails when an upgrade changes the original.
-   */
-  override connect(socket: Socket | TLSSocket, socketOptions?: SMTPConnectionOptions | null): void {
-    const connection = new AuthAfterTlsConnection(this, socket, socketOptions);
-    this.connections.add(connection);
-    connection.on('error', (err: Error) => this._onError(err));
-    connection.on('connect', (data: Parameters<SMTPServer['_onClientConnect']>[0]) => this._onClientConnect(data));
-    connection.init();
+  protected override newConnection(socket: Socket | TLSSocket, socketOptions?: SMTPConnectionOptions | null): SMTPConnection {
+    return new AuthAfterTlsConnection(this, socket, socketOptions);
   }
 }
 
-class AuthAfterTlsConnection extends SMTPConnection {
+class AuthAfterTlsConnection extends ListenerConnection {
   /** Whether AUTH is withheld from this client now: before TLS, unless it may AUTH in clear. */
   private authWithheld(): boolean {
     return !this.secure && !(this._server as AuthAfterTlsServer).mayAuthInClear(this.remoteAddress);

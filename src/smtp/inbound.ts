@@ -1,7 +1,10 @@
 import type { AddressInfo } from 'node:net';
 import { PerAddressLimit, printable, reply } from './session-limits.ts';
 import type { Logger } from 'pino';
-import { SMTPServer, type SMTPServerDataStream, type SMTPServerSession } from 'smtp-server';
+import type { SMTPServer, SMTPServerDataStream, SMTPServerSession } from 'smtp-server';
+import { envelopeAddress } from './envelope-address.ts';
+import { checkLines } from './line-check.ts';
+import { isClientGone, ListenerServer, logSessionErrors, type Deadlines } from './listener-server.ts';
 import type { Accepted, InboundPolicy } from '../inbound/policy.ts';
 import type { HeaderSummary, Intake } from '../inbound/intake.ts';
 import { receiveData, type DataSpool } from '../message/spool.ts';
@@ -20,6 +23,8 @@ export interface InboundOptions {
   maxConnectionsPerAddress: number;
   /** On close, how long sessions may take to finish before they are cut. */
   graceMs: number;
+  /** Per command line and per DATA (smtp.command_deadline_seconds, smtp.data_deadline_seconds). */
+  deadlines: Deadlines;
 }
 
 export interface InboundDeps {
@@ -86,7 +91,7 @@ export class InboundListener {
         resolve((server.server.address() as AddressInfo).port);
       });
     });
-    server.on('error', (err) => deps.log.warn({ err }, 'inbound SMTP connection error'));
+    server.on('error', logSessionErrors(deps.log, 'inbound SMTP'));
     deps.log.info({ host: options.host, port }, 'inbound SMTP listening');
     return new InboundListener(server, port);
   }
@@ -104,11 +109,12 @@ function createServer(options: InboundOptions, deps: InboundDeps): SMTPServer {
   const { policy, intake, log, observer } = deps;
   const command = (name: 'CONNECT' | 'MAIL' | 'RCPT' | 'DATA', code: number) => observer?.command(LISTENER, name, code < 400 ? 'accepted' : code < 500 ? 'deferred' : 'rejected');
   const perAddress = new PerAddressLimit(options.maxConnectionsPerAddress);
-  return new SMTPServer({
+  return new ListenerServer({
     key: options.tls.key,
     cert: options.tls.cert,
     name: options.hostname,
-    banner: 'Postilion ESMTP',
+    // smtp-server writes "<name> ESMTP <banner>": the banner must not say ESMTP again.
+    banner: 'Postilion',
     size: options.maxMessageBytes,
     authOptional: true,
     disabledCommands: ['AUTH'],
@@ -151,6 +157,10 @@ function createServer(options: InboundOptions, deps: InboundDeps): SMTPServer {
         observer?.recipient('deferred');
         return done(reply(452, `4.5.3 Too many recipients: at most ${options.maxRecipients} per message`));
       }
+      // The domain in its A-label form (listener-server.ts let UTF-8 through only under SMTPUTF8).
+      const normal = envelopeAddress(address.address);
+      if (normal === null) return done(reply(553, `5.1.3 ${printable(address.address, 200)} is not a valid recipient address`));
+      address.address = normal;
       policy.decide(address.address).then(
         (decision) => {
           if (decision.kind === 'refused') {
@@ -183,13 +193,20 @@ function createServer(options: InboundOptions, deps: InboundDeps): SMTPServer {
         command('DATA', code);
         observer?.message(code < 400 ? 'accepted' : code < 500 ? 'deferred' : 'rejected');
       };
-      receiveData(stream, options.maxMessageBytes, spool).then(
+      const lines = checkLines(stream);
+      receiveData(lines, options.maxMessageBytes, spool).then(
         async (data) => {
           if (data === null) {
             await spool.discard();
             log.info({ ...transaction, verdict: 'refused', reason: 'too big' }, 'inbound message');
             settled(552);
             return done(reply(552, `5.3.4 Message too big: at most ${options.maxMessageBytes} bytes`));
+          }
+          if (lines.problem !== null) {
+            await spool.discard();
+            log.info({ ...transaction, verdict: 'refused', reason: lines.problem }, 'inbound message');
+            settled(554);
+            return done(reply(554, `5.6.0 ${lines.problem}`));
           }
           const stored = Buffer.isBuffer(data)
             ? { bodyId: newId(), head: data, size: data.length, chunks: chunked(data), spooled: 0 }
@@ -218,12 +235,18 @@ function createServer(options: InboundOptions, deps: InboundDeps): SMTPServer {
           settled(552);
           return done(reply(552, `5.3.4 ${err.message}`));
         }
+        // The client left or was cut at the DATA deadline: its message was never complete, nothing of ours failed.
+        if (isClientGone(err)) {
+          log.info({ ...transaction, code: (err as { code?: string }).code }, 'inbound DATA not completed: the client disconnected or timed out; nothing stored');
+          settled(451);
+          return done(reply(451, '4.4.2 The message was not received in full'));
+        }
         log.error({ err }, 'inbound DATA could not be stored');
         settled(451);
         done(reply(451, '4.3.0 The message could not be stored; try again'));
       });
     },
-  });
+  }, options.deadlines);
 }
 
 /** From, Subject and Message-ID of the header block (unfolded, as sent). */

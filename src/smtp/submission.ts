@@ -9,8 +9,11 @@ import { isClientError } from '../message/relay.ts';
 import { CreditExhausted } from '../accounts/usage.ts';
 import { receiveData, type DataSpool } from '../message/spool.ts';
 import { cidrContains, parseClientIp, type Cidr } from '../util/cidr.ts';
-import { isMailboxAddress } from '../util/email.ts';
+import { isUtf8MailboxAddress } from '../util/email.ts';
 import { AuthAfterTlsServer, ENCRYPTION_REQUIRED } from './auth-after-tls.ts';
+import { envelopeAddress } from './envelope-address.ts';
+import { checkLines } from './line-check.ts';
+import { isClientGone, logSessionErrors, type Deadlines } from './listener-server.ts';
 import { Gate } from '../util/gate.ts';
 import type { AuthThrottle } from './auth-throttle.ts';
 
@@ -35,6 +38,8 @@ export interface SubmissionOptions {
   graceMs: number;
   /** Sessions one client address may hold at once per listener; more are refused with 421. */
   maxConnectionsPerAddress: number;
+  /** Per command line and per DATA (smtp.command_deadline_seconds, smtp.data_deadline_seconds). */
+  deadlines: Deadlines;
 }
 
 /** Told of each ended session and each decided command (metrics); must not throw. */
@@ -93,7 +98,7 @@ export class SubmissionListeners {
             resolve((server.server.address() as AddressInfo).port);
           });
         });
-        server.on('error', (err) => deps.log.warn({ err }, 'SMTP submission connection error'));
+        server.on('error', logSessionErrors(deps.log, 'SMTP submission'));
         started.push({ server, port: bound, secure });
       }
     } catch (err) {
@@ -148,7 +153,8 @@ function createServer(options: SubmissionOptions, deps: SubmissionDeps, secure: 
     key: options.tls.key,
     cert: options.tls.cert,
     name: options.hostname,
-    banner: 'Postilion ESMTP submission',
+    // smtp-server writes "<name> ESMTP <banner>": the banner must not say ESMTP again.
+    banner: 'Postilion submission',
     size: options.maxMessageBytes,
     authMethods: ['PLAIN', 'LOGIN'],
     authOptional: false,
@@ -221,6 +227,10 @@ function createServer(options: SubmissionOptions, deps: SubmissionDeps, secure: 
 
     onMailFrom(address, session, done) {
       const callback = decided('MAIL', done);
+      const normal = envelopeAddress(address.address);
+      if (normal === null) return callback(reply(553, `5.1.7 ${printable(address.address)} is not a valid sender address`));
+      // One form (A-label domain) from here on: the sender domain is looked up by it.
+      address.address = normal;
       void (async () => {
         const user = session.user as SessionUser;
         if (!(await credentials.exists(user.credentialId))) return callback(reply(535, '5.7.8 This credential no longer exists'));
@@ -246,7 +256,10 @@ function createServer(options: SubmissionOptions, deps: SubmissionDeps, secure: 
       if (session.envelope.rcptTo.length >= options.maxRecipients) {
         return callback(reply(452, `4.5.3 Too many recipients: at most ${options.maxRecipients} per message`));
       }
-      if (!isMailboxAddress(address.address)) return callback(reply(553, `5.1.3 ${printable(address.address)} is not a valid recipient address`));
+      // listener-server.ts let a non-ASCII address through only under SMTPUTF8 (RFC 6531).
+      const normal = envelopeAddress(address.address);
+      if (normal === null || !isUtf8MailboxAddress(normal)) return callback(reply(553, `5.1.3 ${printable(address.address)} is not a valid recipient address`));
+      address.address = normal;
       callback();
     },
 
@@ -254,11 +267,17 @@ function createServer(options: SubmissionOptions, deps: SubmissionDeps, secure: 
       const callback = decided('DATA', done);
       const spool = relay.newSpool();
       stateOf(session).spool = spool;
-      receiveData(stream, options.maxMessageBytes, spool).then(
+      const lines = checkLines(stream);
+      receiveData(lines, options.maxMessageBytes, spool).then(
         async (raw) => {
           if (raw === null) {
             await spool.discard();
             return callback(reply(552, `5.3.4 Message too big: at most ${options.maxMessageBytes} bytes`));
+          }
+          if (lines.problem !== null) {
+            await spool.discard();
+            log.info({ client: session.remoteAddress, reason: lines.problem }, 'SMTP message refused');
+            return callback(reply(554, `5.6.0 ${lines.problem}`));
           }
           const user = session.user as SessionUser;
           const domain = stateOf(session).domain!;
@@ -279,11 +298,16 @@ function createServer(options: SubmissionOptions, deps: SubmissionDeps, secure: 
       ).catch((err: unknown) => {
         void spool.discard().catch(() => undefined);
         if (isClientError(err)) return callback(reply(552, `5.3.4 ${err.message}`));
+        // The client left or was cut at the DATA deadline: its message was never complete, nothing of ours failed.
+        if (isClientGone(err)) {
+          log.info({ client: session.remoteAddress, code: (err as { code?: string }).code }, 'SMTP DATA not completed: the client disconnected or timed out; nothing stored');
+          return callback(reply(451, '4.4.2 The message was not received in full'));
+        }
         log.error({ err }, 'SMTP DATA could not be stored');
         callback(reply(451, '4.3.0 The message could not be stored; try again'));
       });
     },
-  }, (address) => mayAuthInClear(address, options.plainAuthFrom));
+  }, options.deadlines, (address) => mayAuthInClear(address, options.plainAuthFrom));
 }
 
 function stateOf(session: SMTPServerSession): SessionState {

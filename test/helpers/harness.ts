@@ -55,6 +55,7 @@ export async function startServer(options: TestServerOptions = {}): Promise<Test
     delivery: { enabled: false, ...options.config?.delivery },
     // Off unless a test asks (then on port 0): no fixed ports, no certificate to make.
     smtp: {
+      ...options.config?.smtp,
       submission: { enabled: false, starttls_port: 0, tls_port: 0, ...options.config?.smtp?.submission },
       inbound: { enabled: false, port: 0, ...options.config?.smtp?.inbound },
     },

@@ -40,8 +40,8 @@ export class RawSmtp {
     return this.read();
   }
 
-  /** Writes bytes as they are, without reading a reply. */
-  write(data: string): void {
+  /** Writes bytes as they are (a string as UTF-8), without reading a reply. */
+  write(data: string | Buffer): void {
     this.socket.write(data);
   }
 

@@ -10,6 +10,8 @@ export interface Received {
   host: string;
   /** Whether the sink has given its reply to the DATA (the client may be gone by then). */
   answered: boolean;
+  /** Whether MAIL FROM carried the SMTPUTF8 parameter. */
+  smtpUtf8: boolean;
 }
 
 /** What the sink answers at RCPT TO: null accepts, an Error with responseCode refuses. */
@@ -36,7 +38,7 @@ export interface SmtpSink {
 }
 
 /** A real smtp-server on loopback acting as an MX host: records what it is sent. */
-export async function startSink(options: { host?: string; port?: number; tls?: { key: string; cert: string } } = {}): Promise<SmtpSink> {
+export async function startSink(options: { host?: string; port?: number; tls?: { key: string; cert: string }; /** An MX that does not offer SMTPUTF8. */ hideSmtpUtf8?: boolean } = {}): Promise<SmtpSink> {
   const host = options.host ?? '127.0.0.1';
   const attempts = new Map<string, number>();
   const sink: SmtpSink = {
@@ -62,6 +64,7 @@ export async function startSink(options: { host?: string; port?: number; tls?: {
     disabledCommands: options.tls ? ['AUTH'] : ['AUTH', 'STARTTLS'],
     ...(options.tls ? { key: options.tls.key, cert: options.tls.cert } : {}),
     logger: false,
+    ...(options.hideSmtpUtf8 ? { hideSMTPUTF8: true } : {}),
     onConnect(_session, callback) {
       sink.connections += 1;
       callback();
@@ -86,6 +89,7 @@ export async function startSink(options: { host?: string; port?: number; tls?: {
           secure: session.secure,
           host,
           answered: false,
+          smtpUtf8: session.envelope.smtpUtf8 === true,
         };
         sink.received.push(message);
         sink.held += 1;

@@ -130,6 +130,18 @@ describe('loadConfig', () => {
     expect(Object.keys(loadConfig({ path: file, env: {} }).config.delivery.transport)).to.deep.equal(['example.org']);
   });
 
+  it('has SMTP command and DATA deadlines (120 s, 900 s by default), and refuses a zero or negative one', () => {
+    const defaults = loadConfig({ path: file, env: {} }).config.smtp;
+    expect([defaults.command_deadline_seconds, defaults.data_deadline_seconds]).to.deep.equal([120, 900]);
+    write('smtp:\n  command_deadline_seconds: 1.5\n  data_deadline_seconds: 30\n');
+    const set = loadConfig({ path: file, env: {} }).config.smtp;
+    expect([set.command_deadline_seconds, set.data_deadline_seconds]).to.deep.equal([1.5, 30]);
+    write('smtp:\n  command_deadline_seconds: 0\n');
+    expect(configErrorOf(() => loadConfig({ path: file, env: {} })).message).to.contain('smtp.command_deadline_seconds');
+    write('smtp:\n  data_deadline_seconds: -5\n');
+    expect(configErrorOf(() => loadConfig({ path: file, env: {} })).message).to.contain('smtp.data_deadline_seconds');
+  });
+
   it('refuses an explicit config file that does not exist', () => {
     const missing = join(dir, 'missing.yaml');
     expect(configErrorOf(() => loadConfig({ path: missing, env: {} })).message).to.contain(missing);

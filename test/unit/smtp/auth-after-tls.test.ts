@@ -2,7 +2,7 @@ import { expect } from 'chai';
 import { SMTPServer } from 'smtp-server';
 import { AuthAfterTlsServer } from '../../../src/smtp/auth-after-tls.ts';
 
-/** SMTPServer.connect of smtp-server 3.21.6, which AuthAfterTlsServer.connect repeats with its own connection class. */
+/** SMTPServer.connect of smtp-server 3.21.6, which ListenerServer.connect (so AuthAfterTlsServer's) repeats with its own connection class. */
 const COPIED_CONNECT = `connect(socket, socketOptions) {
   let connection = new SMTPConnection(this, socket, socketOptions);
   this.connections.add(connection);
@@ -21,7 +21,7 @@ describe('AuthAfterTlsServer', () => {
   });
 
   it('keeps allowInsecureAuth on, so that the clients it names may AUTH in clear', () => {
-    const server = new AuthAfterTlsServer({ logger: false, allowInsecureAuth: false }, () => true);
+    const server = new AuthAfterTlsServer({ logger: false, allowInsecureAuth: false }, { commandMs: 1000, dataMs: 1000 }, () => true);
     expect(server.options.allowInsecureAuth).to.equal(true);
     server.server.close();
   });
