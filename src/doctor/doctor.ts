@@ -17,6 +17,7 @@ import { checkDomainRecords } from './dns-records.ts';
 import { checkListeners, type DaemonState } from './listeners.ts';
 import { createLookups, type Lookups } from './lookups.ts';
 import { checkSendingIps } from './reverse-dns.ts';
+import { checkServedCertificates } from './served-certificates.ts';
 
 /** Domains checked at once. */
 const PARALLEL_DOMAINS = 8;
@@ -43,7 +44,7 @@ export function configFailed(message: string): Check {
 
 /**
  * Everything `postilion doctor` checks, in order: the configuration, the daemon, the listeners,
- * the certificates, the reverse DNS of the sending addresses, then each domain's DNS records and
+ * the certificates (and those a running daemon serves), the reverse DNS of the sending addresses, then each domain's DNS records and
  * active DKIM keys, with the daemon running or not. Reads only: no record, key or certificate is
  * written (opening a stopped daemon's store lets LevelDB tidy its own files, as any open does).
  * A new check is one more entry of the list below.
@@ -56,6 +57,7 @@ export async function runDoctor(input: DoctorInput): Promise<Check[]> {
     checkListeners(config, state),
     [checkControlSocket(config, state)],
     checkCertificates(config, input.now),
+    checkServedCertificates(config, state, input.now),
     checkSendingIps(config.server.sending_ips, config.server.hostname, lookups),
     checkDomains(input, reads, lookups),
   ]);

@@ -392,7 +392,9 @@ describe('postilion doctor (CLI)', function () {
     for (const name of ['tls smtp-submission', 'tls api', `dns ${DOMAIN} spf`, `dns ${DOMAIN} dmarc`, `dns ${DOMAIN} mx`, `dkim ${DOMAIN} ${selector}`]) {
       expect(run.lines.get(name), `${name} in\n${run.out}`).to.deep.include({ status: 'OK' });
     }
-    expect(run.out).to.match(/\n19 OK, 0 WARN, 0 FAIL\n$/);
+    expect(run.lines.get('tls api served')).to.deep.equal({ status: 'OK', reason: `the running daemon serves ${join(config.keys.dir, 'tls', 'api.crt')} on 127.0.0.1:${ports.apiTls}` });
+    expect(run.lines.get('tls smtp-submission served')!.status).to.equal('OK');
+    expect(run.out).to.match(/\n21 OK, 0 WARN, 0 FAIL\n$/);
 
     // The checks are made now, on what the daemon holds now: a record taken away and a domain
     // added while it runs are both found.
@@ -403,6 +405,23 @@ describe('postilion doctor (CLI)', function () {
     expect(broken.lines.get(`dns ${DOMAIN} dmarc`)!.status).to.equal('FAIL');
     expect(broken.lines.get('dns late.example spf')!.status).to.equal('FAIL');
     expect([...broken.lines.keys()].filter((n) => n.startsWith('dkim late.example '))).to.have.length(1);
+  });
+
+  it('warns when a running daemon serves another certificate than the file (renewed, not reloaded), until it is reloaded', async () => {
+    const daemon = await Daemon.start({ config, log: createLogger('silent'), announce: () => undefined });
+    closers.push(() => daemon.stop());
+    const now = Date.now();
+    await writeCertificate(config.keys.dir, 'api', now - DAY, now + 180 * DAY);
+    const run = await doctor();
+    expect(run.code, run.out + run.err).to.equal(0);
+    expect(run.lines.get('tls api')!.status).to.equal('OK');
+    expect(run.lines.get('tls api served')!.status).to.equal('WARN');
+    expect(run.lines.get('tls api served')!.reason).to.match(
+      new RegExp(`^the running daemon serves on 127\\.0\\.0\\.1:${ports.apiTls} another certificate than .*api\\.crt \\(one valid until \\d{4}-.*\\): reload it \\(SIGHUP\\) or restart it`),
+    );
+    daemon.reload(config);
+    const reloaded = await doctor();
+    expect(reloaded.lines.get('tls api served')!.status).to.equal('OK');
   });
 
   it('against a running daemon, fails a configured address that another process holds instead of taking it for the daemon\'s', async () => {
