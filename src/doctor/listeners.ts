@@ -133,11 +133,14 @@ export function judgeHeldListener(spec: ListenerSpec, held: readonly HeldListene
   const mine = held.find((h) => h.name === spec.name) ?? null;
   if (mine !== null && spec.port === 0) return ok(name, `${spec.option} is 0: the running daemon picked ${addressOf(mine)}`);
   if (mine !== null && sameSocket(mine, spec)) return ok(name, `${at} is in use by the running daemon`);
-  const now = mine === null ? 'the running daemon has no such listener' : `the running daemon listens on ${addressOf(mine)}`;
+  const now = mine === null ? `the running daemon has no ${spec.name} listener` : `the running daemon listens on ${addressOf(mine)}`;
   const restart = 'restart it to apply this configuration';
   const other = held.find((h) => h.name !== spec.name && sameSocket(h, spec));
   if (other) return warn(name, `${at} is held by the running daemon's ${other.name} listener and ${now}: ${restart}`);
-  if (spec.port === 0 || bound === null || bound.free) return warn(name, `${now}, not ${at} (${spec.option}): ${restart}; ${spec.port === 0 ? 'a free port is picked at start' : `${at} can be bound`}`);
+  if (spec.port === 0 || bound === null || bound.free) {
+    const then = spec.port === 0 ? `${spec.option} is 0: a free port is picked at start` : `${at} can be bound`;
+    return warn(name, `${mine === null ? now : `${now}, not ${at} (${spec.option})`}: ${restart}; ${then}`);
+  }
   if (bound.code === 'EADDRINUSE') {
     return fail(name, `${at} is in use by another process, not by the running daemon (${now}): a restart with this configuration fails (${spec.option})`);
   }

@@ -22,8 +22,13 @@ describe('doctor listener verdicts', () => {
   it('fails an address another process holds, warns one that is free or held by another of the daemon\'s listeners', () => {
     const moved = [held('inbound', '127.0.0.1', 2525)];
     expect(judgeHeldListener(inbound, moved, { free: false, code: 'EADDRINUSE' }).status).to.equal('FAIL');
-    expect(judgeHeldListener(inbound, [], { free: false, code: 'EADDRINUSE' }).reason).to.contain('the running daemon has no such listener');
+    expect(judgeHeldListener(inbound, [], { free: false, code: 'EADDRINUSE' }).reason).to.contain('not by the running daemon (the running daemon has no inbound listener)');
     expect(judgeHeldListener(inbound, moved, { free: true }).status).to.equal('WARN');
+    expect(judgeHeldListener({ ...inbound, port: 0 }, [], null)).to.deep.equal({
+      check: 'listener inbound',
+      status: 'WARN',
+      reason: 'the running daemon has no inbound listener: restart it to apply this configuration; smtp.inbound.port is 0: a free port is picked at start',
+    });
     const swapped = judgeHeldListener(inbound, [held('api', '127.0.0.1', 25), ...moved], null);
     expect(swapped.status).to.equal('WARN');
     expect(swapped.reason).to.contain("held by the running daemon's api listener");
