@@ -1,4 +1,5 @@
 import { request } from 'node:http';
+import type { DomainRecord } from '../store/records.ts';
 import { AppError } from '../util/errors.ts';
 import {
   adminPath,
@@ -17,7 +18,6 @@ import {
   type NewKeyInput,
   type RotationView, type SuspendAccountInput, type VerifyDomainInput } from './admin-protocol.ts';
 import { DOCTOR_PATHS, type DoctorReads, type HeldListener } from './doctor-protocol.ts';
-import type { DomainRecord } from '../store/records.ts';
 import type { ListQuery, PurgeResult, QueueList, QueueOperations, QueueStatus, RetryResult, Selection, SuspendResult } from './protocol.ts';
 
 /** No daemon listens on the control socket (none, or a file left by a crash): nothing was sent. */
