@@ -51,7 +51,9 @@ export function judgeServed(spec: CertificateSpec, files: CertificateFiles, at: 
   if (files.kind !== 'read') return null;
   if (served.cert.fingerprint256 === files.cert.fingerprint256) return ok(name, `the running daemon serves ${spec.certPath} on ${at}`);
   const until = new Date(Date.parse(served.cert.validTo)).toISOString();
-  const why = `the running daemon serves on ${at} another certificate than ${spec.certPath} (one valid until ${until}): reload it (SIGHUP) or restart it to serve the file's`;
+  // The daemon re-reads the API and SMTP certificates on SIGHUP; the tracking listener's at a restart.
+  const apply = spec.name === 'tracking' ? 'restart it' : 'reload it (SIGHUP) or restart it';
+  const why = `the running daemon serves on ${at} another certificate than ${spec.certPath} (one valid until ${until}): ${apply} to serve the file's`;
   return now > Date.parse(served.cert.validTo) ? fail(name, `${why}; what it serves has expired`) : warn(name, why);
 }
 

@@ -22,6 +22,9 @@ describe('doctor: the certificate a running daemon serves', () => {
     const files = { kind: 'read' as const, cert: onDisk, keyMatches: true };
     expect(judgeServed(spec, files, '127.0.0.1:8443', { cert: onDisk }, now)!.status).to.equal('OK');
     expect(judgeServed(spec, files, '127.0.0.1:8443', { cert: old }, now)!.status).to.equal('WARN');
+    expect(judgeServed(spec, files, '127.0.0.1:8443', { cert: old }, now)!.reason).to.match(/: reload it \(SIGHUP\) or restart it to serve the file's$/);
+    // The tracking listener's certificate is read at start only.
+    expect(judgeServed({ ...spec, name: 'tracking' }, files, '127.0.0.1:8081', { cert: old }, now)!.reason).to.match(/: restart it to serve the file's$/);
     const check = judgeServed(spec, files, '127.0.0.1:8443', { cert: expired }, now)!;
     expect(check.status).to.equal('FAIL');
     expect(check.reason).to.match(/what it serves has expired$/);
