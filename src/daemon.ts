@@ -92,6 +92,8 @@ import { controlSocketPath } from './control/protocol.ts';
 import { CoreAdmin } from './control/core-admin.ts';
 import { QueueAdmin } from './control/queue-admin.ts';
 import { ControlServer } from './control/server.ts';
+import { DaemonDoctorReads } from './control/doctor-reads.ts';
+import { heldAt, type HeldListener } from './control/doctor-protocol.ts';
 import { Metrics } from './metrics/metrics.ts';
 import { MetricsListener } from './metrics/listener.ts';
 
@@ -610,7 +612,20 @@ export class Daemon {
         engine: this.engine,
       },
     });
-    return ControlServer.start(controlSocketPath(config), { queue, admin: new CoreAdmin(core) }, log);
+    const doctor = new DaemonDoctorReads(core.domainsRepo, () => this.heldListeners());
+    return ControlServer.start(controlSocketPath(config), { queue, admin: new CoreAdmin(core), doctor }, log);
+  }
+
+  /** The sockets held now, for `postilion doctor` (smtp needs a restart to change: its hosts are the bound ones). */
+  private heldListeners(): HeldListener[] {
+    const { submission, inbound } = this.config.smtp;
+    return [
+      ...(this.submission?.ports ?? []).map((p): HeldListener => ({ name: p.secure ? 'smtp-tls' : 'smtp-starttls', host: submission.host, port: p.port })),
+      ...this.listeners.map((l, i) => heldAt(i === 0 ? 'api' : 'api-tls', l.url)),
+      ...(this.inbound ? [{ name: 'inbound' as const, host: inbound.host, port: this.inbound.port }] : []),
+      ...(this.trackingListener ? [heldAt('tracking', this.trackingListener.url)] : []),
+      ...(this.metricsListener ? [heldAt('metrics', this.metricsListener.url)] : []),
+    ];
   }
 
   /** SMTP submission: STARTTLS and implicit-TLS listeners feeding the same accept() as the API. */

@@ -10,9 +10,25 @@ function wholeNumber(value: string): number {
   return n;
 }
 
+/** Exit status of `domains check` when a required record is missing: the check failed (2 is bad input, or DNS not asked). */
+export const RECORD_MISSING = 1;
+
+/**
+ * What `domains check` says when a required record is not published, or null when all are: a
+ * domain verified by hand sends all the same, so that is said on the same line, but the records
+ * are still missing (receivers check them, not the mark).
+ */
+export function missingRecords(domain: DomainView): string | null {
+  const missing = domain.records.filter((r) => r.required && !r.published);
+  if (missing.length === 0) return null;
+  const names = missing.map((r) => `${r.type} ${r.host}`).join(', ');
+  const records = missing.length === 1 ? `DNS record ${names} missing` : `DNS records ${names} missing`;
+  return `${domain.name}: ${domain.by_hand ? `verified by hand; ${records}` : `required ${records}`}`;
+}
+
 /** The records as a table an operator can copy into a zone. */
 function printRecords(io: CliIo, domain: DomainView): void {
-  io.out(`${domain.name}  dns_valid=${domain.dns_valid}  last check: ${domain.dns_checked_at ?? 'never'}\n`);
+  io.out(`${domain.name}  dns_valid=${domain.dns_valid}${domain.by_hand ? ' (verified by hand)' : ''}  last check: ${domain.dns_checked_at ?? 'never'}\n`);
   for (const r of domain.records) {
     const state = r.published ? 'ok     ' : 'missing';
     io.out(`  [${state}] ${r.required ? 'required' : 'optional'}  ${r.type.padEnd(5)} ${r.host}\n            ${r.content}\n            (${r.label})\n`);
@@ -25,7 +41,7 @@ function printStandby(io: CliIo, records: RecordView[]): void {
 }
 
 /** `postilion domains …`: on the running daemon, or on the store when it is stopped. */
-export function domainCommands(program: Command, io: CliIo): Command {
+export function domainCommands(program: Command, io: CliIo, setExit: (code: number) => void): Command {
   const domains = new Command('domains').description('manage sending domains');
   domains
     .command('add')
@@ -50,10 +66,15 @@ export function domainCommands(program: Command, io: CliIo): Command {
     });
   domains
     .command('check')
-    .description('look the domain\'s records up now and print what was found')
+    .description(`look the domain's records up now and print what was found; exit ${RECORD_MISSING} when a required record is missing (also for a domain verified by hand)`)
     .argument('<domain>', 'domain name')
     .action(async (name: string) => {
-      printRecords(io, await onAdmin(program, (admin) => admin.checkDomain({ name })));
+      const domain = await onAdmin(program, (admin) => admin.checkDomain({ name }));
+      printRecords(io, domain);
+      const missing = missingRecords(domain);
+      if (missing === null) return;
+      io.err(`postilion: ${missing}\n`);
+      setExit(RECORD_MISSING);
     });
   domains
     .command('verify')

@@ -47,7 +47,7 @@ export async function main(argv: string[], io: CliIo = stdio): Promise<number> {
   program.addCommand(initCommand(program, io, setExit));
   program.addCommand(accountCommands(program, io));
   program.addCommand(keyCommands(program, io));
-  program.addCommand(domainCommands(program, io));
+  program.addCommand(domainCommands(program, io, setExit));
   program.addCommand(queueCommands(program, io));
   program.addCommand(doctorCommand(program, io, setExit));
   program.addCommand(sinkCommand(io));

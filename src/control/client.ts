@@ -1,4 +1,5 @@
 import { request } from 'node:http';
+import type { DomainRecord } from '../store/records.ts';
 import { AppError } from '../util/errors.ts';
 import {
   adminPath,
@@ -16,6 +17,7 @@ import {
   type NewDomainInput,
   type NewKeyInput,
   type RotationView, type SuspendAccountInput, type VerifyDomainInput } from './admin-protocol.ts';
+import { DOCTOR_PATHS, type DoctorReads, type HeldListener } from './doctor-protocol.ts';
 import type { ListQuery, PurgeResult, QueueList, QueueOperations, QueueStatus, RetryResult, Selection, SuspendResult } from './protocol.ts';
 
 /** No daemon listens on the control socket (none, or a file left by a crash): nothing was sent. */
@@ -24,7 +26,7 @@ export class NoDaemonError extends Error {
 }
 
 /** The queue and admin operations of a running daemon, asked over its control socket. */
-export class ControlClient implements QueueOperations, AdminOperations {
+export class ControlClient implements QueueOperations, AdminOperations, DoctorReads {
   constructor(private readonly path: string) {}
 
   status(): Promise<QueueStatus> {
@@ -103,6 +105,14 @@ export class ControlClient implements QueueOperations, AdminOperations {
 
   verifyDomain(input: VerifyDomainInput): Promise<DomainView> {
     return this.admin('verifyDomain', input);
+  }
+
+  listeners(): Promise<{ listeners: HeldListener[] }> {
+    return this.call('GET', DOCTOR_PATHS.listeners);
+  }
+
+  domains(): Promise<{ domains: DomainRecord[] }> {
+    return this.call('GET', DOCTOR_PATHS.domains);
   }
 
   private admin<T>(operation: AdminOperation, input: object): Promise<T> {

@@ -4,10 +4,11 @@ import type { Logger } from '../logging/logger.ts';
 import { AppError, badRequest, notFound } from '../util/errors.ts';
 import { handleAdmin } from './admin-handler.ts';
 import type { AdminOperations } from './admin-protocol.ts';
+import { DOCTOR_PATHS, type DoctorReads } from './doctor-protocol.ts';
 import type { ListQuery, QueueOperations, Selection } from './protocol.ts';
 
 /** Longest Unix socket path the kernel takes (sun_path is 108 bytes with its NUL on Linux). */
-const MAX_SOCKET_PATH = 107;
+export const MAX_SOCKET_PATH = 107;
 /** A selection of ids is at most this large (about 200 000 ids). */
 const QUEUE_BODY_LIMIT = 8 * 1024 * 1024;
 /** An admin argument (names, a label, scopes, an allow list) is far smaller. */
@@ -20,6 +21,8 @@ const ADMIN_PREFIX = '/v1/admin/';
 export interface ControlHandlers {
   queue: QueueOperations;
   admin: AdminOperations;
+  /** Read-only answers for `postilion doctor`. */
+  doctor: DoctorReads;
 }
 
 /**
@@ -33,6 +36,7 @@ export interface ControlHandlers {
  *   POST /v1/queue/purge   {ids?, domain?, account?, all?}
  *   POST /v1/queue/suspend {destination}   POST /v1/queue/resume {destination}
  *   POST /v1/admin/<operation>   the operation's argument (see admin-protocol.ts)
+ *   GET  /v1/doctor/listeners    GET /v1/doctor/domains   (see doctor-protocol.ts)
  *
  * Errors answer `{ "message": … }` with the AppError's status; an unexpected failure 500. A body
  * past its route's limit gets 413 (and the connection is closed), malformed JSON 400, an argument
@@ -104,7 +108,7 @@ function removeStale(path: string): void {
   unlinkSync(path);
 }
 
-async function handle(req: IncomingMessage, res: ServerResponse, { queue, admin }: ControlHandlers, log: Logger): Promise<void> {
+async function handle(req: IncomingMessage, res: ServerResponse, { queue, admin, doctor }: ControlHandlers, log: Logger): Promise<void> {
   try {
     const url = new URL(req.url ?? '/', 'http://control');
     const route = `${req.method} ${url.pathname}`;
@@ -113,6 +117,10 @@ async function handle(req: IncomingMessage, res: ServerResponse, { queue, admin 
       return send(res, 200, await handleAdmin(operation, await readJson(req, ADMIN_BODY_LIMIT), admin, log));
     }
     switch (route) {
+      case `GET ${DOCTOR_PATHS.listeners}`:
+        return send(res, 200, await doctor.listeners());
+      case `GET ${DOCTOR_PATHS.domains}`:
+        return send(res, 200, await doctor.domains());
       case 'GET /v1/queue/status':
         return send(res, 200, await queue.status());
       case 'GET /v1/queue/messages':

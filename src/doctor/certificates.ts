@@ -22,7 +22,8 @@ export interface CertificateSpec {
 export function configuredCertificates(config: Config): CertificateSpec[] {
   const specs: CertificateSpec[] = [];
   const s = config.smtp.submission;
-  if (s.enabled && (s.starttls_port !== null || s.tls_port !== null)) {
+  // The inbound listener offers STARTTLS with the submission's certificate.
+  if ((s.enabled && (s.starttls_port !== null || s.tls_port !== null)) || config.smtp.inbound.enabled) {
     specs.push({
       name: 'smtp-submission',
       certPath: resolve(config.keys.dir, s.cert),
@@ -36,6 +37,15 @@ export function configuredCertificates(config: Config): CertificateSpec[] {
       name: 'api',
       certPath: resolve(config.keys.dir, config.api.tls.cert),
       keyPath: resolve(config.keys.dir, config.api.tls.key),
+      madeOnStart: false,
+      hostname: null,
+    });
+  }
+  if (config.tracking.enabled && config.tracking.tls.enabled) {
+    specs.push({
+      name: 'tracking',
+      certPath: resolve(config.keys.dir, config.tracking.tls.cert),
+      keyPath: resolve(config.keys.dir, config.tracking.tls.key),
       madeOnStart: false,
       hostname: null,
     });

@@ -2,6 +2,8 @@ import { existsSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import type { Config } from '../config/schema.ts';
 import { ControlClient, NoDaemonError } from '../control/client.ts';
+import type { DoctorReads, HeldListener } from '../control/doctor-protocol.ts';
+import { everyDomain } from '../control/doctor-reads.ts';
 import { controlSocketPath } from '../control/protocol.ts';
 import type { Identity } from '../domains/records.ts';
 import { DomainsRepo } from '../store/domains-repo.ts';
@@ -9,11 +11,13 @@ import type { DomainRecord } from '../store/records.ts';
 import { Store, StoreLockedError } from '../store/store.ts';
 import { checkCertificates } from './certificates.ts';
 import { fail, ok, warn, type Check } from './check.ts';
+import { checkControlSocket } from './control-socket.ts';
 import { checkActiveDkim } from './dkim.ts';
 import { checkDomainRecords } from './dns-records.ts';
 import { checkListeners, type DaemonState } from './listeners.ts';
 import { createLookups, type Lookups } from './lookups.ts';
 import { checkSendingIps } from './reverse-dns.ts';
+import { checkServedCertificates } from './served-certificates.ts';
 
 /** Domains checked at once. */
 const PARALLEL_DOMAINS = 8;
@@ -40,51 +44,68 @@ export function configFailed(message: string): Check {
 
 /**
  * Everything `postilion doctor` checks, in order: the configuration, the daemon, the listeners,
- * the certificates, the reverse DNS of the sending addresses, then each domain's DNS records and
- * active DKIM keys. Reads only: no record, key or certificate is written (opening the store lets
- * LevelDB tidy its own files, as any open does).
+ * the certificates (and those a running daemon serves), the reverse DNS of the sending addresses, then each domain's DNS records and
+ * active DKIM keys, with the daemon running or not. Reads only: no record, key or certificate is
+ * written (opening a stopped daemon's store lets LevelDB tidy its own files, as any open does).
+ * A new check is one more entry of the list below.
  */
 export async function runDoctor(input: DoctorInput): Promise<Check[]> {
   const { config } = input;
   const lookups = createLookups(config);
-  const { state, check: daemonCheck } = await detectDaemon(config);
-  const [listeners, ptr, domains] = await Promise.all([
+  const { state, reads, check: daemonCheck } = await detectDaemon(config);
+  const sections = await Promise.all([
     checkListeners(config, state),
+    [checkControlSocket(config, state)],
+    checkCertificates(config, input.now),
+    checkServedCertificates(config, state, input.now),
     checkSendingIps(config.server.sending_ips, config.server.hostname, lookups),
-    checkDomains(input, state, lookups),
+    checkDomains(input, reads, lookups),
   ]);
-  return [configLoaded(input.source), daemonCheck, ...listeners, ...checkCertificates(config, input.now), ...ptr, ...domains];
+  return [configLoaded(input.source), daemonCheck, ...sections.flat()];
 }
 
-/** Whether a daemon answers on the control socket of this configuration. */
-async function detectDaemon(config: Config): Promise<{ state: DaemonState; check: Check }> {
-  const path = controlSocketPath(config);
+/** Where the domains are read: the running daemon (which holds the store), or the store itself. */
+type DomainSource = { kind: 'daemon'; reads: DoctorReads } | { kind: 'store' } | { kind: 'unknown'; reason: string };
+
+/** Resolves `work` or rejects when it takes longer than DAEMON_ANSWER_MS. */
+async function inTime<T>(work: Promise<T>): Promise<T> {
   let timer: NodeJS.Timeout | undefined;
   const late = new Promise<never>((_resolve, reject) => {
     timer = setTimeout(() => reject(new Error(`no answer within ${DAEMON_ANSWER_MS / 1000} s`)), DAEMON_ANSWER_MS);
   });
   try {
-    // The queue status changes nothing in the daemon; any answer at all says that one runs.
-    const status = await Promise.race([new ControlClient(path).status(), late]);
-    return { state: { kind: 'running' }, check: ok('daemon', `running: it answers on ${path} (${status.totals.queued} messages queued)`) };
-  } catch (err) {
-    if (err instanceof NoDaemonError) return { state: { kind: 'stopped' }, check: ok('daemon', `not running: nothing answers on ${path}`) };
-    const reason = `the control socket ${path} could not be asked: ${(err as Error).message}`;
-    return { state: { kind: 'unknown', reason }, check: warn('daemon', reason) };
+    return await Promise.race([work, late]);
   } finally {
     clearTimeout(timer);
   }
 }
 
-/**
- * Each domain's records and active DKIM keys. The domains are read from the store, which only a
- * stopped daemon leaves open to us; the store is closed again before DNS is asked.
- */
-async function checkDomains(input: DoctorInput, daemon: DaemonState, lookups: Lookups): Promise<Check[]> {
-  if (daemon.kind === 'running') {
-    return [warn('domains', 'not checked: the running daemon holds the store, and its control socket gives out no domain records to check (only names, or a check that stores its result); stop the daemon and run doctor again for the DNS records and DKIM keys of each domain')];
+/** Whether a daemon answers on the control socket of this configuration, and which sockets it holds. */
+async function detectDaemon(config: Config): Promise<{ state: DaemonState; reads: DomainSource; check: Check }> {
+  const path = controlSocketPath(config);
+  const client = new ControlClient(path);
+  let queued: number;
+  try {
+    // The queue status changes nothing in the daemon; any answer at all says that one runs.
+    queued = (await inTime(client.status())).totals.queued;
+  } catch (err) {
+    if (err instanceof NoDaemonError) return { state: { kind: 'stopped' }, reads: { kind: 'store' }, check: ok('daemon', `not running: nothing answers on ${path}`) };
+    const reason = `the control socket ${path} could not be asked: ${(err as Error).message}`;
+    return { state: { kind: 'unknown', reason }, reads: { kind: 'unknown', reason }, check: warn('daemon', reason) };
   }
-  const read = await readDomains(resolve(input.config.data.dir));
+  let held: HeldListener[] | null;
+  try {
+    held = (await inTime(client.listeners())).listeners;
+  } catch {
+    // A daemon of a release that does not say: its listeners are judged by binding them.
+    held = null;
+  }
+  return { state: { kind: 'running', held }, reads: { kind: 'daemon', reads: client }, check: ok('daemon', `running: it answers on ${path} (${queued} messages queued)`) };
+}
+
+/** Each domain's records and active DKIM keys; the store is closed again before DNS is asked. */
+async function checkDomains(input: DoctorInput, source: DomainSource, lookups: Lookups): Promise<Check[]> {
+  const read = await readDomains(source, resolve(input.config.data.dir));
   if ('check' in read) return [read.check];
   if (read.domains.length === 0) return [warn('domains', 'no domains in the store: add one (postilion domains add) before sending mail')];
   const dkimDir = join(resolve(input.config.keys.dir), 'dkim');
@@ -103,8 +124,24 @@ async function checkDomains(input: DoctorInput, daemon: DaemonState, lookups: Lo
   return checks;
 }
 
-/** Every domain record in the store, or why they could not be read. */
-async function readDomains(dataDir: string): Promise<{ domains: DomainRecord[] } | { check: Check }> {
+/** Every domain record, from the running daemon or the stopped daemon's store, or why they could not be read. */
+async function readDomains(source: DomainSource, dataDir: string): Promise<{ domains: DomainRecord[] } | { check: Check }> {
+  switch (source.kind) {
+    case 'unknown':
+      return { check: warn('domains', `not checked: ${source.reason}`) };
+    case 'daemon':
+      try {
+        return { domains: (await inTime(source.reads.domains())).domains };
+      } catch (err) {
+        return { check: warn('domains', `not checked: the running daemon did not give out its domains (${(err as Error).message}); a daemon of an older release does not: restart it on this one`) };
+      }
+    case 'store':
+      return readStoreDomains(dataDir);
+  }
+}
+
+/** Every domain record in a stopped daemon's store. */
+async function readStoreDomains(dataDir: string): Promise<{ domains: DomainRecord[] } | { check: Check }> {
   // LevelDB creates a database where none is: look before opening, so the doctor never makes one.
   if (!existsSync(join(dataDir, 'CURRENT'))) return { check: warn('domains', `no store in ${dataDir} yet (data.dir): no domains to check`) };
   let store: Store;
@@ -115,9 +152,7 @@ async function readDomains(dataDir: string): Promise<{ domains: DomainRecord[] }
     return { check: fail('domains', `the store in ${dataDir} cannot be opened: ${(err as Error).message}`) };
   }
   try {
-    const domains: DomainRecord[] = [];
-    for await (const domain of new DomainsRepo(store).all()) domains.push(domain);
-    return { domains: domains.sort((a, b) => a.name.localeCompare(b.name)) };
+    return { domains: await everyDomain(new DomainsRepo(store)) };
   } finally {
     await store.close();
   }

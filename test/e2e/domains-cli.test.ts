@@ -47,6 +47,31 @@ describe('postilion domains (CLI)', function () {
     expect(list.stdout).to.match(/^example\.com\tdns_valid=true\t/m);
   });
 
+  it('`check` exits 1 naming a required record that is missing, 0 when only an optional one is', async () => {
+    const dmarc = dns.zone.get('_dmarc.example.com', 'TXT')!;
+    dns.zone.delete('_dmarc.example.com');
+    try {
+      const res = await cli('domains', 'check', 'example.com');
+      expect(res.code, res.stdout + res.stderr).to.equal(1);
+      expect(res.stdout).to.contain('dns_valid=false');
+      expect(res.stderr).to.equal('postilion: example.com: required DNS record TXT _dmarc.example.com missing\n');
+      expect(printedRecords(res.stdout).find((r) => r.host === '_dmarc.example.com')!.ok).to.equal(false);
+    } finally {
+      dns.zone.set('_dmarc.example.com', 'TXT', dmarc);
+    }
+    // The MX (only for inbound routes) is optional: missing, it is shown but fails nothing.
+    const mx = dns.zone.get('example.com', 'MX')!;
+    dns.zone.delete('example.com', 'MX');
+    try {
+      const res = await cli('domains', 'check', 'example.com');
+      expect(res.code, res.stdout + res.stderr).to.equal(0);
+      expect(res.stderr).to.equal('');
+      expect(printedRecords(res.stdout).find((r) => r.type === 'MX')!.ok).to.equal(false);
+    } finally {
+      dns.zone.set('example.com', 'MX', mx);
+    }
+  });
+
   it('rotates on demand once the standby is published, and refuses an unknown domain', async () => {
     const rotated = await cli('domains', 'rotate-dkim', 'example.com');
     expect(rotated.code).to.equal(0);
@@ -75,6 +100,21 @@ describe('postilion domains (CLI)', function () {
     // What the last check found is kept.
     const list = await cli('domains', 'list', '--account', account);
     expect(list.stdout).to.match(/^example\.com\tdns_valid=true\t/m);
+  });
+
+  it('`check` of a domain verified by hand exits 1 while a required record is missing, and says it is verified by hand on that line', async () => {
+    const added = await cli('domains', 'add', 'byhand.example', '--account', account);
+    expect(added.code).to.equal(0);
+    expect((await cli('domains', 'verify', 'byhand.example')).code).to.equal(0);
+    const res = await cli('domains', 'check', 'byhand.example');
+    expect(res.code, res.stdout + res.stderr).to.equal(1);
+    expect(res.stdout).to.match(/^byhand\.example {2}dns_valid=true \(verified by hand\) {2}last check: /);
+    expect(res.stderr).to.match(/^postilion: byhand\.example: verified by hand; DNS records TXT byhand\.example, TXT pst\w+\._domainkey\.byhand\.example, TXT _dmarc\.byhand\.example missing\n$/);
+
+    publishRecords(dns.zone, printedRecords(added.stdout));
+    const published = await cli('domains', 'check', 'byhand.example');
+    expect(published.code, published.stdout + published.stderr).to.equal(0);
+    expect(published.stderr).to.equal('');
   });
 
   it('refuses a bad domain name with a clear message', async () => {

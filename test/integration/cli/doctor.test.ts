@@ -1,7 +1,7 @@
 import { expect } from 'chai';
 import { createPublicKey, generateKeyPairSync } from 'node:crypto';
 import { createSocket, type Socket as UdpSocket } from 'node:dgram';
-import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { createConnection, createServer, type AddressInfo, type Server, type Socket } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -170,7 +170,7 @@ describe('postilion doctor (CLI)', function () {
   let config: Config;
   let domain: DomainRecord;
   let selector: string;
-  let ports: { api: number; apiTls: number; starttls: number; tls: number; metrics: number };
+  let ports: { api: number; apiTls: number; starttls: number; tls: number; metrics: number; inbound: number; tracking: number };
   const closers: Array<() => Promise<void>> = [];
 
   async function doctor(...args: string[]): Promise<Run> {
@@ -184,8 +184,8 @@ describe('postilion doctor (CLI)', function () {
     dir = mkdtempSync(join(tmpdir(), 'postilion-doctor-'));
     dns = await startDnsServer();
     front = await startReverseFront(dns.port);
-    const [api, apiTls, starttls, tls, metrics] = await freePorts(5);
-    ports = { api: api!, apiTls: apiTls!, starttls: starttls!, tls: tls!, metrics: metrics! };
+    const [api, apiTls, starttls, tls, metrics, inbound, tracking] = await freePorts(7);
+    ports = { api: api!, apiTls: apiTls!, starttls: starttls!, tls: tls!, metrics: metrics!, inbound: inbound!, tracking: tracking! };
     configPath = join(dir, 'postilion.yaml');
     writeFileSync(
       configPath,
@@ -217,6 +217,12 @@ describe('postilion doctor (CLI)', function () {
         '    host: 127.0.0.1',
         `    starttls_port: ${ports.starttls}`,
         `    tls_port: ${ports.tls}`,
+        '  inbound:',
+        '    host: 127.0.0.1',
+        `    port: ${ports.inbound}`,
+        'tracking:',
+        '  host: 127.0.0.1',
+        `  port: ${ports.tracking}`,
         'metrics:',
         '  host: 127.0.0.1',
         `  port: ${ports.metrics}`,
@@ -258,9 +264,12 @@ describe('postilion doctor (CLI)', function () {
       'daemon',
       'listener smtp-starttls',
       'listener smtp-tls',
+      'listener inbound',
       'listener api',
       'listener api-tls',
+      'listener tracking',
       'listener metrics',
+      'listener control',
       'tls smtp-submission',
       'tls api',
       `ptr ${SENDING_IP}`,
@@ -277,7 +286,7 @@ describe('postilion doctor (CLI)', function () {
     expect(run.lines.get('listener api')!.reason).to.equal(`127.0.0.1:${ports.api} can be bound`);
     expect(run.lines.get(`ptr ${SENDING_IP}`)!.reason).to.contain(`PTR ${HOSTNAME}, which resolves back to ${SENDING_IP}`).and.contain(front.address);
     expect(run.lines.get(`dkim ${DOMAIN} ${selector}`)!.reason).to.contain(`${selector}._domainkey.${DOMAIN}`);
-    expect(run.out).to.match(/\n16 OK, 0 WARN, 0 FAIL\n$/);
+    expect(run.out).to.match(/\n19 OK, 0 WARN, 0 FAIL\n$/);
 
     const json = await doctor('--json');
     expect(json.code).to.equal(0);
@@ -344,20 +353,134 @@ describe('postilion doctor (CLI)', function () {
     expect(failed).to.have.members([`dkim ${DOMAIN} ${selector}`, `dns ${DOMAIN} dmarc`, 'listener api', 'tls api', `ptr ${SENDING_IP}`]);
   });
 
-  it('reports the listeners of a running daemon as in use by it, and skips the domains with a warning', async () => {
+  it('names a busy inbound port and a busy tracking port of a stopped daemon, each with its option', async () => {
+    // Another MTA on the inbound port (a distribution's Postfix on 25), another server on the tracking port.
+    for (const port of [ports.inbound, ports.tracking]) {
+      const squatter = createServer();
+      await new Promise<void>((resolve) => squatter.listen(port, '127.0.0.1', resolve));
+      closers.push(() => new Promise<void>((r) => squatter.close(() => r())));
+    }
+    const run = await doctor();
+    expect(run.code, run.out + run.err).to.equal(1);
+    expect(run.lines.get('daemon')!.reason).to.match(/^not running/);
+    expect(run.lines.get('listener inbound')).to.deep.equal({
+      status: 'FAIL',
+      reason: `127.0.0.1:${ports.inbound} is in use by another process (no Postilion daemon answers on the control socket): the daemon could not start (smtp.inbound.port)`,
+    });
+    expect(run.lines.get('listener tracking')).to.deep.equal({
+      status: 'FAIL',
+      reason: `127.0.0.1:${ports.tracking} is in use by another process (no Postilion daemon answers on the control socket): the daemon could not start (tracking.port)`,
+    });
+    const failed = [...run.lines].filter(([, l]) => l.status === 'FAIL').map(([name]) => name);
+    expect(failed).to.have.members(['listener inbound', 'listener tracking']);
+  });
+
+  it('checks a running daemon: the listeners it holds, the certificates, and each domain\'s DNS records and DKIM keys read through its control socket', async () => {
     const daemon = await Daemon.start({ config, log: createLogger('silent'), announce: () => undefined });
     closers.push(() => daemon.stop());
     const run = await doctor();
     expect(run.code, run.out + run.err).to.equal(0);
     expect(run.lines.get('daemon')!.status).to.equal('OK');
     expect(run.lines.get('daemon')!.reason).to.match(/^running: it answers on .*control\.sock/);
-    for (const name of ['smtp-starttls', 'smtp-tls', 'api', 'api-tls', 'metrics']) {
+    for (const name of ['smtp-starttls', 'smtp-tls', 'inbound', 'api', 'api-tls', 'tracking', 'metrics']) {
       expect(run.lines.get(`listener ${name}`), name).to.deep.include({ status: 'OK' });
-      expect(run.lines.get(`listener ${name}`)!.reason).to.match(/is in use by the running daemon$/);
+      expect(run.lines.get(`listener ${name}`)!.reason).to.match(/^127\.0\.0\.1:\d+ is in use by the running daemon$/);
     }
-    expect(run.lines.get('domains')!.status).to.equal('WARN');
-    expect(run.lines.get('domains')!.reason).to.contain('the running daemon holds the store');
-    expect([...run.lines.keys()].some((name) => name.startsWith('dns ') || name.startsWith('dkim '))).to.equal(false);
+    expect(run.lines.get('listener inbound')!.reason).to.equal(`127.0.0.1:${ports.inbound} is in use by the running daemon`);
+    expect(run.lines.get('listener control')!.reason).to.match(/control\.sock: the running daemon answers on it$/);
+    expect(run.lines.has('domains'), run.out).to.equal(false);
+    for (const name of ['tls smtp-submission', 'tls api', `dns ${DOMAIN} spf`, `dns ${DOMAIN} dmarc`, `dns ${DOMAIN} mx`, `dkim ${DOMAIN} ${selector}`]) {
+      expect(run.lines.get(name), `${name} in\n${run.out}`).to.deep.include({ status: 'OK' });
+    }
+    expect(run.lines.get('tls api served')).to.deep.equal({ status: 'OK', reason: `the running daemon serves ${join(config.keys.dir, 'tls', 'api.crt')} on 127.0.0.1:${ports.apiTls}` });
+    expect(run.lines.get('tls smtp-submission served')!.status).to.equal('OK');
+    expect(run.out).to.match(/\n21 OK, 0 WARN, 0 FAIL\n$/);
+
+    // The checks are made now, on what the daemon holds now: a record taken away and a domain
+    // added while it runs are both found.
+    dns.zone.delete(`_dmarc.${DOMAIN}`);
+    await daemon.core.domains.create(domain.accountId, { name: 'late.example' });
+    const broken = await doctor();
+    expect(broken.code, broken.out).to.equal(1);
+    expect(broken.lines.get(`dns ${DOMAIN} dmarc`)!.status).to.equal('FAIL');
+    expect(broken.lines.get('dns late.example spf')!.status).to.equal('FAIL');
+    expect([...broken.lines.keys()].filter((n) => n.startsWith('dkim late.example '))).to.have.length(1);
+  });
+
+  it('warns when a running daemon serves another certificate than the file (renewed, not reloaded), until it is reloaded', async () => {
+    const daemon = await Daemon.start({ config, log: createLogger('silent'), announce: () => undefined });
+    closers.push(() => daemon.stop());
+    const now = Date.now();
+    await writeCertificate(config.keys.dir, 'api', now - DAY, now + 180 * DAY);
+    const run = await doctor();
+    expect(run.code, run.out + run.err).to.equal(0);
+    expect(run.lines.get('tls api')!.status).to.equal('OK');
+    expect(run.lines.get('tls api served')!.status).to.equal('WARN');
+    expect(run.lines.get('tls api served')!.reason).to.match(
+      new RegExp(`^the running daemon serves on 127\\.0\\.0\\.1:${ports.apiTls} another certificate than .*api\\.crt \\(one valid until \\d{4}-.*\\): reload it \\(SIGHUP\\) or restart it`),
+    );
+    daemon.reload(config);
+    const reloaded = await doctor();
+    expect(reloaded.lines.get('tls api served')!.status).to.equal('OK');
+  });
+
+  it('against a running daemon, fails a configured address that another process holds instead of taking it for the daemon\'s', async () => {
+    const daemon = await Daemon.start({ config, log: createLogger('silent'), announce: () => undefined });
+    closers.push(() => daemon.stop());
+    // The configuration was edited after the daemon started: inbound on a port Postfix holds, tracking on a free one.
+    const [postfix, freeTracking] = await freePorts(2);
+    const squatter = createServer();
+    await new Promise<void>((resolve) => squatter.listen(postfix, '127.0.0.1', resolve));
+    closers.push(() => new Promise<void>((r) => squatter.close(() => r())));
+    const edited = readFileSync(configPath, 'utf8')
+      .replace(`    port: ${ports.inbound}\n`, `    port: ${postfix}\n`)
+      .replace(`  port: ${ports.tracking}\n`, `  port: ${freeTracking}\n`);
+    writeFileSync(configPath, edited);
+
+    const run = await doctor();
+    expect(run.code, run.out + run.err).to.equal(1);
+    expect(run.lines.get('listener inbound')).to.deep.equal({
+      status: 'FAIL',
+      reason: `127.0.0.1:${postfix} is in use by another process, not by the running daemon (the running daemon listens on 127.0.0.1:${ports.inbound}): a restart with this configuration fails (smtp.inbound.port)`,
+    });
+    expect(run.lines.get('listener tracking')).to.deep.equal({
+      status: 'WARN',
+      reason: `the running daemon listens on 127.0.0.1:${ports.tracking}, not 127.0.0.1:${freeTracking} (tracking.port): restart it to apply this configuration; 127.0.0.1:${freeTracking} can be bound`,
+    });
+    expect(run.lines.get('listener api')!.status).to.equal('OK');
+  });
+
+  it('fails a control socket path taken by something that is not a socket, or too long for one', async () => {
+    writeFileSync(join(config.data.dir, 'control.sock'), 'not a socket');
+    const run = await doctor();
+    expect(run.code, run.out + run.err).to.equal(1);
+    expect(run.lines.get('listener control')).to.deep.equal({
+      status: 'FAIL',
+      reason: `${join(config.data.dir, 'control.sock')} exists and is not a socket: the daemon could not start (move it away)`,
+    });
+
+    const deep = join(dir, 'd'.repeat(120));
+    writeFileSync(configPath, readFileSync(configPath, 'utf8').replace(`  dir: ${join(dir, 'data')}\n`, `  dir: ${deep}\n`));
+    const long = await doctor();
+    expect(long.lines.get('listener control')!.status).to.equal('FAIL');
+    expect(long.lines.get('listener control')!.reason).to.contain('longer than the 107 a Unix socket path may be: use a shorter data.dir');
+  });
+
+  it('checks the tracking listener\'s certificate when it serves TLS, and the SMTP one for inbound alone', async () => {
+    writeFileSync(
+      configPath,
+      readFileSync(configPath, 'utf8')
+        .replace(`  port: ${ports.tracking}\n`, `  port: ${ports.tracking}\n  tls:\n    enabled: true\n`)
+        .replace('  submission:\n', '  submission:\n    enabled: false\n'),
+    );
+    const run = await doctor();
+    expect(run.code, run.out + run.err).to.equal(1);
+    expect(run.lines.get('tls tracking')).to.deep.equal({
+      status: 'FAIL',
+      reason: `${join(config.keys.dir, 'tls', 'tracking.crt')} does not exist: the daemon cannot start with TLS on`,
+    });
+    expect(run.lines.get('tls smtp-submission')!.status).to.equal('OK');
+    expect(run.lines.has('listener smtp-tls')).to.equal(false);
   });
 
   it('exits 2 naming the problem when the configuration does not load', async () => {
