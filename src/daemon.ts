@@ -1,11 +1,11 @@
 import { TrackingHits } from './tracking/hits.ts';
 import { TrackingUrlMaker } from './tracking/endpoint.ts';
-import { TrackingListenerThread } from './tracking/listener-thread.ts';
+import type { TrackingListenerThread } from './tracking/listener-thread.ts';
 import { TrackingTokens } from './tracking/tokens.ts';
 import { countersObserver, expandCount } from './stats/counters.ts';
 import { rebuildCounters } from './stats/rebuild.ts';
 import { Statistics } from './stats/statistics.ts';
-import { existsSync, readFileSync } from 'node:fs';
+import { readFileSync } from 'node:fs';
 import { extname, join, resolve } from 'node:path';
 import { schedule, type ScheduledTask } from 'node-cron';
 import { boundHeapGrowth } from './util/heap.ts';
@@ -88,12 +88,13 @@ import { spamdScore } from './inbound/spamd.ts';
 import { InboundRepo } from './store/inbound-repo.ts';
 import { Routes } from './inbound/routes.ts';
 import { RoutesRepo } from './store/routes-repo.ts';
-import { controlSocketPath } from './control/protocol.ts';
 import { CoreAdmin } from './control/core-admin.ts';
 import { QueueAdmin } from './control/queue-admin.ts';
-import { ControlServer } from './control/server.ts';
+import type { ControlServer } from './control/server.ts';
 import { Metrics } from './metrics/metrics.ts';
 import { MetricsListener } from './metrics/listener.ts';
+import { bindListeners, type BoundListeners } from './bind-phase.ts';
+import { readTlsFiles } from './util/tls-files.ts';
 
 /**
  * Webhook deliveries handed to the HTTP thread at once per origin, as a multiple of its
@@ -267,11 +268,14 @@ export interface DaemonOptions {
   /** Where a one-time secret is shown to the operator (stdout), never the log. */
   announce: (text: string) => void;
   clock?: Clock;
+  /** The listeners bound by the caller (`postilion start` binds before its first log line); else bound first here. */
+  bound?: BoundListeners;
 }
 
 /**
- * The composition root: builds the components, starts them in order (store → jobs → listeners)
- * and stops them in reverse. No business logic lives here.
+ * The composition root: binds every listener first (bind-phase.ts), then builds the components
+ * and starts them in order (store → jobs → listeners, each taking its bound socket), and stops
+ * them in reverse. No business logic lives here.
  */
 export class Daemon {
   private readonly listeners: ApiListener[] = [];
@@ -301,16 +305,27 @@ export class Daemon {
     private readonly log: Logger,
     private readonly rateLimiter: RateLimiter,
     private readonly refusalLimiter: RefusalLimiter,
+    private readonly bound: BoundListeners,
   ) {
     this.settings = apiSettings(config);
     this.metrics = instrument(config, core_, log);
+    this.control = bound.control;
+    this.trackingListener = bound.tracking;
   }
 
   static async start(options: DaemonOptions): Promise<Daemon> {
     const { config, log } = options;
-    boundHeapGrowth();
-    const core = await openCore(config, options.clock);
-    const daemon = new Daemon(config, core, log, new RateLimiter(config.api.rate_limits, core.clock), new RefusalLimiter(config.api.auth_failures, core.clock));
+    // Before anything opens or is made: a busy address stops the start with nothing to undo.
+    const bound = options.bound ?? (await bindListeners(config));
+    let core: Core;
+    try {
+      boundHeapGrowth();
+      core = await openCore(config, options.clock);
+    } catch (err) {
+      await bound.close();
+      throw err;
+    }
+    const daemon = new Daemon(config, core, log, new RateLimiter(config.api.rate_limits, core.clock), new RefusalLimiter(config.api.auth_failures, core.clock), bound);
     try {
       await daemon.startComponents(options.announce);
     } catch (err) {
@@ -404,39 +419,31 @@ export class Daemon {
     if (config.tracking.enabled) {
       this.trackingHits = new TrackingHits(core.messagesRepo, (ops) => core.store.commit(ops), core.events, core.clock, config.tracking.scanner_seconds * 1000,
         (err) => log.error({ err }, 'an open or click could not be recorded'), (count) => this.trackingListener?.written(count));
-      const t = config.tracking;
-      // Its own thread, which takes a moment to start: first of the listeners, so that a daemon
-      // whose other listeners are up is (nearly) started.
-      this.trackingListener = await TrackingListenerThread.start(
-        new URL(`./tracking-thread${extname(fileURLToPath(import.meta.url))}`, import.meta.url),
-        {
-          host: t.host,
-          port: t.port,
-          tls: t.tls.enabled ? readTlsFiles(config.keys.dir, t.tls, 'tracking.tls') : null,
-          tokenKey: core.trackingKey,
-          trustedProxies: config.api.trusted_proxies,
-        },
+      // Its thread listens since the bind phase; it answers from now on.
+      const tracking = this.bound.tracking!;
+      tracking.serve(
+        { tokenKey: core.trackingKey, trustedProxies: config.api.trusted_proxies },
         { domains: core.domainsRepo, messages: core.messagesRepo, hits: this.trackingHits, log },
       );
-      log.info({ url: this.trackingListener.url }, 'tracking listening');
+      log.info({ url: tracking.url }, 'tracking listening');
     }
 
     this.engine = await this.startEngine();
-    this.control = await this.startControl();
+    this.startControl();
     if (config.smtp.submission.enabled) this.submission = await this.startSubmission();
     if (config.smtp.inbound.enabled) this.inbound = await this.startInbound();
 
     const handler = app.callback();
-    this.listeners.push(await ApiListener.start({ host: config.api.host, port: config.api.port, log }, handler));
+    this.listeners.push(await ApiListener.start({ host: config.api.host, port: config.api.port, bound: this.bound.api, log }, handler));
     if (config.api.tls.enabled) {
       this.listeners.push(
-        await ApiListener.start({ host: config.api.tls.host, port: config.api.tls.port, tls: readTls(config), log }, handler),
+        await ApiListener.start({ host: config.api.tls.host, port: config.api.tls.port, bound: this.bound.apiTls ?? undefined, tls: readTls(config), log }, handler),
       );
     }
     log.info({ urls: this.urls }, 'API listening');
 
     if (config.metrics.enabled) {
-      this.metricsListener = await MetricsListener.start(config.metrics.host, config.metrics.port, this.metrics, () => this.readiness(), log);
+      this.metricsListener = await MetricsListener.start(config.metrics.host, config.metrics.port, this.metrics, () => this.readiness(), log, this.bound.metrics ?? undefined);
       log.info({ url: this.metricsListener.url }, 'metrics listening');
     }
 
@@ -592,7 +599,7 @@ export class Daemon {
   }
 
   /** The control socket the CLI's queue and admin commands talk to while the daemon holds the store. */
-  private startControl(): Promise<ControlServer> {
+  private startControl(): void {
     const { config, core_: core, log } = this;
     const d = config.delivery;
     const queue = new QueueAdmin({
@@ -609,7 +616,7 @@ export class Daemon {
         engine: this.engine,
       },
     });
-    return ControlServer.start(controlSocketPath(config), { queue, admin: new CoreAdmin(core) }, log);
+    this.bound.control.serve({ queue, admin: new CoreAdmin(core) }, log);
   }
 
   /** SMTP submission: STARTTLS and implicit-TLS listeners feeding the same accept() as the API. */
@@ -617,8 +624,8 @@ export class Daemon {
     const { config, core_: core, log } = this;
     const s = config.smtp.submission;
     const ports = [
-      ...(s.starttls_port !== null ? [{ port: s.starttls_port, secure: false }] : []),
-      ...(s.tls_port !== null ? [{ port: s.tls_port, secure: true }] : []),
+      ...(s.starttls_port !== null ? [{ port: s.starttls_port, secure: false, bound: this.bound.smtpStarttls ?? undefined }] : []),
+      ...(s.tls_port !== null ? [{ port: s.tls_port, secure: true, bound: this.bound.smtpTls ?? undefined }] : []),
     ];
     if (ports.length === 0) {
       log.warn('smtp.submission is enabled but both of its ports are null: no listener');
@@ -689,6 +696,7 @@ export class Daemon {
       {
         host: i.host,
         port: i.port,
+        bound: this.bound.smtpInbound ?? undefined,
         hostname: config.server.hostname,
         tls,
         maxMessageBytes: i.max_message_bytes,
@@ -828,6 +836,8 @@ export class Daemon {
         await this.engine.stop(1000);
       }
       for (const job of this.jobs) await job.stop();
+      // The sockets of listeners that never started (a start that failed half-way).
+      await this.bound.close();
       await this.core_.store.close();
       this.log.info('stopped');
     })();
@@ -889,16 +899,6 @@ function apiSettings(config: Config): ApiSettings {
 
 function readTls(config: Config): { cert: Buffer; key: Buffer } {
   return readTlsFiles(config.keys.dir, config.api.tls, 'api.tls');
-}
-
-/** A listener's PEM certificate and key, relative to keys.dir; a missing file stops the start. */
-function readTlsFiles(keysDir: string, files: { cert: string; key: string }, option: string): { cert: Buffer; key: Buffer } {
-  const cert = resolve(keysDir, files.cert);
-  const key = resolve(keysDir, files.key);
-  for (const path of [cert, key]) {
-    if (!existsSync(path)) throw new Error(`${option} is enabled but ${path} does not exist`);
-  }
-  return { cert: readFileSync(cert), key: readFileSync(key) };
 }
 
 /** The reply classification rules; a file that cannot be read or parsed stops the start. */

@@ -10,7 +10,8 @@ import { parentPort, workerData } from 'node:worker_threads';
 import { parseCidr, type Cidr } from './util/cidr.ts';
 import { trackingEndpoint } from './tracking/endpoint.ts';
 import { LeanHttpServer } from './tracking/lean-http.ts';
-import type { FromThread, Lookup, MessageFacts, ThreadHit, ThreadStart, ToThread } from './tracking/thread-protocol.ts';
+import type { LeanHandler } from './tracking/lean-http.ts';
+import type { FromThread, Lookup, MessageFacts, ThreadHit, ThreadServe, ThreadStart, ToThread } from './tracking/thread-protocol.ts';
 import { TrackingTokens } from './tracking/tokens.ts';
 import { andThen, type Maybe } from './util/maybe.ts';
 
@@ -33,9 +34,8 @@ interface Facts extends MessageFacts {
 const start = workerData as ThreadStart;
 const port = parentPort!;
 // Buffers cross to a thread as plain Uint8Arrays.
-const tokens = new TrackingTokens(Buffer.from(start.tokenKey));
 const tls = start.tls ? { cert: Buffer.from(start.tls.cert), key: Buffer.from(start.tls.key) } : null;
-let trusted: readonly Cidr[] = start.trustedProxies.map(parseCidr);
+let trusted: readonly Cidr[] = [];
 
 const send = (message: FromThread) => port.postMessage(message);
 const log = (level: 'info' | 'error', fields: Record<string, unknown>, message: string) => send({ type: 'log', level, fields, message });
@@ -135,18 +135,29 @@ async function room(): Promise<void> {
 }
 
 const onError = (err: unknown) => log('error', { err: errorFields(err) }, 'tracking request failed');
-const endpoint = trackingEndpoint({
-  tokens,
-  domainOfHost,
-  facts: factsOf,
-  link,
-  hit,
-  trustedProxies: () => trusted,
-});
+// The thread listens from the daemon's bind phase, before the store is open; it answers once the
+// daemon says 'serve' (with the token key, made with the keys after the bind phase). Requests
+// that come earlier wait for it.
+let endpoint: LeanHandler | null = null;
+let served!: () => void;
+const serving = new Promise<void>((resolve) => (served = resolve));
+const handler: LeanHandler = (req) => (endpoint ? endpoint(req) : serving.then(() => endpoint!(req)));
+function serve(settings: ThreadServe): void {
+  trusted = settings.trustedProxies.map(parseCidr);
+  endpoint = trackingEndpoint({
+    tokens: new TrackingTokens(Buffer.from(settings.tokenKey)),
+    domainOfHost,
+    facts: factsOf,
+    link,
+    hit,
+    trustedProxies: () => trusted,
+  });
+  served();
+}
 
 let listener: LeanHttpServer;
 try {
-  listener = await LeanHttpServer.start({ host: start.host, port: start.port, ...(tls ? { tls } : {}) }, endpoint, onError);
+  listener = await LeanHttpServer.start({ host: start.host, port: start.port, ...(tls ? { tls } : {}) }, handler, onError);
 } catch (err) {
   const e = err as NodeJS.ErrnoException;
   send({ type: 'failed', message: e.message, ...(e.code ? { code: e.code } : {}) });
@@ -156,6 +167,9 @@ try {
 
 port.on('message', (message: ToThread) => {
   switch (message.type) {
+    case 'serve':
+      serve(message);
+      break;
     case 'answer': {
       const waiter = asked.get(message.seq);
       asked.delete(message.seq);

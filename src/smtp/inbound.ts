@@ -1,6 +1,7 @@
 import type { AddressInfo } from 'node:net';
 import { PerAddressLimit, printable, reply } from './session-limits.ts';
 import type { Logger } from 'pino';
+import type { BoundSocket } from '../util/bound-socket.ts';
 import { SMTPServer, type SMTPServerDataStream, type SMTPServerSession } from 'smtp-server';
 import type { Accepted, InboundPolicy } from '../inbound/policy.ts';
 import type { HeaderSummary, Intake } from '../inbound/intake.ts';
@@ -12,6 +13,8 @@ import { newId } from '../util/ids.ts';
 export interface InboundOptions {
   host: string;
   port: number;
+  /** The socket bound at host:port by the daemon's bind phase, taken over here. */
+  bound?: BoundSocket;
   hostname: string;
   tls: { cert: Buffer; key: Buffer };
   maxMessageBytes: number;
@@ -65,10 +68,12 @@ export class InboundListener {
     const server = createServer(options, deps);
     const port = await new Promise<number>((resolve, reject) => {
       server.once('error', reject);
-      server.listen(options.port, options.host, () => {
+      const listening = () => {
         server.removeListener('error', reject);
         resolve((server.server.address() as AddressInfo).port);
-      });
+      };
+      if (options.bound) options.bound.handTo(server.server).then(listening, reject);
+      else server.listen(options.port, options.host, listening);
     });
     server.on('error', (err) => deps.log.warn({ err }, 'inbound SMTP connection error'));
     deps.log.info({ host: options.host, port }, 'inbound SMTP listening');
