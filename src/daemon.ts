@@ -93,6 +93,7 @@ import { QueueAdmin } from './control/queue-admin.ts';
 import type { ControlServer } from './control/server.ts';
 import { Metrics } from './metrics/metrics.ts';
 import { MetricsListener } from './metrics/listener.ts';
+import { applyLive, reloadPlan } from './config/reload.ts';
 import { bindListeners, type BoundListeners } from './bind-phase.ts';
 import { readTlsFiles } from './util/tls-files.ts';
 
@@ -774,40 +775,35 @@ export class Daemon {
   }
 
   /**
-   * Applies what can change without a restart; says what needs one. Everything that can fail
-   * (reading certificate files) happens before anything is applied, so a failed reload changes
-   * nothing.
+   * Applies what can change without a restart; names every changed key that needs one (the table
+   * in config/reload.ts), which keeps its running value. Everything that can fail (reading
+   * certificate files) happens before anything is applied, so a failed reload changes nothing.
    */
-  reload(next: Config): void {
-    const tls = next.api.tls.enabled && this.listeners.length > 1 ? readTls(next) : null;
-    const submission = next.smtp.submission;
-    const smtpTls = this.submission && submission.enabled ? readCertificate(resolve(next.keys.dir, submission.cert), resolve(next.keys.dir, submission.key)) : null;
-    const same = (a: unknown, b: unknown) => JSON.stringify(a) === JSON.stringify(b);
-    const listenerShape = (c: Config) => ({ host: c.api.host, port: c.api.port, tls: { enabled: c.api.tls.enabled, host: c.api.tls.host, port: c.api.tls.port } });
-    // The submission certificate and key are re-read below; the rest of smtp needs a restart.
-    const smtpShape = (c: Config) => ({ ...c.smtp, submission: { ...c.smtp.submission, cert: null, key: null } });
-    const restartNeeded: string[] = (['data', 'keys', 'server', 'dns', 'domains', 'dkim', 'messages', 'delivery', 'metrics', 'events', 'webhooks'] as const).filter((k) => !same(next[k], this.config[k]));
-    if (!same(smtpShape(next), smtpShape(this.config))) restartNeeded.push('smtp');
-    if (!same(listenerShape(next), listenerShape(this.config))) restartNeeded.push('api listeners');
-    if (next.api.idempotency.purge_schedule !== this.config.api.idempotency.purge_schedule) {
-      restartNeeded.push('api.idempotency.purge_schedule');
-    }
+  reload(next: Config): { applied: string[]; restartNeededFor: string[]; tlsReloaded: string[] } {
+    const plan = reloadPlan(this.config, next);
+    const config = applyLive(this.config, next, plan.live);
+    const tls = config.api.tls.enabled && this.listeners.length > 1 ? readTls(config) : null;
+    const submission = config.smtp.submission;
+    const smtpTls = this.submission && submission.enabled ? readCertificate(resolve(config.keys.dir, submission.cert), resolve(config.keys.dir, submission.key)) : null;
 
-    this.log.level = next.log.level;
-    this.rateLimiter.configure(next.api.rate_limits);
-    this.refusalLimiter.configure(next.api.auth_failures);
-    this.core_.idempotency.configure(next.api.idempotency);
-    this.settings = apiSettings(next);
-    this.trackingListener?.configure(next.api.trusted_proxies);
+    this.log.level = config.log.level;
+    this.rateLimiter.configure(config.api.rate_limits);
+    this.refusalLimiter.configure(config.api.auth_failures);
+    this.core_.idempotency.configure(config.api.idempotency);
+    this.settings = apiSettings(config);
+    this.trackingListener?.configure(config.api.trusted_proxies);
     if (tls) for (const listener of this.listeners) listener.reloadTls(tls);
     if (smtpTls) this.submission?.reloadTls(smtpTls);
     if (smtpTls) this.inbound?.reloadTls(smtpTls);
-    // What needs a restart stays as the running daemon has it; of smtp, only the re-read certificate paths change.
-    const smtp = smtpTls ? { ...this.config.smtp, submission: { ...this.config.smtp.submission, cert: submission.cert, key: submission.key } } : this.config.smtp;
-    const kept = { data: this.config.data, keys: this.config.keys, server: this.config.server, dns: this.config.dns, domains: this.config.domains, dkim: this.config.dkim, messages: this.config.messages, delivery: this.config.delivery, metrics: this.config.metrics, events: this.config.events, webhooks: this.config.webhooks, smtp };
-    this.config = { ...next, ...kept };
+    this.config = config;
     const tlsReloaded = [...(tls ? ['api'] : []), ...(smtpTls ? ['smtp-submission'] : [])];
-    this.log.info({ restart_needed_for: restartNeeded, tls_reloaded: tlsReloaded }, 'configuration reloaded');
+    this.log.info({ applied: plan.live, restart_needed_for: plan.restart, tls_reloaded: tlsReloaded }, 'configuration reloaded');
+    return { applied: plan.live, restartNeededFor: plan.restart, tlsReloaded };
+  }
+
+  /** The configuration the daemon runs with (after reloads: the live keys of the last file read). */
+  get runningConfig(): Config {
+    return this.config;
   }
 
   /** Stops accepting, drains in-flight requests within the grace period, closes the store. */
