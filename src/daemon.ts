@@ -1,11 +1,11 @@
 import { TrackingHits } from './tracking/hits.ts';
 import { TrackingUrlMaker } from './tracking/endpoint.ts';
-import { TrackingListenerThread } from './tracking/listener-thread.ts';
+import type { TrackingListenerThread } from './tracking/listener-thread.ts';
 import { TrackingTokens } from './tracking/tokens.ts';
 import { countersObserver, expandCount } from './stats/counters.ts';
 import { rebuildCounters } from './stats/rebuild.ts';
 import { Statistics } from './stats/statistics.ts';
-import { existsSync, readFileSync } from 'node:fs';
+import { readFileSync } from 'node:fs';
 import { extname, join, resolve } from 'node:path';
 import { schedule, type ScheduledTask } from 'node-cron';
 import { boundHeapGrowth } from './util/heap.ts';
@@ -88,14 +88,16 @@ import { spamdScore } from './inbound/spamd.ts';
 import { InboundRepo } from './store/inbound-repo.ts';
 import { Routes } from './inbound/routes.ts';
 import { RoutesRepo } from './store/routes-repo.ts';
-import { controlSocketPath } from './control/protocol.ts';
 import { CoreAdmin } from './control/core-admin.ts';
 import { QueueAdmin } from './control/queue-admin.ts';
-import { ControlServer } from './control/server.ts';
+import type { ControlServer } from './control/server.ts';
 import { DaemonDoctorReads } from './control/doctor-reads.ts';
 import { heldAt, type HeldListener } from './control/doctor-protocol.ts';
 import { Metrics } from './metrics/metrics.ts';
 import { MetricsListener } from './metrics/listener.ts';
+import { applyLive, reloadPlan } from './config/reload.ts';
+import { bindListeners, type BoundListeners } from './bind-phase.ts';
+import { readTlsFiles } from './util/tls-files.ts';
 
 /**
  * Webhook deliveries handed to the HTTP thread at once per origin, as a multiple of its
@@ -269,11 +271,14 @@ export interface DaemonOptions {
   /** Where a one-time secret is shown to the operator (stdout), never the log. */
   announce: (text: string) => void;
   clock?: Clock;
+  /** The listeners bound by the caller (`postilion start` binds before its first log line); else bound first here. */
+  bound?: BoundListeners;
 }
 
 /**
- * The composition root: builds the components, starts them in order (store → jobs → listeners)
- * and stops them in reverse. No business logic lives here.
+ * The composition root: binds every listener first (bind-phase.ts), then builds the components
+ * and starts them in order (store → jobs → listeners, each taking its bound socket), and stops
+ * them in reverse. No business logic lives here.
  */
 export class Daemon {
   private readonly listeners: ApiListener[] = [];
@@ -303,16 +308,27 @@ export class Daemon {
     private readonly log: Logger,
     private readonly rateLimiter: RateLimiter,
     private readonly refusalLimiter: RefusalLimiter,
+    private readonly bound: BoundListeners,
   ) {
     this.settings = apiSettings(config);
     this.metrics = instrument(config, core_, log, async () => this.trackingListener?.sync());
+    this.control = bound.control;
+    this.trackingListener = bound.tracking;
   }
 
   static async start(options: DaemonOptions): Promise<Daemon> {
     const { config, log } = options;
-    boundHeapGrowth();
-    const core = await openCore(config, options.clock);
-    const daemon = new Daemon(config, core, log, new RateLimiter(config.api.rate_limits, core.clock), new RefusalLimiter(config.api.auth_failures, core.clock));
+    // Before anything opens or is made: a busy address stops the start with nothing to undo.
+    const bound = options.bound ?? (await bindListeners(config));
+    let core: Core;
+    try {
+      boundHeapGrowth();
+      core = await openCore(config, options.clock);
+    } catch (err) {
+      await bound.close();
+      throw err;
+    }
+    const daemon = new Daemon(config, core, log, new RateLimiter(config.api.rate_limits, core.clock), new RefusalLimiter(config.api.auth_failures, core.clock), bound);
     try {
       await daemon.startComponents(options.announce);
     } catch (err) {
@@ -406,39 +422,31 @@ export class Daemon {
     if (config.tracking.enabled) {
       this.trackingHits = new TrackingHits(core.messagesRepo, (ops) => core.store.commit(ops), core.events, core.clock, config.tracking.scanner_seconds * 1000,
         (err) => log.error({ err }, 'an open or click could not be recorded'), (count) => this.trackingListener?.written(count));
-      const t = config.tracking;
-      // Its own thread, which takes a moment to start: first of the listeners, so that a daemon
-      // whose other listeners are up is (nearly) started.
-      this.trackingListener = await TrackingListenerThread.start(
-        new URL(`./tracking-thread${extname(fileURLToPath(import.meta.url))}`, import.meta.url),
-        {
-          host: t.host,
-          port: t.port,
-          tls: t.tls.enabled ? readTlsFiles(config.keys.dir, t.tls, 'tracking.tls') : null,
-          tokenKey: core.trackingKey,
-          trustedProxies: config.api.trusted_proxies,
-        },
+      // Its thread listens since the bind phase; it answers from now on.
+      const tracking = this.bound.tracking!;
+      tracking.serve(
+        { tokenKey: core.trackingKey, trustedProxies: config.api.trusted_proxies },
         { domains: core.domainsRepo, messages: core.messagesRepo, hits: this.trackingHits, log, observer: this.metrics.tracking },
       );
-      log.info({ url: this.trackingListener.url }, 'tracking listening');
+      log.info({ url: tracking.url }, 'tracking listening');
     }
 
     this.engine = await this.startEngine();
-    this.control = await this.startControl();
+    this.startControl();
     if (config.smtp.submission.enabled) this.submission = await this.startSubmission();
     if (config.smtp.inbound.enabled) this.inbound = await this.startInbound();
 
     const handler = app.callback();
-    this.listeners.push(await ApiListener.start({ host: config.api.host, port: config.api.port, log }, handler));
+    this.listeners.push(await ApiListener.start({ host: config.api.host, port: config.api.port, bound: this.bound.api, log }, handler));
     if (config.api.tls.enabled) {
       this.listeners.push(
-        await ApiListener.start({ host: config.api.tls.host, port: config.api.tls.port, tls: readTls(config), log }, handler),
+        await ApiListener.start({ host: config.api.tls.host, port: config.api.tls.port, bound: this.bound.apiTls ?? undefined, tls: readTls(config), log }, handler),
       );
     }
     log.info({ urls: this.urls }, 'API listening');
 
     if (config.metrics.enabled) {
-      this.metricsListener = await MetricsListener.start(config.metrics.host, config.metrics.port, this.metrics, () => this.readiness(), log);
+      this.metricsListener = await MetricsListener.start(config.metrics.host, config.metrics.port, this.metrics, () => this.readiness(), log, this.bound.metrics ?? undefined);
       log.info({ url: this.metricsListener.url }, 'metrics listening');
     }
 
@@ -595,7 +603,7 @@ export class Daemon {
   }
 
   /** The control socket the CLI's queue and admin commands talk to while the daemon holds the store. */
-  private startControl(): Promise<ControlServer> {
+  private startControl(): void {
     const { config, core_: core, log } = this;
     const d = config.delivery;
     const queue = new QueueAdmin({
@@ -613,7 +621,7 @@ export class Daemon {
       },
     });
     const doctor = new DaemonDoctorReads(core.domainsRepo, () => this.heldListeners());
-    return ControlServer.start(controlSocketPath(config), { queue, admin: new CoreAdmin(core), doctor }, log);
+    this.bound.control.serve({ queue, admin: new CoreAdmin(core), doctor }, log);
   }
 
   /** The sockets held now, for `postilion doctor` (smtp needs a restart to change: its hosts are the bound ones). */
@@ -633,8 +641,8 @@ export class Daemon {
     const { config, core_: core, log } = this;
     const s = config.smtp.submission;
     const ports = [
-      ...(s.starttls_port !== null ? [{ port: s.starttls_port, secure: false }] : []),
-      ...(s.tls_port !== null ? [{ port: s.tls_port, secure: true }] : []),
+      ...(s.starttls_port !== null ? [{ port: s.starttls_port, secure: false, bound: this.bound.smtpStarttls ?? undefined }] : []),
+      ...(s.tls_port !== null ? [{ port: s.tls_port, secure: true, bound: this.bound.smtpTls ?? undefined }] : []),
     ];
     if (ports.length === 0) {
       log.warn('smtp.submission is enabled but both of its ports are null: no listener');
@@ -706,6 +714,7 @@ export class Daemon {
       {
         host: i.host,
         port: i.port,
+        bound: this.bound.smtpInbound ?? undefined,
         hostname: config.server.hostname,
         tls,
         maxMessageBytes: i.max_message_bytes,
@@ -785,40 +794,35 @@ export class Daemon {
   }
 
   /**
-   * Applies what can change without a restart; says what needs one. Everything that can fail
-   * (reading certificate files) happens before anything is applied, so a failed reload changes
-   * nothing.
+   * Applies what can change without a restart; names every changed key that needs one (the table
+   * in config/reload.ts), which keeps its running value. Everything that can fail (reading
+   * certificate files) happens before anything is applied, so a failed reload changes nothing.
    */
-  reload(next: Config): void {
-    const tls = next.api.tls.enabled && this.listeners.length > 1 ? readTls(next) : null;
-    const submission = next.smtp.submission;
-    const smtpTls = this.submission && submission.enabled ? readCertificate(resolve(next.keys.dir, submission.cert), resolve(next.keys.dir, submission.key)) : null;
-    const same = (a: unknown, b: unknown) => JSON.stringify(a) === JSON.stringify(b);
-    const listenerShape = (c: Config) => ({ host: c.api.host, port: c.api.port, tls: { enabled: c.api.tls.enabled, host: c.api.tls.host, port: c.api.tls.port } });
-    // The submission certificate and key are re-read below; the rest of smtp needs a restart.
-    const smtpShape = (c: Config) => ({ ...c.smtp, submission: { ...c.smtp.submission, cert: null, key: null } });
-    const restartNeeded: string[] = (['data', 'keys', 'server', 'dns', 'domains', 'dkim', 'messages', 'delivery', 'metrics', 'events', 'webhooks'] as const).filter((k) => !same(next[k], this.config[k]));
-    if (!same(smtpShape(next), smtpShape(this.config))) restartNeeded.push('smtp');
-    if (!same(listenerShape(next), listenerShape(this.config))) restartNeeded.push('api listeners');
-    if (next.api.idempotency.purge_schedule !== this.config.api.idempotency.purge_schedule) {
-      restartNeeded.push('api.idempotency.purge_schedule');
-    }
+  reload(next: Config): { applied: string[]; restartNeededFor: string[]; tlsReloaded: string[] } {
+    const plan = reloadPlan(this.config, next);
+    const config = applyLive(this.config, next, plan.live);
+    const tls = config.api.tls.enabled && this.listeners.length > 1 ? readTls(config) : null;
+    const submission = config.smtp.submission;
+    const smtpTls = this.submission && submission.enabled ? readCertificate(resolve(config.keys.dir, submission.cert), resolve(config.keys.dir, submission.key)) : null;
 
-    this.log.level = next.log.level;
-    this.rateLimiter.configure(next.api.rate_limits);
-    this.refusalLimiter.configure(next.api.auth_failures);
-    this.core_.idempotency.configure(next.api.idempotency);
-    this.settings = apiSettings(next);
-    this.trackingListener?.configure(next.api.trusted_proxies);
+    this.log.level = config.log.level;
+    this.rateLimiter.configure(config.api.rate_limits);
+    this.refusalLimiter.configure(config.api.auth_failures);
+    this.core_.idempotency.configure(config.api.idempotency);
+    this.settings = apiSettings(config);
+    this.trackingListener?.configure(config.api.trusted_proxies);
     if (tls) for (const listener of this.listeners) listener.reloadTls(tls);
     if (smtpTls) this.submission?.reloadTls(smtpTls);
     if (smtpTls) this.inbound?.reloadTls(smtpTls);
-    // What needs a restart stays as the running daemon has it; of smtp, only the re-read certificate paths change.
-    const smtp = smtpTls ? { ...this.config.smtp, submission: { ...this.config.smtp.submission, cert: submission.cert, key: submission.key } } : this.config.smtp;
-    const kept = { data: this.config.data, keys: this.config.keys, server: this.config.server, dns: this.config.dns, domains: this.config.domains, dkim: this.config.dkim, messages: this.config.messages, delivery: this.config.delivery, metrics: this.config.metrics, events: this.config.events, webhooks: this.config.webhooks, smtp };
-    this.config = { ...next, ...kept };
+    this.config = config;
     const tlsReloaded = [...(tls ? ['api'] : []), ...(smtpTls ? ['smtp-submission'] : [])];
-    this.log.info({ restart_needed_for: restartNeeded, tls_reloaded: tlsReloaded }, 'configuration reloaded');
+    this.log.info({ applied: plan.live, restart_needed_for: plan.restart, tls_reloaded: tlsReloaded }, 'configuration reloaded');
+    return { applied: plan.live, restartNeededFor: plan.restart, tlsReloaded };
+  }
+
+  /** The configuration the daemon runs with (after reloads: the live keys of the last file read). */
+  get runningConfig(): Config {
+    return this.config;
   }
 
   /** Stops accepting, drains in-flight requests within the grace period, closes the store. */
@@ -847,6 +851,8 @@ export class Daemon {
         await this.engine.stop(1000);
       }
       for (const job of this.jobs) await job.stop();
+      // The sockets of listeners that never started (a start that failed half-way).
+      await this.bound.close();
       await this.core_.store.close();
       this.log.info('stopped');
     })();
@@ -912,16 +918,6 @@ function apiSettings(config: Config): ApiSettings {
 
 function readTls(config: Config): { cert: Buffer; key: Buffer } {
   return readTlsFiles(config.keys.dir, config.api.tls, 'api.tls');
-}
-
-/** A listener's PEM certificate and key, relative to keys.dir; a missing file stops the start. */
-function readTlsFiles(keysDir: string, files: { cert: string; key: string }, option: string): { cert: Buffer; key: Buffer } {
-  const cert = resolve(keysDir, files.cert);
-  const key = resolve(keysDir, files.key);
-  for (const path of [cert, key]) {
-    if (!existsSync(path)) throw new Error(`${option} is enabled but ${path} does not exist`);
-  }
-  return { cert: readFileSync(cert), key: readFileSync(key) };
 }
 
 /** The reply classification rules; a file that cannot be read or parsed stops the start. */

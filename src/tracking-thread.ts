@@ -9,8 +9,8 @@
 import { parentPort, workerData } from 'node:worker_threads';
 import { parseCidr, type Cidr } from './util/cidr.ts';
 import { trackingEndpoint } from './tracking/endpoint.ts';
-import { LeanHttpServer, type LeanAnswer, type LeanRequest } from './tracking/lean-http.ts';
-import type { FromThread, Lookup, MessageFacts, RequestCounts, ThreadHit, ThreadStart, ToThread } from './tracking/thread-protocol.ts';
+import { LeanHttpServer, type LeanAnswer, type LeanHandler, type LeanRequest } from './tracking/lean-http.ts';
+import type { FromThread, Lookup, MessageFacts, RequestCounts, ThreadHit, ThreadServe, ThreadStart, ToThread } from './tracking/thread-protocol.ts';
 import { TrackingTokens } from './tracking/tokens.ts';
 import { andThen, type Maybe } from './util/maybe.ts';
 
@@ -33,9 +33,8 @@ interface Facts extends MessageFacts {
 const start = workerData as ThreadStart;
 const port = parentPort!;
 // Buffers cross to a thread as plain Uint8Arrays.
-const tokens = new TrackingTokens(Buffer.from(start.tokenKey));
 const tls = start.tls ? { cert: Buffer.from(start.tls.cert), key: Buffer.from(start.tls.key) } : null;
-let trusted: readonly Cidr[] = start.trustedProxies.map(parseCidr);
+let trusted: readonly Cidr[] = [];
 
 const send = (message: FromThread) => port.postMessage(message);
 const log = (level: 'info' | 'error', fields: Record<string, unknown>, message: string) => send({ type: 'log', level, fields, message });
@@ -135,19 +134,30 @@ async function room(): Promise<void> {
 }
 
 const onError = (err: unknown) => log('error', { err: errorFields(err) }, 'tracking request failed');
-const endpoint = trackingEndpoint({
-  tokens,
-  domainOfHost,
-  facts: factsOf,
-  link,
-  hit,
-  trustedProxies: () => trusted,
-});
+// The thread listens from the daemon's bind phase, before the store is open; it answers once the
+// daemon says 'serve' (with the token key, made with the keys after the bind phase). Requests
+// that come earlier wait for it.
+let endpoint: LeanHandler | null = null;
+let served!: () => void;
+const serving = new Promise<void>((resolve) => (served = resolve));
+const handler: LeanHandler = (req) => (endpoint ? endpoint(req) : serving.then(() => endpoint!(req)));
+function serve(settings: ThreadServe): void {
+  trusted = settings.trustedProxies.map(parseCidr);
+  endpoint = trackingEndpoint({
+    tokens: new TrackingTokens(Buffer.from(settings.tokenKey)),
+    domainOfHost,
+    facts: factsOf,
+    link,
+    hit,
+    trustedProxies: () => trusted,
+  });
+  served();
+}
 
 // Requests answered, by kind and status, since the daemon last asked (its metrics sync first).
 const answered = new Map<string, RequestCounts[number]>();
 function counted(req: LeanRequest): Maybe<LeanAnswer> {
-  return andThen(endpoint(req), (answer) => {
+  return andThen(handler(req), (answer) => {
     const kind = req.target.startsWith('/o/') ? 'open' : req.target.startsWith('/c/') ? 'click' : 'other';
     const key = `${kind} ${answer.status}`;
     const entry = answered.get(key);
@@ -174,6 +184,9 @@ try {
 
 port.on('message', (message: ToThread) => {
   switch (message.type) {
+    case 'serve':
+      serve(message);
+      break;
     case 'answer': {
       const waiter = asked.get(message.seq);
       asked.delete(message.seq);

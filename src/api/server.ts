@@ -2,6 +2,7 @@ import { createServer as createHttpServer, STATUS_CODES, type IncomingMessage, t
 import { createServer as createHttpsServer, type Server as HttpsServer } from 'node:https';
 import type { AddressInfo, Socket } from 'node:net';
 import type { Duplex } from 'node:stream';
+import type { BoundSocket } from '../util/bound-socket.ts';
 import { listen, listeningUrl } from '../util/listen.ts';
 import { errorBody } from './middleware/errors.ts';
 
@@ -11,6 +12,8 @@ export interface ListenerSpec {
   host: string;
   port: number;
   tls?: { cert: Buffer; key: Buffer };
+  /** The socket bound for it by the daemon's bind phase (then host and port are its address). */
+  bound?: BoundSocket;
   /** Requests refused before the app sees them are logged here (info): a pino logger, or what stands for one. */
   log?: { info(fields: Record<string, unknown>, message: string): void };
 }
@@ -79,7 +82,8 @@ export class ApiListener {
       writeRaw(socket, status, line?.path ?? null, message);
     });
 
-    await listen(server, spec.port, spec.host);
+    if (spec.bound) await spec.bound.handTo(server);
+    else await listen(server, spec.port, spec.host);
     return listener;
   }
 

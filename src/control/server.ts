@@ -1,5 +1,6 @@
 import { chmodSync, lstatSync, unlinkSync } from 'node:fs';
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
+import { connect } from 'node:net';
 import type { Logger } from '../logging/logger.ts';
 import { AppError, badRequest, notFound } from '../util/errors.ts';
 import { handleAdmin } from './admin-handler.ts';
@@ -44,21 +45,35 @@ export interface ControlHandlers {
  * Request and response bodies are never logged: a created key's secret travels in one.
  */
 export class ControlServer {
+  private closing: Promise<void> | null = null;
+  private served: { handlers: ControlHandlers; log: Logger } | null = null;
+  private readonly serving: Promise<{ handlers: ControlHandlers; log: Logger }>;
+  private serve_!: (what: { handlers: ControlHandlers; log: Logger }) => void;
+
   private constructor(
     private readonly server: Server,
     readonly path: string,
-  ) {}
+  ) {
+    this.serving = new Promise((resolve) => (this.serve_ = resolve));
+    // Until `serve`, requests wait: the socket is bound before the store is opened.
+    server.on('request', (req: IncomingMessage, res: ServerResponse) => {
+      if (this.served) void handle(req, res, this.served.handlers, this.served.log);
+      else void this.serving.then(({ handlers, log }) => handle(req, res, handlers, log));
+    });
+  }
 
   /**
-   * Listens on `path`. The caller holds the store's lock, so no other daemon can own a socket
-   * file found there: it is left over from a crash and replaced.
+   * Listens on `path`, answering nothing until `serve` (the daemon's bind phase, before it opens
+   * the store). A socket file found there that a process answers on is in use: this rejects with
+   * EADDRINUSE (another daemon runs on this data directory). One that nobody answers on is left
+   * over from a crash and replaced.
    */
-  static async start(path: string, handlers: ControlHandlers, log: Logger): Promise<ControlServer> {
+  static async bind(path: string): Promise<ControlServer> {
     if (Buffer.byteLength(path) > MAX_SOCKET_PATH) {
       throw new Error(`control socket path ${path} is longer than ${MAX_SOCKET_PATH} bytes: use a shorter data.dir`);
     }
-    removeStale(path);
-    const server = createServer({ maxHeaderSize: HEADER_LIMIT }, (req, res) => void handle(req, res, handlers, log));
+    await removeStale(path);
+    const server = createServer({ maxHeaderSize: HEADER_LIMIT });
     server.headersTimeout = 10_000;
     server.requestTimeout = 60_000;
     await new Promise<void>((resolve, reject) => {
@@ -76,12 +91,23 @@ export class ControlServer {
       }
     });
     chmodSync(path, 0o600);
-    log.info({ path }, 'control socket listening');
     return new ControlServer(server, path);
   }
 
+  /** Answers requests from now on (those that came earlier first). */
+  serve(handlers: ControlHandlers, log: Logger): void {
+    this.served = { handlers, log };
+    this.serve_(this.served);
+    log.info({ path: this.path }, 'control socket listening');
+  }
+
   /** Stops listening (the socket file goes), lets requests in flight finish within `graceMs`. */
-  async close(graceMs: number): Promise<void> {
+  close(graceMs: number): Promise<void> {
+    this.closing ??= this.shut(graceMs);
+    return this.closing;
+  }
+
+  private async shut(graceMs: number): Promise<void> {
     const closed = new Promise<void>((resolve) => this.server.close(() => resolve()));
     this.server.closeIdleConnections();
     const timer = setTimeout(() => this.server.closeAllConnections(), graceMs);
@@ -96,7 +122,7 @@ export class ControlServer {
   }
 }
 
-function removeStale(path: string): void {
+async function removeStale(path: string): Promise<void> {
   let isSocket: boolean;
   try {
     isSocket = lstatSync(path).isSocket();
@@ -105,7 +131,22 @@ function removeStale(path: string): void {
     throw err;
   }
   if (!isSocket) throw new Error(`${path} exists and is not a socket: move it away so the control socket can be created`);
+  if (await answers(path)) {
+    throw Object.assign(new Error(`listen EADDRINUSE: address already in use ${path}`), { code: 'EADDRINUSE', syscall: 'listen', address: path });
+  }
   unlinkSync(path);
+}
+
+/** Whether a process accepts connections on the Unix socket at `path`. */
+function answers(path: string): Promise<boolean> {
+  return new Promise((resolve) => {
+    const socket = connect(path);
+    socket.once('connect', () => {
+      socket.destroy();
+      resolve(true);
+    });
+    socket.once('error', () => resolve(false));
+  });
 }
 
 async function handle(req: IncomingMessage, res: ServerResponse, { queue, admin, doctor }: ControlHandlers, log: Logger): Promise<void> {

@@ -1,6 +1,7 @@
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import type { Logger } from 'pino';
+import type { BoundSocket } from '../util/bound-socket.ts';
 import type { Metrics } from './metrics.ts';
 
 /** What `/readyz` asks: each check is a name and whether it holds now. */
@@ -14,7 +15,8 @@ export type ReadinessCheck = () => Array<{ name: string; ok: boolean }>;
 export class MetricsListener {
   private constructor(private readonly server: Server) {}
 
-  static async start(host: string, port: number, metrics: Metrics, ready: ReadinessCheck, log: Logger): Promise<MetricsListener> {
+  /** `bound`: the socket the daemon's bind phase bound at host:port. */
+  static async start(host: string, port: number, metrics: Metrics, ready: ReadinessCheck, log: Logger, bound?: BoundSocket): Promise<MetricsListener> {
     const server = createServer((req, res) => {
       handle(req, res, metrics, ready).catch((err: unknown) => {
         log.error({ err }, 'metrics request failed');
@@ -24,13 +26,16 @@ export class MetricsListener {
     });
     server.headersTimeout = 10_000;
     server.requestTimeout = 30_000;
-    await new Promise<void>((resolve, reject) => {
-      server.once('error', reject);
-      server.listen(port, host, () => {
-        server.off('error', reject);
-        resolve();
+    if (bound) await bound.handTo(server);
+    else {
+      await new Promise<void>((resolve, reject) => {
+        server.once('error', reject);
+        server.listen(port, host, () => {
+          server.off('error', reject);
+          resolve();
+        });
       });
-    });
+    }
     return new MetricsListener(server);
   }
 

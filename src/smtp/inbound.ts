@@ -1,6 +1,7 @@
 import type { AddressInfo } from 'node:net';
 import { PerAddressLimit, printable, reply } from './session-limits.ts';
 import type { Logger } from 'pino';
+import type { BoundSocket } from '../util/bound-socket.ts';
 import type { SMTPServer, SMTPServerDataStream, SMTPServerSession } from 'smtp-server';
 import { envelopeAddress } from './envelope-address.ts';
 import { checkLines } from './line-check.ts';
@@ -16,6 +17,8 @@ import type { SubmissionObserver } from './submission.ts';
 export interface InboundOptions {
   host: string;
   port: number;
+  /** The socket bound at host:port by the daemon's bind phase, taken over here. */
+  bound?: BoundSocket;
   hostname: string;
   tls: { cert: Buffer; key: Buffer };
   maxMessageBytes: number;
@@ -86,10 +89,12 @@ export class InboundListener {
     const server = createServer(options, deps);
     const port = await new Promise<number>((resolve, reject) => {
       server.once('error', reject);
-      server.listen(options.port, options.host, () => {
+      const listening = () => {
         server.removeListener('error', reject);
         resolve((server.server.address() as AddressInfo).port);
-      });
+      };
+      if (options.bound) options.bound.handTo(server.server).then(listening, reject);
+      else server.listen(options.port, options.host, listening);
     });
     server.on('error', logSessionErrors(deps.log, 'inbound SMTP'));
     deps.log.info({ host: options.host, port }, 'inbound SMTP listening');

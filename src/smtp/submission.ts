@@ -1,6 +1,7 @@
 import type { AddressInfo } from 'node:net';
 import { PerAddressLimit, printable, reply } from './session-limits.ts';
 import type { Logger } from 'pino';
+import type { BoundSocket } from '../util/bound-socket.ts';
 import type { SMTPServer, SMTPServerDataStream, SMTPServerSession } from 'smtp-server';
 import type { Accounts } from '../accounts/accounts.ts';
 import type { DomainRecord } from '../store/records.ts';
@@ -27,7 +28,7 @@ export interface CredentialCheck {
 export interface SubmissionOptions {
   host: string;
   /** Listeners to open; `secure` for implicit TLS (465), otherwise STARTTLS (587). */
-  ports: Array<{ port: number; secure: boolean }>;
+  ports: Array<{ port: number; secure: boolean; bound?: BoundSocket }>;
   hostname: string;
   tls: { cert: Buffer; key: Buffer };
   maxMessageBytes: number;
@@ -89,14 +90,17 @@ export class SubmissionListeners {
   static async start(options: SubmissionOptions, deps: SubmissionDeps): Promise<SubmissionListeners> {
     const started: Array<{ server: SMTPServer; port: number; secure: boolean }> = [];
     try {
-      for (const { port, secure } of options.ports) {
+      for (const { port, secure, bound: socket } of options.ports) {
         const server = createServer(options, deps, secure);
         const bound = await new Promise<number>((resolve, reject) => {
           server.once('error', reject);
-          server.listen(port, options.host, () => {
+          const listening = () => {
             server.removeListener('error', reject);
             resolve((server.server.address() as AddressInfo).port);
-          });
+          };
+          // The socket the daemon's bind phase bound at this port, or one bound now.
+          if (socket) socket.handTo(server.server).then(listening, reject);
+          else server.listen(port, options.host, listening);
         });
         server.on('error', logSessionErrors(deps.log, 'SMTP submission'));
         started.push({ server, port: bound, secure });

@@ -54,8 +54,8 @@ export class MetaRepo {
 
 /**
  * Brings a data directory written by an earlier release to SCHEMA_VERSION, one synced batch per
- * step, before anything else reads it; refuses one written by a newer release. Returns the steps
- * taken, for the log.
+ * step, before anything else reads it; refuses one written by a newer release. An empty store (a
+ * new data directory) is written at SCHEMA_VERSION at once. Returns the steps taken, for the log.
  */
 export async function migrate(store: Store, hooks: MigrationSteps): Promise<string[]> {
   const meta = new MetaRepo(store);
@@ -64,6 +64,11 @@ export async function migrate(store: Store, hooks: MigrationSteps): Promise<stri
     throw new SchemaError(`the data directory ${store.dir} was written by a newer release (store schema ${found}; this release knows ${SCHEMA_VERSION}): run that release, or restore a backup`);
   }
   const steps: string[] = [];
+  if (found === 1 && (await isEmpty(store))) {
+    // A brand-new data directory: nothing written by an earlier release, so nothing to migrate.
+    await store.commit([{ type: 'put', family: 'meta', key: 'schema', value: SCHEMA_VERSION }]);
+    return steps;
+  }
   if (found < 2) {
     // 1 → 2: the due-time index holds every kind of job, each kind its own range.
     let ops: WriteOp[] = [];
@@ -96,4 +101,12 @@ export async function migrate(store: Store, hooks: MigrationSteps): Promise<stri
     steps.push('schema 3 → 4: new webhook and route deliveries are kept in their due-time entries');
   }
   return steps;
+}
+
+/** Whether no family holds a single key (a store just created). */
+async function isEmpty(store: Store): Promise<boolean> {
+  for (const family of Object.values(store.families)) {
+    for await (const _key of family.keys({ limit: 1 })) return false;
+  }
+  return true;
 }

@@ -5,7 +5,7 @@ import type { MessagesRepo } from '../store/messages-repo.ts';
 import { startModuleWorker } from '../util/module-worker.ts';
 import { domainOfTrackingHost } from './endpoint.ts';
 import type { TrackingHits } from './hits.ts';
-import type { FromThread, Lookup, MessageFacts, ThreadStart, ToThread, TrackingObserver } from './thread-protocol.ts';
+import type { FromThread, Lookup, MessageFacts, ThreadServe, ThreadStart, ToThread, TrackingObserver } from './thread-protocol.ts';
 
 /** How long a closing thread may take beyond the grace period before it is stopped. */
 const CLOSE_SLACK_MS = 2_000;
@@ -37,23 +37,29 @@ export class TrackingListenerThread {
   private readonly exit: Promise<void>;
   private onClosed: (() => void) | null = null;
 
+  /** Set by `serve`: until then the thread only listens, and asks nothing. */
+  private deps: ListenerThreadDeps | null = null;
+
   private constructor(
     private readonly worker: Worker,
-    private readonly deps: ListenerThreadDeps,
     readonly url: string,
   ) {
     this.exit = new Promise((resolve) => worker.once('exit', () => resolve()));
+    this.listen();
   }
 
-  /** `entry`: the thread's composition root (src/tracking-thread.ts, or its .js in dist/). */
-  static async start(entry: URL, spec: ThreadStart, deps: ListenerThreadDeps): Promise<TrackingListenerThread> {
+  /**
+   * Starts the thread, which binds its address at once (the daemon's bind phase: before the
+   * store is opened); rejects with the listen error (its `code`: EADDRINUSE, …) once the thread
+   * has ended. `entry`: the thread's composition root (src/tracking-thread.ts, or its .js in dist/).
+   */
+  static async bind(entry: URL, spec: ThreadStart): Promise<TrackingListenerThread> {
     const worker = startModuleWorker(entry, spec);
     let unlisten = () => {};
     const url = await new Promise<string>((resolve, reject) => {
       const onMessage = (message: FromThread) => {
         if (message.type === 'listening') resolve(message.url);
         else if (message.type === 'failed') reject(Object.assign(new Error(message.message), message.code ? { code: message.code } : {}));
-        else if (message.type === 'log') relayLog(deps.log, message);
       };
       const onExit = (code: number) => reject(new Error(`the tracking listener thread ended (exit code ${code}) before it listened`));
       worker.on('message', onMessage);
@@ -70,29 +76,37 @@ export class TrackingListenerThread {
       throw err;
     });
     unlisten();
-    const thread = new TrackingListenerThread(worker, deps, url);
-    thread.listen();
-    return thread;
+    return new TrackingListenerThread(worker, url);
+  }
+
+  /** The thread answers from now on: with this token key, asking `deps` what it cannot know. */
+  serve(settings: ThreadServe, deps: ListenerThreadDeps): void {
+    this.deps = deps;
+    this.post({ type: 'serve', ...settings });
   }
 
   private listen(): void {
-    const { worker, deps } = this;
+    const { worker } = this;
     worker.on('message', (message: FromThread) => {
+      // Lookups, hits and logs come from requests, which the thread answers only once served.
+      const deps = this.deps;
       switch (message.type) {
         case 'lookup':
-          this.answer(message.seq, message.lookup);
+          if (deps) this.answer(message.seq, message.lookup, deps);
           break;
         case 'hits':
-          if (deps.observer) countHits(deps.observer, message.hits);
-          deps.hits.take(message.hits);
+          if (deps) {
+            if (deps.observer) countHits(deps.observer, message.hits);
+            deps.hits.take(message.hits);
+          }
           break;
         case 'synced':
-          for (const c of message.counts) deps.observer?.requests(c.kind, c.status, c.count);
+          for (const c of message.counts) deps?.observer?.requests(c.kind, c.status, c.count);
           this.syncs.get(message.seq)?.();
           this.syncs.delete(message.seq);
           break;
         case 'log':
-          relayLog(deps.log, message);
+          if (deps) relayLog(deps.log, message);
           break;
         case 'closed':
           this.onClosed?.();
@@ -101,13 +115,13 @@ export class TrackingListenerThread {
           break;
       }
     });
-    worker.on('error', (err) => deps.log.error({ err }, 'the tracking listener thread failed'));
+    worker.on('error', (err) => this.deps?.log.error({ err }, 'the tracking listener thread failed'));
     worker.once('exit', (code) => {
       this.exited = true;
       for (const done of this.syncs.values()) done();
       this.syncs.clear();
       this.onClosed?.();
-      if (this.closing === null) deps.log.error({ code }, 'the tracking listener thread ended: opens and clicks are not answered until the daemon restarts');
+      if (this.closing === null) this.deps?.log.error({ code }, 'the tracking listener thread ended: opens and clicks are not answered until the daemon restarts');
     });
   }
 
@@ -159,18 +173,18 @@ export class TrackingListenerThread {
     if (!this.exited) this.worker.postMessage(message);
   }
 
-  private answer(seq: number, lookup: Lookup): void {
-    this.lookup(lookup).then(
+  private answer(seq: number, lookup: Lookup, deps: ListenerThreadDeps): void {
+    this.lookup(lookup, deps).then(
       (value) => this.post({ type: 'answer', seq, value }),
       (err: unknown) => {
-        this.deps.log.error({ err }, 'a tracking lookup failed');
+        deps.log.error({ err }, 'a tracking lookup failed');
         this.post({ type: 'answer', seq, value: null, error: (err as Error).message ?? String(err) });
       },
     );
   }
 
-  private async lookup(lookup: Lookup): Promise<unknown> {
-    const { domains, messages } = this.deps;
+  private async lookup(lookup: Lookup, deps: ListenerThreadDeps): Promise<unknown> {
+    const { domains, messages } = deps;
     switch (lookup.kind) {
       case 'host':
         return domainOfTrackingHost(lookup.host, (name) => domains.getByName(name));

@@ -4,11 +4,15 @@
  * cannot know (domains, messages, links: the store is the daemon's alone) and records the hits.
  */
 
-/** What the thread starts with (its workerData). */
+/** What the thread starts with (its workerData): where it listens, which it does at once (the bind phase). */
 export interface ThreadStart {
   host: string;
   port: number;
   tls: { cert: Buffer; key: Buffer } | null;
+}
+
+/** What it answers with, sent once the store is open ('serve'); requests wait for it. */
+export interface ThreadServe {
   /** The tracking tokens' key (keys/tracking.key), raw. */
   tokenKey: Buffer;
   /** api.trusted_proxies, as written in the configuration. */
@@ -57,6 +61,7 @@ export type FromThread =
 
 /** Daemon → thread. */
 export type ToThread =
+  | ({ type: 'serve' } & ThreadServe)
   | { type: 'answer'; seq: number; value: unknown; error?: string }
   | { type: 'landed'; count: number }
   | { type: 'sync'; seq: number }

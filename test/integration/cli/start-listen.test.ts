@@ -1,9 +1,10 @@
 import { expect } from 'chai';
-import { existsSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { spawnSync } from 'node:child_process';
+import { existsSync, mkdirSync, mkdtempSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
 import { createServer, type Server } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { run } from '../../helpers/child.ts';
+import { Child, run } from '../../helpers/child.ts';
 
 /** Listens on 127.0.0.1 (port 0: any free one) and resolves with the server. */
 function listen(port = 0): Promise<Server> {
@@ -104,5 +105,98 @@ describe('postilion start: a listener address that cannot be bound', function ()
     expect(res.code).to.equal(2);
     expect(res.stderr).to.equal(`postilion: cannot listen on 127.0.0.1:${port} (metrics): address already in use\n`);
     expect(await bindable(port)).to.equal(true);
+  });
+
+  /**
+   * Every listener on, each on port 0 (any free port) but the one under test, which is held busy
+   * here; the environment of Child sets the metrics and tracking ports, so they are set there.
+   */
+  const LISTENERS: Array<{ name: string; env: (port: number) => Record<string, string> }> = [
+    { name: 'smtp-starttls', env: (port) => ({ POSTILION_SMTP__SUBMISSION__STARTTLS_PORT: String(port) }) },
+    { name: 'smtp-tls', env: (port) => ({ POSTILION_SMTP__SUBMISSION__TLS_PORT: String(port) }) },
+    { name: 'smtp-inbound', env: (port) => ({ POSTILION_SMTP__INBOUND__PORT: String(port) }) },
+    { name: 'api', env: (port) => ({ POSTILION_API__PORT: String(port) }) },
+    { name: 'api-tls', env: (port) => ({ POSTILION_API__TLS__PORT: String(port) }) },
+    { name: 'metrics', env: (port) => ({ POSTILION_METRICS__PORT: String(port) }) },
+    { name: 'tracking', env: (port) => ({ POSTILION_TRACKING__PORT: String(port) }) },
+  ];
+
+  function writeAllOnConfig(): void {
+    writeFileSync(
+      configPath,
+      [
+        `data:\n  dir: ${join(dir, 'data')}`,
+        `keys:\n  dir: ${join(dir, 'keys')}`,
+        // The API's TLS files are read once the listeners are bound, which is never here.
+        'api:\n  port: 0\n  tls:\n    enabled: true\n    port: 0',
+        'metrics:\n  enabled: true\n  port: 0',
+        'tracking:\n  enabled: true\n  port: 0',
+        'smtp:\n  submission:\n    enabled: true\n    starttls_port: 0\n    tls_port: 0\n  inbound:\n    enabled: true\n    port: 0',
+        '',
+      ].join('\n'),
+    );
+  }
+
+  for (const listener of LISTENERS) {
+    it(`a busy ${listener.name} port: one line naming it and its address, exit 2, no store opened and no file made`, async () => {
+      const busy = await listen();
+      held.push(busy);
+      writeAllOnConfig();
+
+      const res = await run(['--config', configPath, 'start'], dir, listener.env(portOf(busy)));
+
+      expect(res.stderr).to.equal(`postilion: cannot listen on 127.0.0.1:${portOf(busy)} (${listener.name}): address already in use\n`);
+      expect(res.code).to.equal(2);
+      expect(res.stdout, 'no log line: nothing was started').to.equal('');
+      expect(existsSync(join(dir, 'data')), 'the data directory (store, control socket) was not made').to.equal(false);
+      expect(existsSync(join(dir, 'keys')), 'no key or certificate was made').to.equal(false);
+      expect(readdirSync(dir)).to.deep.equal(['postilion.yaml']);
+    });
+  }
+
+  it('a control socket a daemon answers on: one line naming it, exit 2, no store opened and no file made', async () => {
+    const data = join(dir, 'data');
+    mkdirSync(data);
+    const socket = join(data, 'control.sock');
+    const busy = await new Promise<Server>((resolve, reject) => {
+      const server = createServer();
+      server.once('error', reject);
+      server.listen(socket, () => resolve(server));
+    });
+    held.push(busy);
+    writeAllOnConfig();
+
+    const res = await run(['--config', configPath, 'start'], dir);
+
+    expect(res.stderr).to.equal(
+      `postilion: cannot listen on ${socket} (control): address already in use: data directory ${data} is in use by another process (a postilion daemon answers on its control socket)\n`,
+    );
+    expect(res.code).to.equal(2);
+    expect(res.stdout).to.equal('');
+    expect(readdirSync(data), 'no store files beside the socket').to.deep.equal(['control.sock']);
+    expect(existsSync(join(dir, 'keys'))).to.equal(false);
+  });
+
+  it('a control socket left over from a crash (nobody answers) is replaced, and the daemon starts', async () => {
+    const data = join(dir, 'data');
+    mkdirSync(data);
+    const socket = join(data, 'control.sock');
+    // A socket file with no process behind it: a process that bound it and was killed.
+    spawnSync(process.execPath, ['-e', "require('node:net').createServer().listen(process.argv[1], () => process.kill(process.pid, 'SIGKILL'))", socket]);
+    expect(existsSync(socket)).to.equal(true);
+    writeFileSync(
+      configPath,
+      [`data:\n  dir: ${data}`, `keys:\n  dir: ${join(dir, 'keys')}`, 'api:\n  port: 0', 'smtp:\n  submission:\n    starttls_port: 0\n    tls_port: 0\n  inbound:\n    port: 0\ndelivery:\n  enabled: false', ''].join('\n'),
+    );
+    const child = new Child(['--config', configPath, 'start'], dir);
+    try {
+      await child.waitFor(/"msg":"control socket listening"/);
+      // The bootstrap key is the start's last word: the signal handlers are in place.
+      await child.waitFor(/aha-sk-/);
+      child.signal('SIGTERM');
+      expect(await child.exited).to.equal(0);
+    } finally {
+      await child.kill();
+    }
   });
 });

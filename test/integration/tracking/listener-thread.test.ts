@@ -1,5 +1,6 @@
 import { expect } from 'chai';
 import { createServer, type Server } from 'node:net';
+import { ListenError } from '../../../src/bind-phase.ts';
 import type { EventRecord } from '../../../src/store/records.ts';
 import { startServer, type TestServer } from '../../helpers/harness.ts';
 import { startMessageBed, type MessageBed } from '../../helpers/messages.ts';
@@ -117,7 +118,8 @@ describe('tracking listener thread start', function () {
     } catch (err) {
       error = err as Error & { code?: string };
     }
-    expect(error?.code).to.equal('EADDRINUSE');
-    expect(error?.message).to.include(`127.0.0.1:${port}`);
+    // Bound in the daemon's bind phase, before anything opened: the one line `postilion start` prints.
+    expect(error).to.be.instanceOf(ListenError);
+    expect(error?.message).to.equal(`cannot listen on 127.0.0.1:${port} (tracking): address already in use`);
   });
 });
