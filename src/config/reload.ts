@@ -73,6 +73,9 @@ export const RELOAD: Readonly<Record<string, ReloadRule>> = {
   'api.idempotency.retention_hours': 'live',
   'api.idempotency.secret_retention_seconds': 'live',
   'api.idempotency.purge_schedule': 'restart',
+  // Given to each SMTP listener when it is built.
+  'smtp.command_deadline_seconds': 'restart',
+  'smtp.data_deadline_seconds': 'restart',
   'smtp.submission.enabled': 'restart',
   'smtp.submission.host': 'restart',
   'smtp.submission.starttls_port': 'restart',
