@@ -1,5 +1,6 @@
 import { isIP } from 'node:net';
 import type { Classification } from '../bounce/rules.ts';
+import type { Config } from '../config/schema.ts';
 import { DnsUnavailableError, type DnsResolver } from '../domains/resolver.ts';
 import type { Clock } from '../util/time.ts';
 
@@ -34,6 +35,18 @@ export interface RouterOptions {
   unreachableMs: number;
   /** How long an MX answer is reused. */
   cacheMs: number;
+}
+
+/** The router's options from the `delivery` configuration. */
+export function routerOptions(d: Config['delivery']): RouterOptions {
+  return {
+    mxPort: d.mx_port,
+    tls: d.tls,
+    transport: Object.fromEntries(Object.entries(d.transport).map(([domain, target]) => [domain.toLowerCase(), target])),
+    smarthost: d.smarthost,
+    unreachableMs: d.unreachable_seconds * 1000,
+    cacheMs: 60_000,
+  };
 }
 
 /**
@@ -80,6 +93,15 @@ export class Router {
     const found = this.mxCache.get(domain)?.hops;
     if (!Array.isArray(found) || found.length === 0) return domain;
     return [...new Set(found.map((hop) => hop.name.toLowerCase()))].sort().join(',');
+  }
+
+  /**
+   * The MX set a domain's mail is filed under (mxSet), or why its mail has nowhere to go: what
+   * the operator's `queue suspend <domain>` names.
+   */
+  async destination(domain: string): Promise<string | RouteFailure> {
+    const found = await this.hops(domain);
+    return Array.isArray(found) ? this.mxSet(domain) : found;
   }
 
   /** Marks a hop as not answering, so the next messages try the others first. */

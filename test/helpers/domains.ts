@@ -45,13 +45,15 @@ export interface ApiDomain {
 export const PAST_CACHE_MS = 61_000;
 export const DAY_MS = 24 * 60 * 60 * 1000;
 
-export async function startDomainBed(config: ConfigInput = {}): Promise<DomainBed> {
+/** `logLines`: receives the daemon's JSON log lines (see startServer). */
+export async function startDomainBed(config: ConfigInput = {}, logLines?: string[]): Promise<DomainBed> {
   const dns = await startDnsServer();
   const clock = new ManualClock();
   let server: TestServer;
   try {
     server = await startServer({
       clock,
+      ...(logLines ? { logLines } : {}),
       config: {
         ...config,
         dns: { servers: [dns.address], timeout_ms: 500, tries: 1 },
