@@ -92,6 +92,7 @@ import { RoutesRepo } from './store/routes-repo.ts';
 import { controlSocketPath } from './control/protocol.ts';
 import { CoreAdmin } from './control/core-admin.ts';
 import { QueueAdmin } from './control/queue-admin.ts';
+import { backupStream } from './backup/producer.ts';
 import { ControlServer } from './control/server.ts';
 import { Metrics } from './metrics/metrics.ts';
 import { MetricsListener } from './metrics/listener.ts';
@@ -606,7 +607,7 @@ export class Daemon {
         engine: this.engine,
       },
     });
-    return ControlServer.start(controlSocketPath(config), { queue, admin: new CoreAdmin(core) }, log);
+    return ControlServer.start(controlSocketPath(config), { queue, admin: new CoreAdmin(core), backup: () => backupStream(core.store, config.keys.dir, core.clock) }, log);
   }
 
   /** SMTP submission: STARTTLS and implicit-TLS listeners feeding the same accept() as the API. */
