@@ -1,12 +1,21 @@
 import { Command } from 'commander';
+import { existsSync } from 'node:fs';
+import { join, resolve } from 'node:path';
 import type { BackupSummary } from '../backup/format.ts';
+import { backupStream } from '../backup/producer.ts';
+import { checkBackupTarget, writeBackup } from '../backup/writer.ts';
+import { ControlClient, NoDaemonError } from '../control/client.ts';
+import { controlSocketPath } from '../control/protocol.ts';
+import { Store } from '../store/store.ts';
+import { badRequest } from '../util/errors.ts';
+import { systemClock } from '../util/time.ts';
 import type { CliIo } from './main.ts';
 import { configFrom } from './main.ts';
 
 /**
  * `postilion backup <dir>`: a consistent copy of the store and every key file, taken from the
  * running daemon over its control socket (a LevelDB snapshot: the daemon goes on accepting and
- * delivering), or from the store itself when no daemon runs. What it needs is loaded when it runs.
+ * delivering), or from the store itself when no daemon runs.
  */
 export function backupCommand(program: Command, io: CliIo): Command {
   return new Command('backup')
@@ -15,11 +24,6 @@ export function backupCommand(program: Command, io: CliIo): Command {
     .option('--json', 'print the backup\'s summary as JSON')
     .action(async (dir: string, opts: { json?: boolean }) => {
       const config = configFrom(program);
-      const [{ ControlClient, NoDaemonError }, { controlSocketPath }, { checkBackupTarget, writeBackup }] = await Promise.all([
-        import('../control/client.ts'),
-        import('../control/protocol.ts'),
-        import('../backup/writer.ts'),
-      ]);
       // Refused before the daemon is asked for anything.
       checkBackupTarget(dir);
       let summary: BackupSummary;
@@ -43,15 +47,6 @@ export function backupCommand(program: Command, io: CliIo): Command {
 
 /** No daemon: the same stream from the store opened here (its lock keeps a daemon out meanwhile). */
 async function fromStoppedStore(dataDir: string, keysDir: string, dir: string): Promise<BackupSummary> {
-  const [{ existsSync }, { join, resolve }, { Store }, { backupStream }, { writeBackup }, { systemClock }, { badRequest }] = await Promise.all([
-    import('node:fs'),
-    import('node:path'),
-    import('../store/store.ts'),
-    import('../backup/producer.ts'),
-    import('../backup/writer.ts'),
-    import('../util/time.ts'),
-    import('../util/errors.ts'),
-  ]);
   if (!existsSync(join(resolve(dataDir), 'CURRENT'))) throw badRequest(`no daemon runs and data.dir ${resolve(dataDir)} holds no store: nothing to back up`);
   const store = await Store.open(resolve(dataDir));
   try {

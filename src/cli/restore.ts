@@ -1,4 +1,7 @@
 import { Command } from 'commander';
+import { restoreBackup } from '../backup/restore.ts';
+import { ControlClient } from '../control/client.ts';
+import { controlSocketPath } from '../control/protocol.ts';
 import type { CliIo } from './main.ts';
 import { configFrom } from './main.ts';
 
@@ -12,11 +15,6 @@ export function restoreCommand(program: Command, io: CliIo): Command {
     .argument('<dir>', 'a directory written by postilion backup')
     .action(async (dir: string) => {
       const config = configFrom(program);
-      const [{ ControlClient }, { controlSocketPath }, { restoreBackup }] = await Promise.all([
-        import('../control/client.ts'),
-        import('../control/protocol.ts'),
-        import('../backup/restore.ts'),
-      ]);
       const client = new ControlClient(controlSocketPath(config));
       const { summary, dataDir, keysDir } = await restoreBackup(dir, { dataDir: config.data.dir, keysDir: config.keys.dir, daemonRuns: () => client.answers() });
       io.out(
