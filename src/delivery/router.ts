@@ -1,6 +1,5 @@
 import { isIP } from 'node:net';
 import type { Classification } from '../bounce/rules.ts';
-import type { Config } from '../config/schema.ts';
 import { DnsUnavailableError, type DnsResolver } from '../domains/resolver.ts';
 import type { Clock } from '../util/time.ts';
 
@@ -37,8 +36,17 @@ export interface RouterOptions {
   cacheMs: number;
 }
 
+/** The options of the `delivery` configuration (config/schema.ts) the router reads. */
+export interface DeliveryRoutingConfig {
+  mx_port: number;
+  tls: TlsPolicy;
+  transport: Record<string, TargetConfig>;
+  smarthost: TargetConfig | null;
+  unreachable_seconds: number;
+}
+
 /** The router's options from the `delivery` configuration. */
-export function routerOptions(d: Config['delivery']): RouterOptions {
+export function routerOptions(d: DeliveryRoutingConfig): RouterOptions {
   return {
     mxPort: d.mx_port,
     tls: d.tls,
