@@ -137,6 +137,18 @@ describe('backup and restore (store, stream, files)', function () {
     expect(readFileSync(join(dir, 'ok', 'keys', 'dkim', 'd1', 's1.pem'), 'utf8')).to.equal('PEM');
     expect(statSync(join(dir, 'ok', 'keys', 'verp.key')).mode & 0o777).to.equal(0o600);
 
+    // A manifest that does not match the store it sits next to: the copy is checked, and goes.
+    const manifestPath = join(backup, 'postilion-backup.json');
+    const manifest = JSON.parse(readFileSync(manifestPath, 'utf8'));
+    writeFileSync(manifestPath, JSON.stringify({ ...manifest, records: 3 }));
+    expect((await rejection(restoreBackup(backup, to('f')))).message).to.match(/is damaged: its store holds 2 records, not the 3 the backup took/);
+    expect(existsSync(join(dir, 'f'))).to.equal(true);
+    expect(existsSync(join(dir, 'f', 'data'))).to.equal(false);
+    expect(existsSync(join(dir, 'f', 'keys'))).to.equal(false);
+    writeFileSync(manifestPath, JSON.stringify({ ...manifest, files: [{ path: '../x', sha256: 'a', mode: '0600', bytes: 1 }] }));
+    expect((await rejection(restoreBackup(backup, to('g')))).message).to.contain('a key file entry is malformed or leaves keys.dir');
+    writeFileSync(manifestPath, JSON.stringify(manifest));
+
     writeFileSync(join(backup, 'keys', 'verp.key'), 'b'.repeat(64));
     expect((await rejection(restoreBackup(backup, to('e')))).message).to.contain('is damaged: keys/verp.key is not the file the backup took');
     expect(existsSync(join(dir, 'e'))).to.equal(false);
