@@ -33,6 +33,8 @@ describe('e2e: backup of a running daemon, restored elsewhere', function () {
   let restoredSink: SmtpSink;
   let dir: string;
   const children: Child[] = [];
+  /** The load of the test runs while this is true (a failing test stops it too). */
+  let loading = false;
 
   before(async () => {
     dns = await startDnsServer();
@@ -44,6 +46,7 @@ describe('e2e: backup of a running daemon, restored elsewhere', function () {
   });
 
   after(async () => {
+    loading = false;
     for (const child of children) await child.kill();
     for (const sink of [delivered, greylist, restoredSink]) await sink?.close();
     await dns?.close();
@@ -116,7 +119,7 @@ describe('e2e: backup of a running daemon, restored elsewhere', function () {
     const acceptedBefore: string[] = [];
     const acceptedAll: string[] = [];
     let backupStarted = false;
-    let loading = true;
+    loading = true;
     let n = 0;
     const load = (async () => {
       while (loading) {
@@ -127,6 +130,8 @@ describe('e2e: backup of a running daemon, restored elsewhere', function () {
         if (!backupStarted) acceptedBefore.push(...batch);
       }
     })();
+    // Awaited below; marked handled so that a failure before then is not an unhandled rejection as well.
+    load.catch(() => undefined);
     while (acceptedAll.length < 100) await new Promise((r) => setTimeout(r, 20));
 
     const target = join(dir, 'backup');
