@@ -50,12 +50,13 @@ import { systemClock, type Clock } from './util/time.ts';
 import { BounceRulesError, parseBounceRules, type BounceRule } from './bounce/rules.ts';
 import { ConfigError } from './config/load.ts';
 import { announcedSend, Deliverer } from './delivery/deliverer.ts';
-import { Router } from './delivery/router.ts';
+import { Router, routerOptions } from './delivery/router.ts';
 import { SmtpPool } from './delivery/smtp-pool.ts';
 import { DeliveryQueue } from './queue/delivery-queue.ts';
 import { Outcomes } from './queue/outcomes.ts';
 import { JobEngine } from './queue/engine.ts';
 import { messageKind } from './queue/message-kind.ts';
+import { deliveryRouting } from './queue/destination-name.ts';
 import { JobIndex } from './store/job-index.ts';
 import { JobsRepo } from './store/jobs-repo.ts';
 import { MetaRepo, migrate } from './store/meta.ts';
@@ -93,6 +94,7 @@ import { QueueAdmin } from './control/queue-admin.ts';
 import type { ControlServer } from './control/server.ts';
 import { DaemonDoctorReads } from './control/doctor-reads.ts';
 import { heldAt, type HeldListener } from './control/doctor-protocol.ts';
+import { backupStream } from './backup/producer.ts';
 import { Metrics } from './metrics/metrics.ts';
 import { MetricsListener } from './metrics/listener.ts';
 import { applyLive, reloadPlan } from './config/reload.ts';
@@ -285,6 +287,7 @@ export class Daemon {
   private readonly jobs: ScheduledTask[] = [];
   private engine: JobEngine | null = null;
   private pool: SmtpPool | null = null;
+  private router: Router | null = null;
   private fanout: WebhookFanout | null = null;
   private http: { webhooks: HttpClientThread; routes: HttpClient } | null = null;
   private control: ControlServer | null = null;
@@ -564,14 +567,8 @@ export class Daemon {
     const { config, core_: core, log } = this;
     const d = config.delivery;
     const rules = this.bounceRules;
-    const router = new Router(core.resolver, {
-      mxPort: d.mx_port,
-      tls: d.tls,
-      transport: Object.fromEntries(Object.entries(d.transport).map(([domain, target]) => [domain.toLowerCase(), target])),
-      smarthost: d.smarthost,
-      unreachableMs: d.unreachable_seconds * 1000,
-      cacheMs: 60_000,
-    }, core.clock);
+    const router = new Router(core.resolver, routerOptions(d), core.clock);
+    this.router = router;
     const pool = new SmtpPool({
       hostname: config.server.hostname,
       messagesPerConnection: d.messages_per_connection,
@@ -613,6 +610,7 @@ export class Daemon {
       clock: core.clock,
       log,
       jobs: jobStore(core),
+      routing: deliveryRouting(d, this.router ?? new Router(core.resolver, routerOptions(d), core.clock)),
       daemon: {
         delivery: this.engine && this.pool
           ? { scheduler: engineView(this.engine), limits: { concurrency: d.concurrency, perDestination: d.per_destination, readyLimit: d.ready_limit } }
@@ -621,7 +619,7 @@ export class Daemon {
       },
     });
     const doctor = new DaemonDoctorReads(core.domainsRepo, () => this.heldListeners());
-    this.bound.control.serve({ queue, admin: new CoreAdmin(core), doctor }, log);
+    this.bound.control.serve({ queue, admin: new CoreAdmin(core), doctor, backup: () => backupStream(core.store, config.keys.dir, core.clock) }, log);
   }
 
   /** The sockets held now, for `postilion doctor` (smtp needs a restart to change: its hosts are the bound ones). */

@@ -5,6 +5,8 @@ import { CoreAdmin } from '../control/core-admin.ts';
 import { controlSocketPath, type QueueOperations } from '../control/protocol.ts';
 import { QueueAdmin } from '../control/queue-admin.ts';
 import { jobStore, openCore, type Core } from '../daemon.ts';
+import { Router, routerOptions } from '../delivery/router.ts';
+import { deliveryRouting } from '../queue/destination-name.ts';
 import { configFrom } from './main.ts';
 
 /** What the admin commands ask: the queue, and the accounts, keys and domains. */
@@ -43,7 +45,15 @@ export async function onAdmin<T>(program: Command, op: (admin: AdminOperations) 
 /** The operations over a store this process opened: no daemon, so no scheduler to ask or wake. */
 function localOperations(core: Core): Operations {
   return {
-    queue: new QueueAdmin({ messages: core.messages, repo: core.messagesRepo, events: core.events, clock: core.clock, jobs: jobStore(core), daemon: null }),
+    queue: new QueueAdmin({
+      messages: core.messages,
+      repo: core.messagesRepo,
+      events: core.events,
+      clock: core.clock,
+      jobs: jobStore(core),
+      routing: deliveryRouting(core.config.delivery, new Router(core.resolver, routerOptions(core.config.delivery), core.clock)),
+      daemon: null,
+    }),
     admin: new CoreAdmin(core),
   };
 }

@@ -4,12 +4,14 @@ import { ConfigError, loadConfig } from '../config/load.ts';
 import { StoreLockedError } from '../store/store.ts';
 import { AppError } from '../util/errors.ts';
 import { accountCommands } from './accounts.ts';
+import { backupCommand } from './backup.ts';
 import { doctorCommand } from './doctor.ts';
 import { sinkCommand } from './sink.ts';
 import { domainCommands } from './domains.ts';
 import { initCommand } from './init.ts';
 import { keyCommands } from './keys.ts';
 import { queueCommands } from './queue.ts';
+import { restoreCommand } from './restore.ts';
 import { ListenError, startCommand } from './start.ts';
 
 export interface CliIo {
@@ -51,6 +53,8 @@ export async function main(argv: string[], io: CliIo = stdio): Promise<number> {
   program.addCommand(queueCommands(program, io));
   program.addCommand(doctorCommand(program, io, setExit));
   program.addCommand(sinkCommand(io));
+  program.addCommand(backupCommand(program, io));
+  program.addCommand(restoreCommand(program, io));
 
   // addCommand() passes neither setting on: a usage error in a subcommand would end the process
   // at once, with status 1 and past the mapping below.

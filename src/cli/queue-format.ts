@@ -46,7 +46,24 @@ export function formatSuspend(r: SuspendResult, daemon: boolean): string {
   const state = r.suspended ? 'suspended' : 'resumed';
   const already = r.changed ? '' : ` (it already was ${r.suspended ? 'suspended' : 'active'})`;
   const effect = daemon ? 'the daemon applies it now' : 'no daemon runs: it applies when the daemon starts';
-  return `${r.destination}: ${state}${already}; ${effect}\n`;
+  return `${suspendedFor(r)}${r.destination}: ${state}${already}; ${effect}\n`;
+}
+
+/** When the name stands for another destination, how it got there and what else waits with it. */
+function suspendedFor(r: SuspendResult): string {
+  if (r.name === r.destination) return '';
+  switch (r.via) {
+    case 'mx':
+      return `${r.name} is delivered to the MX set ${r.destination} (every domain it serves waits with it): `;
+    case 'smarthost':
+      return `${r.name} goes through the smarthost ${r.destination} (all mail through it waits with it): `;
+    case 'transport':
+      return `${r.name} goes to the transport host ${r.destination}: `;
+    case 'origin':
+      return `${r.name} is posted to the origin ${r.destination}: `;
+    case 'destination':
+      return '';
+  }
 }
 
 export function formatList(list: QueueList): string {

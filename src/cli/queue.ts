@@ -82,9 +82,9 @@ export function queueCommands(program: Command, io: CliIo): Command {
     queue
       .command(verb)
       .description(verb === 'suspend'
-        ? 'stop starting jobs for a destination (an MX set or a webhook URL origin, as status shows it); jobs wait, in flight ones finish; kept across restarts'
-        : 'start jobs for a suspended destination again')
-      .argument('<destination>', 'an MX set ("mx1.example.net,mx2.example.net"), a domain, or a URL origin ("https://hooks.example.com")')
+        ? 'stop starting jobs for the destination a name stands for (a domain\'s MX set, or the transport or smarthost host that takes its mail; a URL origin), and print it; jobs wait, in flight ones finish; kept across restarts'
+        : 'start jobs for a suspended destination again (named as status shows it, or as it was suspended)')
+      .argument('<name>', 'a recipient domain ("example.org"), an MX set or host as status shows it ("mx1.example.net,mx2.example.net"), or a URL origin ("https://hooks.example.com")')
       .option('--json', 'print JSON')
       .action(async (destination: string, opts: { json?: boolean }) => {
         const { result, daemon } = await onQueue(program, (q) => q[verb](destination));

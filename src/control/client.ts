@@ -1,4 +1,5 @@
 import { request } from 'node:http';
+import { connect } from 'node:net';
 import type { DomainRecord } from '../store/records.ts';
 import { AppError } from '../util/errors.ts';
 import {
@@ -115,6 +116,55 @@ export class ControlClient implements QueueOperations, AdminOperations, DoctorRe
     return this.call('GET', DOCTOR_PATHS.domains);
   }
 
+  /**
+   * The daemon's backup stream (backup/format.ts), as it comes: its end frame says it is whole.
+   * An error before the stream starts is the daemon's answer.
+   */
+  backup(): Promise<AsyncIterable<Buffer>> {
+    return new Promise((resolve, reject) => {
+      const req = request({ socketPath: this.path, method: 'GET', path: '/v1/backup', agent: false }, (res) => {
+        if (res.statusCode === 200) return resolve(res);
+        const chunks: Buffer[] = [];
+        res.on('data', (c: Buffer) => chunks.push(c));
+        res.on('error', reject);
+        res.on('end', () => {
+          let said: unknown;
+          try {
+            said = (JSON.parse(Buffer.concat(chunks).toString('utf8')) as { message?: unknown }).message;
+          } catch {
+            said = undefined;
+          }
+          const message = typeof said === 'string' ? said : `the daemon answered ${res.statusCode}`;
+          reject(res.statusCode === 500 ? new Error(`the daemon failed: ${message}`) : new AppError(res.statusCode ?? 500, message));
+        });
+      });
+      req.on('error', (err) => reject(this.connectError(err as NodeJS.ErrnoException)));
+      req.end();
+    });
+  }
+
+  /** Whether a daemon answers on the socket (it accepts a connection). */
+  answers(): Promise<boolean> {
+    return new Promise((resolve, reject) => {
+      const socket = connect(this.path);
+      socket.once('connect', () => {
+        socket.destroy();
+        resolve(true);
+      });
+      socket.once('error', (err: NodeJS.ErrnoException) => {
+        const e = this.connectError(err);
+        if (e instanceof NoDaemonError) resolve(false);
+        else reject(e);
+      });
+    });
+  }
+
+  private connectError(err: NodeJS.ErrnoException): Error {
+    if (err.code === 'ENOENT' || err.code === 'ECONNREFUSED') return new NoDaemonError(`no daemon answers on ${this.path}`);
+    if (err.code === 'EACCES') return new AppError(403, `cannot open the control socket ${this.path}: permission denied (run the command as the user the daemon runs as)`);
+    return new Error(`control socket ${this.path}: ${err.message}`);
+  }
+
   private admin<T>(operation: AdminOperation, input: object): Promise<T> {
     return this.call('POST', adminPath(operation), input);
   }
@@ -157,13 +207,7 @@ export class ControlClient implements QueueOperations, AdminOperations, DoctorRe
           });
         },
       );
-      req.on('error', (err: NodeJS.ErrnoException) => {
-        if (err.code === 'ENOENT' || err.code === 'ECONNREFUSED') return reject(new NoDaemonError(`no daemon answers on ${this.path}`));
-        if (err.code === 'EACCES') {
-          return reject(new AppError(403, `cannot open the control socket ${this.path}: permission denied (run the command as the user the daemon runs as)`));
-        }
-        reject(new Error(`control socket ${this.path}: ${err.message}`));
-      });
+      req.on('error', (err: NodeJS.ErrnoException) => reject(this.connectError(err)));
       req.end(payload);
     });
   }

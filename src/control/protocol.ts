@@ -11,13 +11,18 @@ export interface QueueOperations {
   list(query: ListQuery): Promise<QueueList>;
   retry(selection: Selection): Promise<RetryResult>;
   purge(selection: Selection): Promise<PurgeResult>;
-  /** Stops starting jobs for a destination (an MX set or a URL origin) until resumed; kept across restarts. */
+  /** Stops starting jobs for the engine destination a name stands for (an MX set, a transport or smarthost host, a URL origin) until resumed; kept across restarts. */
   suspend(destination: string): Promise<SuspendResult>;
   resume(destination: string): Promise<SuspendResult>;
 }
 
 export interface SuspendResult {
+  /** The engine destination suspended or resumed: an MX set, a transport or smarthost host, a URL origin. */
   destination: string;
+  /** The name as the operator gave it (lower case). */
+  name: string;
+  /** How the name led to the destination (see queue/destination-name.ts). */
+  via: 'destination' | 'mx' | 'transport' | 'smarthost' | 'origin';
   suspended: boolean;
   /** false: it already was (or was not) suspended. */
   changed: boolean;

@@ -7,12 +7,12 @@ import type { WriteOp } from '../store/group-commit.ts';
 import type { MessagesRepo } from '../store/messages-repo.ts';
 import type { MessageRecord, MessageStatus } from '../store/records.ts';
 import type { JobEngine, QueueSnapshot } from '../queue/engine.ts';
+import { resolveDestination, type DeliveryRouting, type ResolvedDestination } from '../queue/destination-name.ts';
 import type { DueEntry, JobIndex } from '../store/job-index.ts';
 import type { JobsRepo } from '../store/jobs-repo.ts';
 import type { MetaRepo } from '../store/meta.ts';
 import type { JobRecord } from '../store/records.ts';
 import { mapLimited } from '../util/limited.ts';
-import { isPrintable } from '../util/text.ts';
 import { isValidDomain, normalizeDomain } from '../util/domain-name.ts';
 import { domainOf } from '../util/email.ts';
 import { badRequest, notFound } from '../util/errors.ts';
@@ -52,15 +52,14 @@ export interface QueueAdminOptions {
   log?: Logger;
   /** The engine's HTTP jobs and the operator's suspensions; absent, status shows mail only (metrics). */
   jobs?: { index: JobIndex; repo: JobsRepo; meta: MetaRepo; targetUrl: (kind: JobRecord['kind'], id: string) => Promise<string | undefined> };
+  /** Where mail goes (transport, smarthost, MX sets): what `queue suspend <name>` resolves a name by. */
+  routing?: DeliveryRouting;
   /** null: the store is open without a daemon (the CLI's direct path). */
   daemon: {
     delivery: { scheduler: QueueScheduler; limits: { concurrency: number; perDestination: number; readyLimit: number } } | null;
     engine?: JobEngine | null;
   } | null;
 }
-
-/** An MX set, a domain, or a URL origin: what `queue suspend` names. */
-const DESTINATION = /^(?:https?:\/\/(?:[a-z0-9.-]+|\[[0-9a-f:.]+\])(?::\d{1,5})?|[a-z0-9_.-]+(?:,[a-z0-9_.-]+)*)$/i;
 
 /** Why a purged message failed: no remote server refused it, so no classification applies. */
 export const PURGE_CLASSIFICATION = 'Uncategorized';
@@ -108,22 +107,44 @@ export class QueueAdmin implements QueueOperations {
     return { generated_at: iso(now), daemon: this.daemonFigures(), totals, destinations, jobs: await this.jobFigures(now), suspended };
   }
 
-  async suspend(destination: string): Promise<SuspendResult> {
-    const name = destinationName(destination);
+  /** Suspends the engine destination the name stands for (see queue/destination-name.ts), not the name as given. */
+  async suspend(name: string): Promise<SuspendResult> {
     const jobs = this.requireJobs();
-    const changed = !(await jobs.meta.suspended()).has(name);
-    if (changed) await jobs.meta.suspend(name, iso(this.o.clock.now()), 'operator');
-    this.o.daemon?.engine?.suspend(name);
-    return { destination: name, suspended: true, changed };
+    const suspended = await jobs.meta.suspended();
+    const { destination, via } = await this.resolve(name, suspended);
+    const changed = !suspended.has(destination);
+    if (changed) await jobs.meta.suspend(destination, iso(this.o.clock.now()), 'operator');
+    this.o.daemon?.engine?.suspend(destination);
+    this.o.log?.info({ destination, name: name.trim().toLowerCase(), via, changed }, 'destination suspended by operator');
+    return { destination, name: name.trim().toLowerCase(), via, suspended: true, changed };
   }
 
-  async resume(destination: string): Promise<SuspendResult> {
-    const name = destinationName(destination);
+  /** Resumes a suspended destination named as it is, else the destination the name stands for. */
+  async resume(name: string): Promise<SuspendResult> {
     const jobs = this.requireJobs();
-    const changed = (await jobs.meta.suspended()).has(name);
-    if (changed) await jobs.meta.resume(name);
-    this.o.daemon?.engine?.resume(name);
-    return { destination: name, suspended: false, changed };
+    const suspended = await jobs.meta.suspended();
+    const exact = name.trim().toLowerCase();
+    const { destination, via } = suspended.has(exact) ? { destination: exact, via: 'destination' as const } : await this.resolve(name, suspended);
+    const changed = suspended.has(destination);
+    if (changed) await jobs.meta.resume(destination);
+    this.o.daemon?.engine?.resume(destination);
+    this.o.log?.info({ destination, name: exact, via, changed }, 'destination resumed by operator');
+    return { destination, name: exact, via, suspended: false, changed };
+  }
+
+  /** What the engine files the name's jobs under. */
+  private resolve(name: string, suspended: ReadonlyMap<string, unknown>): Promise<ResolvedDestination> {
+    const routing = this.o.routing;
+    if (!routing) throw new Error('queue admin built without the delivery routing');
+    const engine = this.o.daemon?.engine ?? null;
+    const inMemory = new Set((engine?.destinations() ?? []).map((d) => d.destination));
+    const configured = new Set(routing.configured);
+    return resolveDestination(name, {
+      transport: routing.transport,
+      smarthost: routing.smarthost,
+      known: (n) => inMemory.has(n) || configured.has(n) || suspended.has(n),
+      mxSet: (domain) => routing.mxSet(domain),
+    });
   }
 
   private requireJobs(): NonNullable<QueueAdminOptions['jobs']> {
@@ -384,7 +405,7 @@ export class QueueAdmin implements QueueOperations {
   }
 
   private logChange(m: MessageRecord | null, what: string): void {
-    if (m) this.o.log?.info({ message_id: m.id, account_id: m.accountId, destination: domainOf(m.recipient), status: m.status, due_at: m.dueAt }, what);
+    if (m) this.o.log?.info({ message_id: m.id, account_id: m.accountId, recipient_domain: domainOf(m.recipient), status: m.status, due_at: m.dueAt }, what);
   }
 
   /** message.failed carries no delivery_attempt: no server answered this decision. */
@@ -437,10 +458,3 @@ async function eachLimited<T>(items: T[], fn: (item: T) => Promise<void>): Promi
   await mapLimited(items, PARALLEL_UPDATES, fn);
 }
 
-function destinationName(text: string): string {
-  const name = text.trim().toLowerCase();
-  if (name.length === 0 || name.length > 2048 || !isPrintable(name) || !DESTINATION.test(name)) {
-    throw badRequest(`"${text.slice(0, 100)}" is not a destination: give an MX set as queue status shows it (mx1.example.net,mx2.example.net), a domain, or a URL origin (https://hooks.example.com)`);
-  }
-  return name;
-}

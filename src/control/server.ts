@@ -1,6 +1,8 @@
 import { chmodSync, lstatSync, unlinkSync } from 'node:fs';
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import { connect } from 'node:net';
+import { Readable } from 'node:stream';
+import { pipeline } from 'node:stream/promises';
 import type { Logger } from '../logging/logger.ts';
 import { AppError, badRequest, notFound } from '../util/errors.ts';
 import { handleAdmin } from './admin-handler.ts';
@@ -24,6 +26,8 @@ export interface ControlHandlers {
   admin: AdminOperations;
   /** Read-only answers for `postilion doctor`. */
   doctor: DoctorReads;
+  /** A consistent copy of the store and the key files, as a stream (backup/format.ts). */
+  backup?: () => AsyncIterable<Buffer>;
 }
 
 /**
@@ -38,6 +42,7 @@ export interface ControlHandlers {
  *   POST /v1/queue/suspend {destination}   POST /v1/queue/resume {destination}
  *   POST /v1/admin/<operation>   the operation's argument (see admin-protocol.ts)
  *   GET  /v1/doctor/listeners    GET /v1/doctor/domains   (see doctor-protocol.ts)
+ *   GET  /v1/backup   the backup stream (application/octet-stream, see backup/format.ts)
  *
  * Errors answer `{ "message": … }` with the AppError's status; an unexpected failure 500. A body
  * past its route's limit gets 413 (and the connection is closed), malformed JSON 400, an argument
@@ -149,7 +154,7 @@ function answers(path: string): Promise<boolean> {
   });
 }
 
-async function handle(req: IncomingMessage, res: ServerResponse, { queue, admin, doctor }: ControlHandlers, log: Logger): Promise<void> {
+async function handle(req: IncomingMessage, res: ServerResponse, { queue, admin, doctor, backup }: ControlHandlers, log: Logger): Promise<void> {
   try {
     const url = new URL(req.url ?? '/', 'http://control');
     const route = `${req.method} ${url.pathname}`;
@@ -185,6 +190,9 @@ async function handle(req: IncomingMessage, res: ServerResponse, { queue, admin,
         log.info({ op: `queue ${url.pathname.slice('/v1/queue/'.length)}`, destination: result.destination, changed: result.changed }, 'operator changed a destination');
         return send(res, 200, result);
       }
+      case 'GET /v1/backup':
+        if (!backup) throw notFound('this daemon takes no backup');
+        return await sendBackup(res, backup(), log);
       default:
         throw notFound(`no such control operation: ${route}`);
     }
@@ -236,6 +244,19 @@ async function readJson(req: IncomingMessage, limit: number): Promise<unknown> {
     return JSON.parse(Buffer.concat(chunks).toString('utf8')) as unknown;
   } catch {
     throw badRequest('the body is not valid JSON');
+  }
+}
+
+/** Streams the backup; a failure half-way cuts the stream, which the client finds without its end frame. */
+async function sendBackup(res: ServerResponse, stream: AsyncIterable<Buffer>, log: Logger): Promise<void> {
+  log.info('backup started');
+  res.writeHead(200, { 'content-type': 'application/octet-stream' });
+  try {
+    await pipeline(Readable.from(stream, { objectMode: false }), res);
+    log.info('backup sent');
+  } catch (err) {
+    log.warn({ err }, 'backup not sent whole');
+    res.destroy();
   }
 }
 

@@ -36,6 +36,27 @@ export interface RouterOptions {
   cacheMs: number;
 }
 
+/** The options of the `delivery` configuration (config/schema.ts) the router reads. */
+export interface DeliveryRoutingConfig {
+  mx_port: number;
+  tls: TlsPolicy;
+  transport: Record<string, TargetConfig>;
+  smarthost: TargetConfig | null;
+  unreachable_seconds: number;
+}
+
+/** The router's options from the `delivery` configuration. */
+export function routerOptions(d: DeliveryRoutingConfig): RouterOptions {
+  return {
+    mxPort: d.mx_port,
+    tls: d.tls,
+    transport: Object.fromEntries(Object.entries(d.transport).map(([domain, target]) => [domain.toLowerCase(), target])),
+    smarthost: d.smarthost,
+    unreachableMs: d.unreachable_seconds * 1000,
+    cacheMs: 60_000,
+  };
+}
+
 /**
  * Where mail for a domain goes: the transport map, else the smarthost, else its MX hosts in
  * preference order (equal preferences shuffled), the domain itself when it has no MX (implicit
@@ -80,6 +101,15 @@ export class Router {
     const found = this.mxCache.get(domain)?.hops;
     if (!Array.isArray(found) || found.length === 0) return domain;
     return [...new Set(found.map((hop) => hop.name.toLowerCase()))].sort().join(',');
+  }
+
+  /**
+   * The MX set a domain's mail is filed under (mxSet), or why its mail has nowhere to go: what
+   * the operator's `queue suspend <domain>` names.
+   */
+  async destination(domain: string): Promise<string | RouteFailure> {
+    const found = await this.hops(domain);
+    return Array.isArray(found) ? this.mxSet(domain) : found;
   }
 
   /** Marks a hop as not answering, so the next messages try the others first. */

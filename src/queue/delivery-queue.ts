@@ -29,18 +29,22 @@ export class DeliveryQueue {
     this.scheduler = scheduler;
   }
 
-  /** `transactionDone` is called once no connection is used any more (the scheduler's slot). */
-  async process(message: MessageRecord, transactionDone: () => void = () => undefined): Promise<void> {
+  /**
+   * `transactionDone` is called once no connection is used any more (the scheduler's slot).
+   * `destination`: the engine's (MX set, transport or smarthost host), named on the log lines;
+   * absent, the recipient domain.
+   */
+  async process(message: MessageRecord, transactionDone: () => void = () => undefined, destination?: string): Promise<void> {
     try {
-      await this.handle(message, transactionDone);
+      await this.handle(message, transactionDone, destination ?? domainOf(message.recipient));
     } finally {
       if (announcedSend(message)) this.deliverer.done(message.bodyId);
     }
   }
 
-  private async handle(message: MessageRecord, transactionDone: () => void): Promise<void> {
+  private async handle(message: MessageRecord, transactionDone: () => void, destination: string): Promise<void> {
     const now = this.clock.now();
-    const log = this.log.child({ message_id: message.id, account_id: message.accountId, destination: domainOf(message.recipient) });
+    const log = this.log.child({ message_id: message.id, account_id: message.accountId, destination, recipient_domain: domainOf(message.recipient) });
     // First: a suspended account's mail is neither sent, nor simulated, nor failed while it waits.
     if (this.held && !(await this.held.mayDeliver(message))) {
       transactionDone();

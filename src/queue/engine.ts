@@ -42,8 +42,9 @@ export interface JobKind<J = unknown> {
   /**
    * One attempt and its outcome. `release` frees the slot once no connection is used any more.
    * 'withdrawn': no attempt was made and nothing written (see `withdraw`); the job is read again.
+   * `destination` is the one it was filed under (for its log lines).
    */
-  run(job: J, release: () => void): Promise<void | 'withdrawn'>;
+  run(job: J, release: () => void, destination: string): Promise<void | 'withdrawn'>;
   /**
    * Optional: takes due jobs of a destination that is paused as down off the due-time index
    * (parks them in the store) so they are not read again and again while it is down. Without
@@ -820,7 +821,7 @@ export class JobEngine {
     let again = false;
     let failed = false;
     void item.kind
-      .run(item.job, release)
+      .run(item.job, release, destination)
       .then((result) => {
         again = result === 'withdrawn';
       })

@@ -34,6 +34,6 @@ export function messageKind(repo: Pick<MessagesRepo, 'get' | 'getManyCached'>, q
       });
       return Promise.race([mxSet(domain).catch(() => domain), late]).finally(() => clearTimeout(timer));
     },
-    run: (message, release) => queue.process(message, release),
+    run: (message, release, destination) => queue.process(message, release, destination),
   };
 }

@@ -196,7 +196,7 @@ describe('postilion queue (CLI)', function () {
       greylist = false;
       // example.org and example.net share one MX host: one destination, one set of limits.
       const suspended = await json('suspend', 'MX1.example.org');
-      expect(suspended).to.deep.equal({ destination: 'mx1.example.org', suspended: true, changed: true });
+      expect(suspended).to.deep.equal({ destination: 'mx1.example.org', name: 'mx1.example.org', via: 'mx', suspended: true, changed: true });
       expect((await queue('suspend', 'mx1.example.org')).out).to.equal('mx1.example.org: suspended (it already was suspended); the daemon applies it now\n');
       const sent = await bed.send({ recipients: [{ email: 'a@example.org' }, { email: 'b@example.net' }] });
       const [a, b] = sent.body.data.map((m: { id: string }) => uuidOf(m.id));
@@ -215,7 +215,7 @@ describe('postilion queue (CLI)', function () {
         await new Promise((r) => setTimeout(r, 300));
         expect(sink.received).to.have.length(0);
         expect((await json('status')).suspended.map((d: { destination: string }) => d.destination)).to.deep.equal(['mx1.example.org']);
-        expect(await json('resume', 'mx1.example.org')).to.deep.equal({ destination: 'mx1.example.org', suspended: false, changed: true });
+        expect(await json('resume', 'mx1.example.org')).to.deep.equal({ destination: 'mx1.example.org', name: 'mx1.example.org', via: 'destination', suspended: false, changed: true });
         await until(a, 'Delivered', restarted);
         await until(b, 'Delivered', restarted);
         expect(sink.received.map((r) => r.to[0]).sort()).to.deep.equal(['a@example.org', 'b@example.net']);
