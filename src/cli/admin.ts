@@ -1,11 +1,9 @@
 import type { Command } from 'commander';
 import type { AdminOperations } from '../control/admin-protocol.ts';
 import { ControlClient, NoDaemonError } from '../control/client.ts';
-import { CoreAdmin } from '../control/core-admin.ts';
 import { controlSocketPath, type QueueOperations } from '../control/protocol.ts';
-import { QueueAdmin } from '../control/queue-admin.ts';
-import { jobStore, openCore, type Core } from '../daemon.ts';
-import { configFrom } from './main.ts';
+import type { Core } from '../daemon.ts';
+import { configFrom } from './config-option.ts';
 
 /** What the admin commands ask: the queue, and the accounts, keys and domains. */
 export interface Operations {
@@ -27,9 +25,12 @@ export async function onDaemonOrStore<T>(program: Command, op: (ops: Operations)
   } catch (err) {
     if (!(err instanceof NoDaemonError)) throw err;
   }
+  // Imported only now: the store and the domain services are most of the daemon, and a command
+  // answered by the daemon needs none of them.
+  const { openCore } = await import('../daemon.ts');
   const core = await openCore(config);
   try {
-    return { result: await op(localOperations(core)), daemon: false };
+    return { result: await op(await localOperations(core)), daemon: false };
   } finally {
     await core.store.close();
   }
@@ -41,7 +42,8 @@ export async function onAdmin<T>(program: Command, op: (admin: AdminOperations) 
 }
 
 /** The operations over a store this process opened: no daemon, so no scheduler to ask or wake. */
-function localOperations(core: Core): Operations {
+async function localOperations(core: Core): Promise<Operations> {
+  const [{ jobStore }, { QueueAdmin }, { CoreAdmin }] = await Promise.all([import('../daemon.ts'), import('../control/queue-admin.ts'), import('../control/core-admin.ts')]);
   return {
     queue: new QueueAdmin({ messages: core.messages, repo: core.messagesRepo, events: core.events, clock: core.clock, jobs: jobStore(core), daemon: null }),
     admin: new CoreAdmin(core),

@@ -3,7 +3,8 @@ import { bootstrap, bootstrapDefaults, formatBootstrap } from '../accounts/boots
 import { ControlClient, NoDaemonError } from '../control/client.ts';
 import { controlSocketPath } from '../control/protocol.ts';
 import { openCore } from '../daemon.ts';
-import { configFrom, type CliIo } from './main.ts';
+import { configFrom } from './config-option.ts';
+import type { CliIo } from './main.ts';
 
 const ALREADY = 'postilion: this data directory is already initialised; use `postilion accounts create` and `postilion keys create`\n';
 
