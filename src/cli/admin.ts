@@ -3,7 +3,7 @@ import type { AdminOperations } from '../control/admin-protocol.ts';
 import { ControlClient, NoDaemonError } from '../control/client.ts';
 import { controlSocketPath, type QueueOperations } from '../control/protocol.ts';
 import type { Core } from '../daemon.ts';
-import { configFrom } from './config-option.ts';
+import { controlSocketFrom } from './control-socket.ts';
 
 /** What the admin commands ask: the queue, and the accounts, keys and domains. */
 export interface Operations {
@@ -18,13 +18,14 @@ export interface Operations {
  * says which way it went.
  */
 export async function onDaemonOrStore<T>(program: Command, op: (ops: Operations) => Promise<T>): Promise<{ result: T; daemon: boolean }> {
-  const config = configFrom(program);
-  const client = new ControlClient(controlSocketPath(config));
+  const client = new ControlClient(controlSocketFrom(program) ?? controlSocketPath(await validConfig(program)));
   try {
     return { result: await op({ queue: client, admin: client }), daemon: true };
   } catch (err) {
     if (!(err instanceof NoDaemonError)) throw err;
   }
+  // No daemon: the store is opened with the configuration, validated.
+  const config = await validConfig(program);
   // Imported only now: the store and the domain services are most of the daemon, and a command
   // answered by the daemon needs none of them.
   const { openCore } = await import('../daemon.ts');
@@ -34,6 +35,11 @@ export async function onDaemonOrStore<T>(program: Command, op: (ops: Operations)
   } finally {
     await core.store.close();
   }
+}
+
+/** The configuration, validated: its schema is loaded only for commands that need it. */
+async function validConfig(program: Command) {
+  return (await import('./config-option.ts')).configFrom(program);
 }
 
 /** One admin operation, on the running daemon or on the store: its result. */
