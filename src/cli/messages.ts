@@ -10,10 +10,11 @@ export function messageCommands(program: Command, io: CliIo): Command {
   group
     .command('show')
     .description('one message (one recipient): its state, then every event and delivery attempt, oldest first')
-    .argument('<id>', 'message id (the UUID the API returned)')
+    .argument('<id>', 'the message id the API returned: its Message-ID (<…@domain>) or the UUID in it')
+    .option('--account <id>', 'the account, to look up a Message-ID the client set itself')
     .option('--json', 'print JSON')
-    .action(async (id: string, opts: { json?: boolean }) => {
-      const trace = await onAdmin(program, (admin) => admin.showMessage({ id }));
+    .action(async (id: string, opts: { account?: string; json?: boolean }) => {
+      const trace = await onAdmin(program, (admin) => admin.showMessage({ id, account: opts.account }));
       io.out(opts.json ? json(trace) : formatTrace(trace));
     });
   return group;
@@ -26,6 +27,6 @@ export function formatTrace({ message: m, trace }: MessageTrace): string {
     `Message-ID ${m.message_id}  created ${m.created_at}  attempts ${m.num_attempts}${m.bounce_classification ? `  classification ${m.bounce_classification}` : ''}`,
   ];
   const width = Math.max(0, ...trace.map((t) => t.what.length));
-  const lines = trace.map((t) => `${t.at}  ${t.kind.padEnd(7)}  ${t.what.padEnd(width)}${t.detail ? `  ${t.detail}` : ''}`);
+  const lines = trace.map((t) => `${t.at}  ${t.kind.padEnd(7)}  ${t.what.padEnd(width)}  ${t.detail}`.trimEnd());
   return `${[...head, '', ...lines].join('\n')}\n`;
 }

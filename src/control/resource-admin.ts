@@ -7,6 +7,7 @@ import { presentSmtpCredential } from '../api/routes/smtp-credentials/presenter.
 import { presentSuppression } from '../api/routes/suppressions/presenter.ts';
 import { presentWebhook } from '../api/routes/webhooks/presenter.ts';
 import type { Routes } from '../inbound/routes.ts';
+import { parseMessageRef } from '../message/message-id.ts';
 import type { Messages } from '../message/messages.ts';
 import type { EventsRepo } from '../store/events-repo.ts';
 import { everyItem } from '../store/page.ts';
@@ -138,11 +139,25 @@ export class ResourceAdmin implements ResourceOperations {
   }
 
   async showMessage(input: MessageInput): Promise<MessageTrace> {
-    const stored = await this.r.messages.current(uuid(input.id, 'a message id'));
-    if (!stored) throw notFound(`no such message: ${input.id}`);
+    const stored = await this.message(input);
     const [message] = await this.r.messages.shown([stored]);
     const events = await this.r.eventsRepo.ofMessage(stored.id, Date.parse(stored.createdAt) - EVENT_SLACK_MS);
     return { message: presentSummary(message!), trace: trace(stored, events) };
+  }
+
+  /**
+   * A message by its id, or by its Message-ID header as the API's 202 gave it: ours end in
+   * `<id@domain>`; one a client set is looked up in the account named.
+   */
+  private async message(input: MessageInput): Promise<MessageRecord> {
+    const ref = parseMessageRef(input.id);
+    if (!ref) throw badRequest(`"${input.id.slice(0, 100)}" is not a message id (a UUID) or a Message-ID (<id@domain>)`);
+    if (input.account !== undefined) return this.r.messages.get(await this.account(input.account), input.id, () => true);
+    const id = ref.kind === 'id' ? ref.id : ref.header.slice(1, ref.header.indexOf('@'));
+    if (!isUuid(id)) throw badRequest(`the Message-ID ${ref.kind === 'header' ? ref.header : id} was not made by Postilion: give its account (--account) to look it up`);
+    const stored = await this.r.messages.current(id.toLowerCase());
+    if (!stored || (ref.kind === 'header' && stored.messageId.toLowerCase() !== ref.header.toLowerCase())) throw notFound(`no such message: ${input.id}`);
+    return stored;
   }
 
   /** The id of an existing account, from what the operator typed. */

@@ -78,7 +78,10 @@ export interface AddressInput {
 }
 
 export interface MessageInput {
+  /** The message's id, or its Message-ID header. */
   id: string;
+  /** Needed only for a Message-ID a client set (ours hold the id). */
+  account?: string | undefined;
 }
 
 /** Argument types as the daemon checks them on the socket; the values are the implementation's to judge. */
@@ -102,5 +105,5 @@ export const RESOURCE_INPUTS = {
   listSuppressions: z.strictObject({ account: text, domain: text.optional() }),
   showSuppression: address,
   deleteSuppression: address,
-  showMessage: z.strictObject({ id: text }),
+  showMessage: z.strictObject({ id: text, account: text.optional() }),
 } satisfies { [K in keyof ResourceOperations]: z.ZodType<Parameters<ResourceOperations[K]>[0]> };
