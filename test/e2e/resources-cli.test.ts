@@ -13,6 +13,8 @@ describe('postilion: the API resources and messages show (CLI, daemon running)',
   this.timeout(90_000);
   let sink: SmtpSink;
   let daemon: CliDaemon;
+  /** What `messages show` printed while the daemon ran: the stopped store must answer the same. */
+  let shownWhileRunning: { id: string; text: string } | undefined;
   let api: (method: string, path: string, body?: unknown) => Promise<{ status: number; body: Record<string, unknown> }>;
 
   before(async () => {
@@ -182,6 +184,7 @@ describe('postilion: the API resources and messages show (CLI, daemon running)',
     expect([...times].sort((a, b) => a - b)).to.deep.equal(times);
 
     const text = await ok('messages', 'show', id);
+    shownWhileRunning = { id, text };
     expect(text.split('\n')[0]).to.equal(`message ${id}  Delivered  account ${daemon.account}`);
     expect(text).to.contain('from <hello@example.test> to <you@example.org>  subject "Where is it?"');
     expect(text, text).to.match(/ attempt +Deferred +127\.0\.0\.1: 451 4\.7\.1 greylisted, try again\n/);
@@ -203,5 +206,14 @@ describe('postilion: the API resources and messages show (CLI, daemon running)',
     expect(await refused('routes', 'list', '--account', UNKNOWN_ID)).to.match(/^postilion: account .*not found\n$/i);
     expect(await refused('smtp-credentials', 'list')).to.equal("postilion: required option '--account <id>' not specified\n");
     expect(await refused('suppressions', 'show', '--account', daemon.account)).to.equal("postilion: missing required argument 'email'\n");
+  });
+
+  it('answers the same from the stopped store once the daemon is gone', async () => {
+    expect(shownWhileRunning, 'messages show ran first').not.to.equal(undefined);
+    daemon.child.signal('SIGTERM');
+    expect(await daemon.child.exited).to.equal(0);
+    expect(await ok('messages', 'show', shownWhileRunning!.id)).to.equal(shownWhileRunning!.text);
+    expect(await ok('webhooks', 'list', '--account', daemon.account)).to.equal('');
+    expect(await refused('webhooks', 'show', UNKNOWN_ID, '--account', daemon.account)).to.equal('postilion: webhook not found\n');
   });
 });
