@@ -1,13 +1,9 @@
 import type { Command } from 'commander';
 import type { AdminOperations } from '../control/admin-protocol.ts';
 import { ControlClient, NoDaemonError } from '../control/client.ts';
-import { CoreAdmin } from '../control/core-admin.ts';
 import { controlSocketPath, type QueueOperations } from '../control/protocol.ts';
-import { QueueAdmin } from '../control/queue-admin.ts';
-import { jobStore, openCore, type Core } from '../daemon.ts';
-import { Router, routerOptions } from '../delivery/router.ts';
-import { deliveryRouting } from '../queue/destination-name.ts';
-import { configFrom } from './main.ts';
+import type { Core } from '../daemon.ts';
+import { controlSocketFrom } from './control-socket.ts';
 
 /** What the admin commands ask: the queue, and the accounts, keys and domains. */
 export interface Operations {
@@ -22,19 +18,28 @@ export interface Operations {
  * says which way it went.
  */
 export async function onDaemonOrStore<T>(program: Command, op: (ops: Operations) => Promise<T>): Promise<{ result: T; daemon: boolean }> {
-  const config = configFrom(program);
-  const client = new ControlClient(controlSocketPath(config));
+  const client = new ControlClient(controlSocketFrom(program) ?? controlSocketPath(await validConfig(program)));
   try {
     return { result: await op({ queue: client, admin: client }), daemon: true };
   } catch (err) {
     if (!(err instanceof NoDaemonError)) throw err;
   }
+  // No daemon: the store is opened with the configuration, validated.
+  const config = await validConfig(program);
+  // Imported only now: the store and the domain services are most of the daemon, and a command
+  // answered by the daemon needs none of them.
+  const { openCore } = await import('../daemon.ts');
   const core = await openCore(config);
   try {
-    return { result: await op(localOperations(core)), daemon: false };
+    return { result: await op(await localOperations(core)), daemon: false };
   } finally {
     await core.store.close();
   }
+}
+
+/** The configuration, validated: its schema is loaded only for commands that need it. */
+async function validConfig(program: Command) {
+  return (await import('./config-option.ts')).configFrom(program);
 }
 
 /** One admin operation, on the running daemon or on the store: its result. */
@@ -43,7 +48,14 @@ export async function onAdmin<T>(program: Command, op: (admin: AdminOperations) 
 }
 
 /** The operations over a store this process opened: no daemon, so no scheduler to ask or wake. */
-function localOperations(core: Core): Operations {
+async function localOperations(core: Core): Promise<Operations> {
+  const [{ jobStore }, { QueueAdmin }, { CoreAdmin }, { Router, routerOptions }, { deliveryRouting }] = await Promise.all([
+    import('../daemon.ts'),
+    import('../control/queue-admin.ts'),
+    import('../control/core-admin.ts'),
+    import('../delivery/router.ts'),
+    import('../queue/destination-name.ts'),
+  ]);
   return {
     queue: new QueueAdmin({
       messages: core.messages,

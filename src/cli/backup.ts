@@ -10,7 +10,7 @@ import { Store } from '../store/store.ts';
 import { badRequest } from '../util/errors.ts';
 import { systemClock } from '../util/time.ts';
 import type { CliIo } from './main.ts';
-import { configFrom } from './main.ts';
+import { configFrom } from './config-option.ts';
 
 /**
  * `postilion backup <dir>`: a consistent copy of the store and every key file, taken from the

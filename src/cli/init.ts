@@ -6,7 +6,8 @@ import { controlSocketPath } from '../control/protocol.ts';
 import { openCore } from '../daemon.ts';
 import { StoreLockedError } from '../store/store.ts';
 import { AppError } from '../util/errors.ts';
-import { configFrom, type CliIo } from './main.ts';
+import { configFrom } from './config-option.ts';
+import type { CliIo } from './main.ts';
 
 const ALREADY = 'postilion: this data directory is already initialised; use `postilion accounts create` and `postilion keys create`\n';
 

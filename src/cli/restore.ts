@@ -3,7 +3,7 @@ import { restoreBackup } from '../backup/restore.ts';
 import { ControlClient } from '../control/client.ts';
 import { controlSocketPath } from '../control/protocol.ts';
 import type { CliIo } from './main.ts';
-import { configFrom } from './main.ts';
+import { configFrom } from './config-option.ts';
 
 /**
  * `postilion restore <dir>`: a backup (`postilion backup`) put back into the configured data

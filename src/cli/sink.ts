@@ -6,6 +6,11 @@ import { Command, InvalidArgumentError } from 'commander';
 import { SMTPServer } from 'smtp-server';
 import type { CliIo } from './main.ts';
 
+/** The sink's address cannot be listened on: one line naming it, exit status 2 (see main.ts). */
+export class SinkListenError extends Error {
+  override name = 'SinkListenError';
+}
+
 export interface CaptureSinkOptions {
   host: string;
   port: number;
@@ -58,12 +63,23 @@ export async function startCaptureSink(options: CaptureSinkOptions): Promise<Cap
     },
   });
   server.listen(options.port, options.host);
-  await Promise.race([once(server.server, 'listening'), once(server, 'error').then(([err]) => Promise.reject(err))]);
+  // once() rejects with an 'error' the emitter gives while it waits: either way, one error.
+  await Promise.race([once(server.server, 'listening'), once(server, 'error').then(([err]) => Promise.reject(err))]).catch((err: NodeJS.ErrnoException) => {
+    throw listenError(err, options);
+  });
   const address = server.server.address();
   return {
     port: typeof address === 'object' && address ? address.port : options.port,
     close: () => new Promise<void>((done) => server.close(() => done())),
   };
+}
+
+/** "listen EADDRINUSE: address already in use 127.0.0.1:2526" as "cannot listen on 127.0.0.1:2526 (sink): address already in use". */
+function listenError(err: NodeJS.ErrnoException, { host, port }: { host: string; port: number }): Error {
+  if (err.syscall !== 'listen') return err;
+  const at = host.includes(':') ? `[${host}]:${port}` : `${host}:${port}`;
+  const why = err.message.replace(/^listen \w+: /, '').replace(/ \S+:\d+$/, '');
+  return new SinkListenError(`cannot listen on ${at} (sink): ${why}`);
 }
 
 function portOption(value: string): number {

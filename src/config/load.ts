@@ -1,16 +1,8 @@
-import { existsSync, readFileSync } from 'node:fs';
-import { parse as parseYaml } from 'yaml';
 import type { z } from 'zod';
 import { configSchema, type Config } from './schema.ts';
+import { applyEnvOverrides, ConfigError, readConfigFile } from './source.ts';
 
-export class ConfigError extends Error {
-  override name = 'ConfigError';
-}
-
-export const ENV_PREFIX = 'POSTILION_';
-/** Variables with the prefix that are not option overrides. */
-const RESERVED_ENV = new Set(['POSTILION_CONFIG']);
-export const DEFAULT_CONFIG_PATH = 'config/postilion.yaml';
+export { ConfigError, DEFAULT_CONFIG_PATH, ENV_PREFIX } from './source.ts';
 
 export interface LoadOptions {
   /** Explicit --config path; a missing file is then an error. */
@@ -30,26 +22,8 @@ export interface LoadedConfig {
  */
 export function loadConfig(options: LoadOptions = {}): LoadedConfig {
   const env = options.env ?? process.env;
-  const explicit = options.path ?? env.POSTILION_CONFIG;
-  let source: string | null = null;
-  let raw: unknown = {};
-  if (explicit !== undefined) {
-    if (!existsSync(explicit)) throw new ConfigError(`config file ${explicit} does not exist`);
-    source = explicit;
-  } else if (existsSync(DEFAULT_CONFIG_PATH)) {
-    source = DEFAULT_CONFIG_PATH;
-  }
-  if (source !== null) {
-    try {
-      raw = parseYaml(readFileSync(source, 'utf8')) ?? {};
-    } catch (err) {
-      throw new ConfigError(`${source}: not valid YAML: ${(err as Error).message}`);
-    }
-    if (typeof raw !== 'object' || Array.isArray(raw)) {
-      throw new ConfigError(`${source}: the top level must be a mapping of sections`);
-    }
-  }
-  const { merged, applied } = applyEnvOverrides(raw as Record<string, unknown>, env);
+  const { source, raw } = readConfigFile(options.path, env);
+  const { merged, applied } = applyEnvOverrides(raw, env, optionExists);
   const origin = [source ?? 'built-in defaults', ...applied].join(' + ');
   return { config: validateConfig(merged, origin), source };
 }
@@ -66,32 +40,6 @@ export function validateConfig(input: unknown, origin: string): Config {
     return `${path || '(top level)'}: ${issue.message}`;
   });
   throw new ConfigError(`invalid configuration (${origin}):\n  ${lines.join('\n  ')}`);
-}
-
-function applyEnvOverrides(base: Record<string, unknown>, env: NodeJS.ProcessEnv) {
-  const out = structuredClone(base);
-  const applied: string[] = [];
-  for (const [name, value] of Object.entries(env)) {
-    if (!name.startsWith(ENV_PREFIX) || RESERVED_ENV.has(name) || value === undefined) continue;
-    const path = name.slice(ENV_PREFIX.length).toLowerCase().split('__');
-    if (!optionExists(path)) {
-      throw new ConfigError(`environment variable ${name} names no option (${path.join('.')})`);
-    }
-    let parsed: unknown;
-    try {
-      parsed = parseYaml(value);
-    } catch {
-      parsed = value;
-    }
-    let node = out;
-    for (const part of path.slice(0, -1)) {
-      if (typeof node[part] !== 'object' || node[part] === null) node[part] = {};
-      node = node[part] as Record<string, unknown>;
-    }
-    node[path[path.length - 1]!] = parsed ?? value;
-    applied.push(name);
-  }
-  return { merged: out, applied };
 }
 
 /** Walks the schema's object shapes; wrappers (default, prefault, pipes) are looked through. */

@@ -3,6 +3,7 @@ import { validate as validCron } from 'node-cron';
 import { z } from 'zod';
 import { parseCidr } from '../util/cidr.ts';
 import { isLabel, isValidDomain, normalizeDomain } from '../util/domain-name.ts';
+import { DEFAULT_DATA_DIR } from './source.ts';
 
 /**
  * The one typed configuration. Every option has its default and description here;
@@ -118,7 +119,7 @@ export const configSchema = z.strictObject({
     }).prefault({}),
   }).prefault({}),
   data: z.strictObject({
-    dir: z.string().min(1).default('./data').describe('LevelDB data directory (relative paths start at the working directory)'),
+    dir: z.string().min(1).default(DEFAULT_DATA_DIR).describe('LevelDB data directory (relative paths start at the working directory)'),
   }).prefault({}),
   keys: z.strictObject({
     dir: z.string().min(1).default('./keys').describe('directory for DKIM private keys, TLS material and the at-rest encryption key'),

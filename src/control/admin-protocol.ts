@@ -1,4 +1,5 @@
 import { z } from 'zod';
+import { RESOURCE_INPUTS, type ResourceOperations } from './resource-protocol.ts';
 
 /**
  * The operator's administration of accounts, API keys and domains: what the `postilion
@@ -8,7 +9,7 @@ import { z } from 'zod';
  * like the queue's), so both ways give the CLI the same values. Ids and names arrive as the
  * operator typed them: the implementation checks them, so both ways refuse them alike.
  */
-export interface AdminOperations {
+export interface AdminOperations extends ResourceOperations {
   createAccount(input: NewAccountInput): Promise<AccountView>;
   listAccounts(input: Record<string, never>): Promise<{ accounts: AccountView[] }>;
   /** Any account (a top-level one takes its active sub accounts with it); its mail is held. */
@@ -137,6 +138,7 @@ export const ADMIN_INPUTS = {
   checkDomain: domainInput,
   rotateDkim: domainInput,
   verifyDomain: z.strictObject({ name: text, clear: z.boolean() }),
+  ...RESOURCE_INPUTS,
 } satisfies { [K in AdminOperation]: z.ZodType<Parameters<AdminOperations[K]>[0]> };
 
 export interface NewAccountInput {
@@ -172,6 +174,3 @@ export interface KeyInput {
 export interface DomainInput {
   name: string;
 }
-
-/** The path of an operation on the control socket: `POST /v1/admin/<operation>` with its argument. */
-export const adminPath = (operation: AdminOperation) => `/v1/admin/${operation}`;

@@ -2,24 +2,38 @@ import { request } from 'node:http';
 import { connect } from 'node:net';
 import type { DomainRecord } from '../store/records.ts';
 import { AppError } from '../util/errors.ts';
-import {
-  adminPath,
-  type AccountInput,
-  type AccountView,
-  type AdminOperation,
-  type AdminOperations,
-  type CreatedKey,
-  type DomainInput,
-  type DomainSummary,
-  type DomainView,
-  type KeyInput,
-  type KeyView,
-  type NewAccountInput,
-  type NewDomainInput,
-  type NewKeyInput,
-  type RotationView, type SuspendAccountInput, type VerifyDomainInput } from './admin-protocol.ts';
+import type {
+  AccountInput,
+  AccountView,
+  AdminOperation,
+  AdminOperations,
+  CreatedKey,
+  DomainInput,
+  DomainSummary,
+  DomainView,
+  KeyInput,
+  KeyView,
+  NewAccountInput,
+  NewDomainInput,
+  NewKeyInput,
+  RotationView,
+  SuspendAccountInput,
+  VerifyDomainInput,
+} from './admin-protocol.ts';
+import type {
+  AddressInput,
+  CredentialView,
+  EnableInput,
+  MessageInput,
+  MessageTrace,
+  ResourceInput,
+  RouteView,
+  SuppressionsInput,
+  SuppressionView,
+  WebhookView,
+} from './resource-protocol.ts';
 import { DOCTOR_PATHS, type DoctorReads, type HeldListener } from './doctor-protocol.ts';
-import type { ListQuery, PurgeResult, QueueList, QueueOperations, QueueStatus, RetryResult, Selection, SuspendResult } from './protocol.ts';
+import { adminPath, type ListQuery, type PurgeResult, type QueueList, type QueueOperations, type QueueStatus, type RetryResult, type Selection, type SuspendResult } from './protocol.ts';
 
 /** No daemon listens on the control socket (none, or a file left by a crash): nothing was sent. */
 export class NoDaemonError extends Error {
@@ -163,6 +177,66 @@ export class ControlClient implements QueueOperations, AdminOperations, DoctorRe
     if (err.code === 'ENOENT' || err.code === 'ECONNREFUSED') return new NoDaemonError(`no daemon answers on ${this.path}`);
     if (err.code === 'EACCES') return new AppError(403, `cannot open the control socket ${this.path}: permission denied (run the command as the user the daemon runs as)`);
     return new Error(`control socket ${this.path}: ${err.message}`);
+  }
+
+  listCredentials(input: AccountInput): Promise<{ credentials: CredentialView[] }> {
+    return this.admin('listCredentials', input);
+  }
+
+  showCredential(input: ResourceInput): Promise<CredentialView> {
+    return this.admin('showCredential', input);
+  }
+
+  deleteCredential(input: ResourceInput): Promise<CredentialView> {
+    return this.admin('deleteCredential', input);
+  }
+
+  listWebhooks(input: AccountInput): Promise<{ webhooks: WebhookView[] }> {
+    return this.admin('listWebhooks', input);
+  }
+
+  showWebhook(input: ResourceInput): Promise<WebhookView> {
+    return this.admin('showWebhook', input);
+  }
+
+  enableWebhook(input: EnableInput): Promise<WebhookView> {
+    return this.admin('enableWebhook', input);
+  }
+
+  deleteWebhook(input: ResourceInput): Promise<WebhookView> {
+    return this.admin('deleteWebhook', input);
+  }
+
+  listRoutes(input: AccountInput): Promise<{ routes: RouteView[] }> {
+    return this.admin('listRoutes', input);
+  }
+
+  showRoute(input: ResourceInput): Promise<RouteView> {
+    return this.admin('showRoute', input);
+  }
+
+  enableRoute(input: EnableInput): Promise<RouteView> {
+    return this.admin('enableRoute', input);
+  }
+
+  deleteRoute(input: ResourceInput): Promise<RouteView> {
+    return this.admin('deleteRoute', input);
+  }
+
+  listSuppressions(input: SuppressionsInput): Promise<{ suppressions: SuppressionView[] }> {
+    return this.admin('listSuppressions', input);
+  }
+
+  showSuppression(input: AddressInput): Promise<{ suppressions: SuppressionView[] }> {
+    return this.admin('showSuppression', input);
+  }
+
+  deleteSuppression(input: AddressInput): Promise<{ email: string; removed: number }> {
+    return this.admin('deleteSuppression', input);
+  }
+
+  showMessage(input: MessageInput): Promise<MessageTrace> {
+    return this.admin('showMessage', input);
   }
 
   private admin<T>(operation: AdminOperation, input: object): Promise<T> {

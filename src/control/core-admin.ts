@@ -1,4 +1,3 @@
-import type { Accounts } from '../accounts/accounts.ts';
 import type { AccountStatuses } from '../accounts/account-status.ts';
 import type { ApiKeys } from '../accounts/api-keys.ts';
 import { EVERY_GLOBAL_SCOPE } from '../accounts/scopes.ts';
@@ -10,6 +9,7 @@ import type { AccountRecord, ApiKeyRecord, DomainRecord } from '../store/records
 import { badRequest, notFound } from '../util/errors.ts';
 import { DnsUnavailableError } from '../domains/resolver.ts';
 import { isUuid } from '../util/ids.ts';
+import { ResourceAdmin, type ResourceAdminServices } from './resource-admin.ts';
 import type {
   AccountInput,
   AccountView,
@@ -30,8 +30,7 @@ import type {
 } from './admin-protocol.ts';
 
 /** The domain services the operator's administration works on (a Core has them all). */
-export interface CoreAdminServices {
-  accounts: Accounts;
+export interface CoreAdminServices extends ResourceAdminServices {
   accountStatuses: AccountStatuses;
   apiKeys: ApiKeys;
   domains: Domains;
@@ -44,11 +43,14 @@ export const DEFAULT_V1_SCOPES = ['messages:send:all'];
 
 /**
  * The operator's administration over the domain services: the one implementation behind the
- * `accounts`, `keys` and `domains` commands, whether the CLI opened the store or the daemon
- * answers on its control socket. The operator may grant any scope (no grantor).
+ * `accounts`, `keys` and `domains` commands (and, from ResourceAdmin, those of the API's
+ * resources), whether the CLI opened the store or the daemon answers on its control socket. The
+ * operator may grant any scope (no grantor).
  */
-export class CoreAdmin implements AdminOperations {
-  constructor(private readonly s: CoreAdminServices) {}
+export class CoreAdmin extends ResourceAdmin implements AdminOperations {
+  constructor(private readonly s: CoreAdminServices) {
+    super(s);
+  }
 
   async createAccount(input: NewAccountInput): Promise<AccountView> {
     return account(await this.s.accounts.create({ name: input.name, website: input.website, ownerEmail: input.owner_email }));
@@ -136,13 +138,6 @@ export class CoreAdmin implements AdminOperations {
   async verifyDomain(input: VerifyDomainInput): Promise<DomainView> {
     const domain = await this.s.domains.byName(input.name);
     return this.domain(await this.s.domains.verifyByHand(domain.accountId, domain.name, 'operator (postilion domains verify)', input.clear));
-  }
-
-  /** The id of an existing account, from what the operator typed. */
-  private async account(value: string): Promise<string> {
-    const id = uuid(value, '--account', 'an account id');
-    await this.s.accounts.require(id);
-    return id;
   }
 
   private domain(d: DomainRecord): DomainView {

@@ -1,5 +1,6 @@
 import { join, resolve } from 'node:path';
 import type { Config } from '../config/schema.ts';
+import type { AdminOperation } from './admin-protocol.ts';
 
 /**
  * The operator's view of the queue: what the `postilion queue` commands ask, answered the same
@@ -179,5 +180,17 @@ export interface PurgeResult {
 
 /** The daemon's control socket: in the data directory, which only the daemon's user can write. */
 export function controlSocketPath(config: Config): string {
-  return join(resolve(config.data.dir), 'control.sock');
+  return controlSocketIn(config.data.dir);
 }
+
+/** The control socket of the daemon whose data directory is `dataDir`. */
+export function controlSocketIn(dataDir: string): string {
+  return join(resolve(dataDir), 'control.sock');
+}
+
+/**
+ * The path of an admin operation on the control socket: `POST /v1/admin/<operation>` with its
+ * argument. Here, not beside the operations' argument schemas, so that the CLI's client loads
+ * no validation library.
+ */
+export const adminPath = (operation: AdminOperation) => `/v1/admin/${operation}`;

@@ -30,6 +30,20 @@ export class EventsRepo {
     return out;
   }
 
+  /**
+   * The events of one message, oldest first: a scan of every event since the message was made
+   * (`fromMs`), for the operator's `messages show` (an index by message would cost every event a
+   * write; this costs one read of the events since, which the retention bounds).
+   */
+  async ofMessage(messageId: string, fromMs: number): Promise<EventRecord[]> {
+    const out: EventRecord[] = [];
+    for await (const event of this.store.families.events.values({ gte: idFloor(fromMs) })) {
+      const e = event as EventRecord;
+      if (e.type.startsWith('message.') && e.data.id === messageId) out.push(e);
+    }
+    return out;
+  }
+
   /** Deletes events made before `beforeMs` (their ids are UUIDv7), in batches; returns how many. */
   async purgeBefore(beforeMs: number): Promise<number> {
     let purged = 0;
