@@ -12,6 +12,7 @@ import type { Idempotency } from './middleware/idempotency.ts';
 import { rateLimit, type RateLimiter, type RefusalLimiter } from './middleware/rate-limit.ts';
 import { requestContext, transport } from './middleware/request-context.ts';
 import { operation } from './operations.ts';
+import { V1_SEND } from './allowed-methods.ts';
 import type { DnsChecker } from '../domains/dns-checker.ts';
 import type { Domains } from '../domains/domains.ts';
 import { accountRoutes } from './routes/account/index.ts';
@@ -112,7 +113,7 @@ export function buildApp(deps: ApiDeps): Koa<ApiState> {
     router.register(`/v2${op.path}`, [op.method], chain as never, { name: route.operationId });
   }
   // Legacy v1 send: its own key type and error body ({status}), the account's general rate.
-  router.register('/v1/email/send', ['POST'], [
+  router.register(V1_SEND.path, [V1_SEND.method], [
     refusals,
     v1Authenticate(deps.apiKeys, deps.accounts),
     rateLimit(deps.rateLimiter, 'general'),

@@ -4,7 +4,9 @@ import type { AddressInfo, Socket } from 'node:net';
 import type { Duplex } from 'node:stream';
 import type { BoundSocket } from '../util/bound-socket.ts';
 import { listen, listeningUrl } from '../util/listen.ts';
+import { allowedMethods } from './allowed-methods.ts';
 import { errorBody } from './middleware/errors.ts';
+import { closeInStages, drainAndLinger } from './staged-close.ts';
 
 type RequestListener = (req: IncomingMessage, res: ServerResponse) => void;
 
@@ -42,6 +44,8 @@ export class ApiListener {
     server.requestTimeout = 120_000;
     server.keepAliveTimeout = 5_000;
     const listener = new ApiListener(server);
+    // A response that ends its connection is not cut off by the body the client is still sending.
+    server.on(spec.tls ? 'secureConnection' : 'connection', (socket: Socket) => closeInStages(socket));
     const refused = (status: number, method: string | undefined, path: string | null, reason: string) =>
       spec.log?.info({ method, path, status, reason }, 'request refused before routing');
 
@@ -70,16 +74,22 @@ export class ApiListener {
       socket.on('error', () => socket.destroy());
       writeRaw(socket, 501, null, 'unsupported HTTP method');
     });
+    // Sockets answered after a parse error: the parser errs again on every later piece of the
+    // body the client is still sending, and those bytes are to be dropped (see drainAndLinger),
+    // not answered with a reset.
+    const answered = new WeakSet<Duplex>();
     server.on('clientError', (err: NodeJS.ErrnoException & { rawPacket?: Buffer }, socket: Duplex) => {
+      if (answered.has(socket)) return;
       // A response already on its way on this connection must not be corrupted by a second one.
       const inFlight = (socket as Socket & { _httpMessage?: { headersSent?: boolean } })._httpMessage;
       // The client went away (reset, or closed in the middle of a request): nobody to answer.
       const gone = err.code === 'ECONNRESET' || err.code === 'HPE_INVALID_EOF_STATE';
       if (gone || !socket.writable || inFlight?.headersSent) return socket.destroy();
       const line = requestLine(err.rawPacket);
-      const { status, message } = clientErrorStatus(err.code, line !== null);
+      const { status, message, headers } = clientErrorStatus(err.code, line);
       refused(status, line?.method, line?.path ?? null, err.code ?? err.message);
-      writeRaw(socket, status, line?.path ?? null, message);
+      answered.add(socket);
+      writeRaw(socket, status, line?.path ?? null, message, headers);
     });
 
     if (spec.bound) await spec.bound.handTo(server);
@@ -115,8 +125,15 @@ export class ApiListener {
   }
 }
 
-/** Status and words for what Node's parser refused, as Node's own answers would have it. */
-export function clientErrorStatus(code: string | undefined, readableLine: boolean): { status: number; message: string } {
+/**
+ * Status, words and headers for what Node's parser refused, as Node's own answers would have it;
+ * a method Node does not know (`FOO`, `get`) is answered as the router answers any method it
+ * has no route for: 405 with `Allow` where the path is routed, 404 where it is not.
+ */
+export function clientErrorStatus(
+  code: string | undefined,
+  line: { method: string; path: string | null } | null,
+): { status: number; message: string; headers?: Record<string, string> } {
   switch (code) {
     case 'HPE_HEADER_OVERFLOW':
       return { status: 431, message: 'request headers too large' };
@@ -124,9 +141,14 @@ export function clientErrorStatus(code: string | undefined, readableLine: boolea
       return { status: 413, message: 'chunk extensions too large' };
     case 'ERR_HTTP_REQUEST_TIMEOUT':
       return { status: 408, message: 'request timeout' };
-    case 'HPE_INVALID_METHOD':
+    case 'HPE_INVALID_METHOD': {
       // A well-formed request line with a method Node does not know; anything else is garbage.
-      return readableLine ? { status: 501, message: 'unsupported HTTP method' } : { status: 400, message: 'bad request' };
+      if (!line) return { status: 400, message: 'bad request' };
+      if (line.path === null) return { status: 501, message: 'unsupported HTTP method' };
+      const allow = allowedMethods(line.path);
+      if (allow.length === 0) return { status: 404, message: 'not found' };
+      return { status: 405, message: 'method not allowed', headers: { Allow: allow.join(', ') } };
+    }
     default:
       return { status: 400, message: 'bad request' };
   }
@@ -167,12 +189,14 @@ function answer(res: ServerResponse, status: number, target: string | undefined,
 }
 
 /** A whole response written to a socket Node has let go of; the connection is then closed. */
-function writeRaw(socket: Duplex, status: number, path: string | null, message: string): void {
+function writeRaw(socket: Duplex, status: number, path: string | null, message: string, headers: Record<string, string> = {}): void {
   const body = JSON.stringify(errorBody(path ?? '', message));
+  const extra = Object.entries(headers).map(([name, value]) => `${name}: ${value}\r\n`).join('');
   socket.end(
-    `HTTP/1.1 ${status} ${STATUS_CODES[status] ?? ''}\r\n` +
+    `HTTP/1.1 ${status} ${STATUS_CODES[status] ?? ''}\r\n${extra}` +
       `Content-Type: application/json\r\nContent-Length: ${Buffer.byteLength(body)}\r\nConnection: close\r\n\r\n${body}`,
   );
-  // A client that does not read its answer must not hold the socket open.
-  setTimeout(() => socket.destroy(), 5_000).unref();
+  // Read until the client closes (a body it is still sending must not reset the answer), but a
+  // client that does not read its answer must not hold the socket open.
+  drainAndLinger(socket, 5_000);
 }

@@ -1,5 +1,5 @@
 import type { Cidr } from '../util/cidr.ts';
-import { bareHost, isIpLiteral, isLocalName, refusedAddress } from './target-address.ts';
+import { bareHost, isIpLiteral, isLocalName, refusedAddress, refusedTarget } from './target-address.ts';
 
 /** Longer URLs are refused: no receiver needs them, and they are stored and shown on every read. */
 export const MAX_TARGET_URL_LENGTH = 2048;
@@ -18,28 +18,29 @@ export class TargetRefusedError extends Error {
  * Checks a webhook or route URL before it is saved: an absolute http(s) URL without
  * credentials, whose host is (or every address it resolves to is) a public unicast address or
  * inside an allowed network. Returns the parsed URL; throws TargetRefusedError otherwise.
- * A name that resolves to nothing is refused too: it could be pointed anywhere later, and the
- * connect-time check is what stops that, but a typo is better caught now.
+ * A name that does not resolve (yet) is accepted: the endpoint's DNS is often published after
+ * the webhook or route is set up, and every address is checked again when it is dialled
+ * (HttpClient's lookup and connect), which is what stops a name pointed somewhere refused later.
  */
 export async function checkTargetUrl(text: string, resolver: HostResolver, allow: readonly Cidr[]): Promise<URL> {
   const url = parseTargetUrl(text);
   const host = bareHost(url);
   if (isIpLiteral(host)) {
     const why = refusedAddress(host, allow);
-    if (why) throw new TargetRefusedError(`url host ${url.hostname} is ${why}; such targets are refused`);
+    if (why) throw new TargetRefusedError(refusedTarget(`url host ${url.hostname} is ${why}`));
     return url;
   }
-  if (isLocalName(host) && !allowsLoopback(allow)) throw new TargetRefusedError(`url host ${host} is a loopback name; such targets are refused`);
+  if (isLocalName(host) && !allowsLoopback(allow)) throw new TargetRefusedError(refusedTarget(`url host ${host} is a loopback name`));
   let addresses: string[];
   try {
     addresses = await resolver.addresses(host);
-  } catch (err) {
-    throw new TargetRefusedError(`url host ${host} could not be resolved (${(err as Error).message})`);
+  } catch {
+    // Unanswered (SERVFAIL, timeout): as good as not published yet; the dial decides.
+    return url;
   }
-  if (addresses.length === 0) throw new TargetRefusedError(`url host ${host} has no A or AAAA record`);
   for (const address of addresses) {
     const why = refusedAddress(address, allow);
-    if (why) throw new TargetRefusedError(`url host ${host} resolves to ${address}, ${why}; such targets are refused`);
+    if (why) throw new TargetRefusedError(refusedTarget(`url host ${host} resolves to ${address}, ${why}`));
   }
   return url;
 }

@@ -7,7 +7,7 @@ import { performance } from 'node:perf_hooks';
 import type { Cidr } from '../util/cidr.ts';
 import { signatureHeaders } from '../webhooks/signing.ts';
 import { parseTargetUrl, TargetRefusedError, type HostResolver } from './http-target.ts';
-import { bareHost, isIpLiteral, isLocalName, refusedAddress } from './target-address.ts';
+import { bareHost, isIpLiteral, isLocalName, refusedAddress, refusedTarget } from './target-address.ts';
 
 /**
  * The HTTP dispatcher's client: one signed JSON POST per call, an outcome object back, nothing
@@ -204,7 +204,7 @@ export class HttpClient {
         const host = bareHost(url);
         const why = isIpLiteral(host) ? refusedAddress(host, allow) : null;
         const secure = url.protocol === 'https:';
-        known = why ? { refused: `refused to connect to ${host}: ${why}` } : { https: secure, origin: url.origin, options: { ...urlToHttpOptions(url), agent: this.agentsOf(url)[secure ? 'https' : 'http'] } };
+        known = why ? { refused: refusedTarget(`refused to connect to ${host}: ${why}`) } : { https: secure, origin: url.origin, options: { ...urlToHttpOptions(url), agent: this.agentsOf(url)[secure ? 'https' : 'http'] } };
       } catch (err) {
         known = { refused: (err as Error).message };
       }
@@ -267,7 +267,7 @@ export class HttpClient {
         if (!socket.connecting) return;
         socket.once('connect', () => {
           const why = socket.remoteAddress ? refusedAddress(socket.remoteAddress, this.options.allowNetworks()) : null;
-          if (why) req.destroy(new TargetRefusedError(`refused to connect to ${socket.remoteAddress}: ${why}`));
+          if (why) req.destroy(new TargetRefusedError(refusedTarget(`refused to connect to ${socket.remoteAddress}: ${why}`)));
         });
       });
       req.on('response', (res) => {
@@ -319,7 +319,7 @@ export class HttpClient {
         const allow = this.options.allowNetworks();
         for (const a of list) {
           const why = refusedAddress(a.address, allow);
-          if (why) return callback(lookupError(`refused to connect to ${hostname}: it resolves to ${a.address}, ${why}`, 'ETARGETREFUSED'), '');
+          if (why) return callback(lookupError(refusedTarget(`refused to connect to ${hostname}: it resolves to ${a.address}, ${why}`), 'ETARGETREFUSED'), '');
         }
         if (options.all) callback(null, list);
         else callback(null, list[0]!.address, list[0]!.family);

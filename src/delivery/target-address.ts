@@ -8,6 +8,14 @@ import { cidrContains, type Cidr } from '../util/cidr.ts';
  * and when a connection is made, against the address actually dialled.
  */
 
+/** The setting that lets webhook and route URLs into a refused network (routes share it). */
+export const ALLOW_NETWORKS_SETTING = 'webhooks.allow_networks';
+
+/** A refusal by the address rules, ending with the setting that would allow the target. */
+export function refusedTarget(text: string): string {
+  return `${text}; such targets are refused unless the operator lists their network in ${ALLOW_NETWORKS_SETTING}`;
+}
+
 /** Why ipaddr.js's range names are refused, in words an API client understands. */
 const REFUSED_RANGES: Record<string, string> = {
   unspecified: 'an unspecified address',

@@ -1,5 +1,6 @@
 import type { Next } from 'koa';
 import { AppError } from '../../util/errors.ts';
+import { allowedMethods } from '../allowed-methods.ts';
 import type { ApiContext } from '../context.ts';
 
 /** nginx's status for a client that went away before its request was read; never sent. */
@@ -12,9 +13,12 @@ export class ClientClosedRequest extends AppError {
   }
 }
 
-/** Whether a path is the legacy v1 API's, whose errors are `{status}` (the router ignores case). */
+/**
+ * Whether a path is the legacy v1 API's, whose errors are `{status}` (the router ignores case);
+ * `//v1/…` too: a client that doubles a slash still speaks v1 and reads v1's errors.
+ */
 export function isV1Path(path: string): boolean {
-  return /^\/v1(?:\/|$)/i.test(path);
+  return /^\/+v1(?:\/|$)/i.test(path);
 }
 
 /** The contract's error body for a request to `path`. */
@@ -31,13 +35,16 @@ export async function errorResponses(ctx: ApiContext, next: Next): Promise<void>
   try {
     await next();
     if (ctx.status === 404 && ctx.body === undefined) throw new AppError(404, 'not found');
+    // The router lists a path's methods in the order its handlers were registered; the listener,
+    // answering methods Node's parser refuses, lists them from the route table: one order for both.
+    const allow = ctx.response.get('Allow') ? allowedMethods(ctx.path).join(', ') || ctx.response.get('Allow') : '';
+    if (allow) ctx.set('Allow', allow);
     // The router answers these itself (with an Allow header); give them the error body too.
-    if (ctx.status === 405 && !ctx.body) throw new AppError(405, 'method not allowed', { Allow: ctx.response.get('Allow') });
+    if (ctx.status === 405 && !ctx.body) throw new AppError(405, 'method not allowed', { Allow: allow });
     // The router says 501 for any method it has no route for at all (TRACE, PROPFIND, …): where
     // the path exists, the method is just not allowed there; where it does not, there is nothing
     // to apply any method to, so the answer is the same 404 a GET gets.
     if (ctx.status === 501 && !ctx.body) {
-      const allow = ctx.response.get('Allow');
       if (allow) throw new AppError(405, 'method not allowed', { Allow: allow });
       ctx.remove('Allow');
       throw new AppError(404, 'not found');

@@ -334,6 +334,10 @@ describe('malformed-request walk over every operation', function () {
       // At a domain of the account, to a public literal (no DNS): the pattern and URL checks pass.
       createRoute: { ...WALK_ROUTE, recipient: `walk-__N__@${SENDER_DOMAIN}` },
       updateRoute: { name: 'walk renamed', recipient: `walk-*@${SENDER_DOMAIN}` },
+      // A public literal too, disabled, with no event flags (they default to false): a webhook the
+      // walk creates (one case turns a flag on, another enables it) is sent nothing, whose
+      // fan-out would write under later cases.
+      createWebhook: { ...WALK_ROUTE, scope: 'global', enabled: false },
       [V1]: { from, recipients: [{ email: 'rcpt@example.org' }], content: { subject: 'Walk', text_body: 'Hi' } },
     };
     // Operations without a known-good body start from the contract's example.

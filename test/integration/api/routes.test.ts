@@ -335,7 +335,6 @@ describe('Routes resource', () => {
       ['http://2130706433/hook', 'url host 127.0.0.1 is a loopback address'],
       ['http://rebind.example.com/hook', 'resolves to 127.0.0.1, a loopback address'],
       ['http://metadata.example.com/latest/meta-data/', 'resolves to 169.254.169.254, a link-local address'],
-      ['http://nowhere.example.com/hook', 'has no A or AAAA record'],
       ['https://user:pw@hooks.example.com/', 'must not contain a user name or password'],
       [`https://hooks.example.com/${'a'.repeat(2048)}`, 'url must be at most 2048 characters'],
       [42, 'url'],
@@ -364,6 +363,40 @@ describe('Routes resource', () => {
     it('accepts a public name and a public literal', async () => {
       expect((await create(route({ url: 'http://hooks.example.com:8443/a?b=c' }))).url).to.equal('http://hooks.example.com:8443/a?b=c');
       expect((await create(route({ url: `https://${PUBLIC_IP}/x` }))).url).to.equal(`https://${PUBLIC_IP}/x`);
+    });
+
+    it('names webhooks.allow_networks, the setting that allows them, in every refusal by the network rules', async () => {
+      const byNetwork = refused.filter(([, message]) => /address|loopback name|resolves to/.test(message));
+      expect(byNetwork.length).to.be.greaterThan(10);
+      const created = await create(route());
+      for (const [url] of byNetwork) {
+        for (const res of [await api('POST', base, { body: route({ url }) }), await api('PUT', `${base}/${created.id}`, { body: { url } })]) {
+          expect(res.status, String(url)).to.equal(400);
+          expect(res.body.message, String(url)).to.match(/; such targets are refused unless the operator lists their network in webhooks\.allow_networks$/);
+        }
+      }
+      // A refusal that no network setting lifts does not point there.
+      const scheme = await api('POST', base, { body: route({ url: 'ftp://hooks.example.com/' }) });
+      expect(scheme.body.message).to.not.include('allow_networks');
+    });
+
+    it('accepts a URL whose host does not resolve yet (no such name, no address, no answer) at create and update', async () => {
+      dns.zone.set('txt-only.example.com', 'TXT', ['v=spf1 -all']);
+      dns.failingNames.add('servfail.example.com');
+      try {
+        const created = await create(route());
+        for (const url of ['http://nowhere.example.com/hook', 'https://txt-only.example.com/a?b=c', 'https://servfail.example.com:8443/x']) {
+          const res = await api('POST', base, { body: route({ url }) });
+          expect(res.status, JSON.stringify(res.body)).to.equal(201);
+          expect(res.body.url).to.equal(url);
+          const updated = await api('PUT', `${base}/${created.id}`, { body: { url } });
+          expect(updated.status, JSON.stringify(updated.body)).to.equal(200);
+          expect((await api('GET', `${base}/${created.id}`)).body.url).to.equal(url);
+        }
+      } finally {
+        dns.zone.delete('txt-only.example.com');
+        dns.failingNames.delete('servfail.example.com');
+      }
     });
   });
 

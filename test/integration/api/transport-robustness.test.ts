@@ -76,12 +76,46 @@ describe('HTTP transport robustness', () => {
       expect(loud(lines)).to.deep.equal([]);
     });
 
-    it('answers a method Node does not know (FOO) with 501 and the error body instead of a bare 400', async () => {
-      const res = await rawRequest(server.url, 'FOO /v2/ping HTTP/1.1\r\nHost: x\r\n\r\n');
-      expect(res?.status).to.equal(501);
-      expect(res?.json).to.deep.equal({ message: 'unsupported HTTP method' });
-      expect((await logged(lines, (l) => l.status === 501)).level).to.equal('info');
+    it('answers a method Node does not know (FOO, lower-case get) on a routed path with 405, Allow and the error body, logged at info only', async () => {
+      const cases: Array<[string, string, object]> = [
+        ['FOO /v2/ping', 'HEAD, GET', { message: 'method not allowed' }],
+        ['get /v2/ping', 'HEAD, GET', { message: 'method not allowed' }],
+        [`get /v2/accounts/${server.accountId}/api-keys`, 'HEAD, GET, POST', { message: 'method not allowed' }],
+        [`FOO /V2/Accounts/${server.accountId}/Domains/example.com/`, 'HEAD, GET, PUT, DELETE', { message: 'method not allowed' }],
+        ['post /v1/email/send', 'POST', { status: 'method not allowed' }],
+        ['FOO /v1/email/send?x=1', 'POST', { status: 'method not allowed' }],
+      ];
+      for (const [line, allow, body] of cases) {
+        const res = await rawRequest(server.url, `${line} HTTP/1.1\r\nHost: x\r\nContent-Length: 5\r\n\r\nhello`);
+        expect(res?.status, line).to.equal(405);
+        expect(res?.headers.allow, line).to.equal(allow);
+        expect(res?.json, line).to.deep.equal(body);
+      }
+      expect((await logged(lines, (l) => l.status === 405)).level).to.equal('info');
       expect(loud(lines)).to.deep.equal([]);
+    });
+
+    it('gives a method Node does not know the Allow that TRACE and OPTIONS get, on the path of every operation', async () => {
+      const { OPERATIONS } = await import('../../../src/api/operations.ts');
+      const paths = new Set([...Object.values(OPERATIONS).map((op) => `/v2${op.path.replace(/:[a-z_]+/g, 'x1')}`), '/v1/email/send']);
+      for (const path of paths) {
+        const trace = await rawRequest(server.url, `TRACE ${path} HTTP/1.1\r\nHost: x\r\n\r\n`);
+        const foo = await rawRequest(server.url, `FOO ${path} HTTP/1.1\r\nHost: x\r\n\r\n`);
+        expect(trace?.status, path).to.equal(405);
+        expect(foo?.status, path).to.equal(405);
+        expect(foo?.headers.allow, path).to.equal(trace?.headers.allow);
+        const options = await rawRequest(server.url, `OPTIONS ${path} HTTP/1.1\r\nHost: x\r\n\r\n`);
+        expect(options?.headers.allow, path).to.equal(trace?.headers.allow);
+      }
+    });
+
+    it('answers a method Node does not know on a path no route has with 404 and no Allow, as PROPFIND gets', async () => {
+      for (const [line, body] of [['FOO /nowhere', { message: 'not found' }], ['get /v1/nothing', { status: 'not found' }], ['FOO //v1/email/send', { status: 'not found' }]] as const) {
+        const res = await rawRequest(server.url, `${line} HTTP/1.1\r\nHost: x\r\n\r\n`);
+        expect(res?.status, line).to.equal(404);
+        expect(res?.headers.allow, line).to.equal(undefined);
+        expect(res?.json, line).to.deep.equal(body);
+      }
     });
 
     it('answers CONNECT with 501 and the error body instead of dropping the connection', async () => {
@@ -228,12 +262,21 @@ describe('HTTP transport robustness', () => {
       expect(url?.json).to.deep.equal({ status: 'request headers too large' });
     });
 
-    it('answers unknown paths under /v1 (any case) with 404 and {status}, and v1 errors on /V1/ with {status}', async () => {
-      for (const path of ['/v1/nothing', '/v1', '/V1/nothing']) {
+    it('answers unknown paths under /v1 (any case, doubled slashes) with 404 and {status}, and v1 errors on /V1/ with {status}', async () => {
+      for (const path of ['/v1/nothing', '/v1', '/V1/nothing', '//v1/email/send', '///v1/email/send', '/v1//email/send', '//V1/email//send?x=1']) {
         const res = await rawRequest(server.url, `GET ${path} HTTP/1.1\r\nHost: x\r\n\r\n`);
         expect(res?.status, path).to.equal(404);
         expect(res?.json, path).to.deep.equal({ status: 'not found' });
       }
+      for (const path of ['//v1/email/send', '/v1//email/send']) {
+        const res = await rawRequest(server.url, `POST ${path} HTTP/1.1\r\nHost: x\r\nX-Api-Key: nope\r\nContent-Type: application/json\r\nContent-Length: 2\r\n\r\n{}`);
+        expect(res?.status, path).to.equal(404);
+        expect(res?.json, path).to.deep.equal({ status: 'not found' });
+      }
+      // Refused by Node's parser before routing: still v1's words.
+      const garbled = await rawRequest(server.url, 'POST //v1/email/send HTTP/1.1\r\nHost: x\r\nContent-Length: abc\r\n\r\n');
+      expect(garbled?.status).to.equal(400);
+      expect(garbled?.json).to.deep.equal({ status: 'bad request' });
       const upper = await rawRequest(server.url, 'POST /V1/email/send HTTP/1.1\r\nHost: x\r\nX-Api-Key: nope\r\nContent-Length: 0\r\n\r\n');
       expect(upper?.status).to.equal(403);
       expect(upper?.json).to.deep.equal({ status: 'invalid credentials' });

@@ -24,12 +24,20 @@ describe('HTTP layer limits and answers', () => {
   });
 
   it('answers what Node\'s parser refuses with Node\'s statuses, in the contract\'s words', () => {
-    expect(clientErrorStatus('HPE_HEADER_OVERFLOW', true).status).to.equal(431);
-    expect(clientErrorStatus('ERR_HTTP_REQUEST_TIMEOUT', false).status).to.equal(408);
-    expect(clientErrorStatus('HPE_CHUNK_EXTENSIONS_OVERFLOW', true).status).to.equal(413);
-    expect(clientErrorStatus('HPE_INVALID_METHOD', true)).to.deep.equal({ status: 501, message: 'unsupported HTTP method' });
-    expect(clientErrorStatus('HPE_INVALID_METHOD', false).status).to.equal(400);
-    expect(clientErrorStatus('HPE_INVALID_HEADER_TOKEN', true).status).to.equal(400);
+    const line = { method: 'POST', path: '/v2/ping' };
+    expect(clientErrorStatus('HPE_HEADER_OVERFLOW', line).status).to.equal(431);
+    expect(clientErrorStatus('ERR_HTTP_REQUEST_TIMEOUT', null).status).to.equal(408);
+    expect(clientErrorStatus('HPE_CHUNK_EXTENSIONS_OVERFLOW', line).status).to.equal(413);
+    expect(clientErrorStatus('HPE_INVALID_METHOD', null).status).to.equal(400);
+    expect(clientErrorStatus('HPE_INVALID_HEADER_TOKEN', line).status).to.equal(400);
+  });
+
+  it('answers a method Node does not know as the router answers one it has no route for: 405 and Allow on a routed path, else 404', () => {
+    expect(clientErrorStatus('HPE_INVALID_METHOD', { method: 'FOO', path: '/v2/ping' })).to.deep.equal({ status: 405, message: 'method not allowed', headers: { Allow: 'HEAD, GET' } });
+    expect(clientErrorStatus('HPE_INVALID_METHOD', { method: 'get', path: '/V2/Accounts/x/api-keys/' })).to.deep.equal({ status: 405, message: 'method not allowed', headers: { Allow: 'HEAD, GET, POST' } });
+    expect(clientErrorStatus('HPE_INVALID_METHOD', { method: 'post', path: '/v1/email/send' })).to.deep.equal({ status: 405, message: 'method not allowed', headers: { Allow: 'POST' } });
+    expect(clientErrorStatus('HPE_INVALID_METHOD', { method: 'FOO', path: '/nowhere' })).to.deep.equal({ status: 404, message: 'not found' });
+    expect(clientErrorStatus('HPE_INVALID_METHOD', { method: 'FOO', path: null })).to.deep.equal({ status: 501, message: 'unsupported HTTP method' });
   });
 
   it('reads the method and path of a request line, an overlong one included, and nothing from garbage', () => {
@@ -41,8 +49,8 @@ describe('HTTP layer limits and answers', () => {
     expect(requestLine(undefined)).to.equal(null);
   });
 
-  it('answers v1 paths, in any case, with {status} and everything else with {message}', () => {
-    for (const path of ['/v1', '/v1/', '/v1/email/send', '/V1/Email/Send']) expect(errorBody(path, 'x'), path).to.deep.equal({ status: 'x' });
-    for (const path of ['', '/', '/v2/ping', '/v10/x', '/v1x']) expect(errorBody(path, 'x'), path).to.deep.equal({ message: 'x' });
+  it('answers v1 paths, in any case and with doubled leading slashes, with {status} and everything else with {message}', () => {
+    for (const path of ['/v1', '/v1/', '/v1/email/send', '/V1/Email/Send', '//v1/email/send', '///V1/x']) expect(errorBody(path, 'x'), path).to.deep.equal({ status: 'x' });
+    for (const path of ['', '/', '/v2/ping', '/v10/x', '/v1x', '//v2/ping', '/x//v1/email/send']) expect(errorBody(path, 'x'), path).to.deep.equal({ message: 'x' });
   });
 });
