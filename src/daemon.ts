@@ -94,6 +94,8 @@ import { QueueAdmin } from './control/queue-admin.ts';
 import { ControlServer } from './control/server.ts';
 import { Metrics } from './metrics/metrics.ts';
 import { MetricsListener } from './metrics/listener.ts';
+import { storageMetrics } from './metrics/storage.ts';
+import { assertRoomToStart, StorageGuard, type StorageSettings } from './store/storage-guard.ts';
 
 /**
  * Webhook deliveries handed to the HTTP thread at once per origin, as a multiple of its
@@ -294,6 +296,9 @@ export class Daemon {
   readonly metrics: Metrics;
   private settings: ApiSettings;
   private stopping: Promise<void> | null = null;
+  /** Free space and failed writes of the data directory: while it is closed, writes are refused. */
+  readonly storage: StorageGuard;
+  private deliveryQueue: DeliveryQueue | null = null;
 
   private constructor(
     private config: Config,
@@ -304,11 +309,19 @@ export class Daemon {
   ) {
     this.settings = apiSettings(config);
     this.metrics = instrument(config, core_, log);
+    this.storage = new StorageGuard(core_.store.dir, storageSettings(config), {
+      log,
+      recover: () => core_.store.recover(),
+      onChange: (ok) => this.engine?.storageWritable(ok),
+    });
+    core_.store.watchWrites((err) => this.storage.writeFailed(err));
+    storageMetrics(this.metrics.registry, this.storage, resolve(config.keys.dir));
   }
 
   static async start(options: DaemonOptions): Promise<Daemon> {
     const { config, log } = options;
     boundHeapGrowth();
+    assertRoomToStart(config.data.dir, storageSettings(config));
     const core = await openCore(config, options.clock);
     const daemon = new Daemon(config, core, log, new RateLimiter(config.api.rate_limits, core.clock), new RefusalLimiter(config.api.auth_failures, core.clock));
     try {
@@ -336,6 +349,7 @@ export class Daemon {
   private async startComponents(announce: (text: string) => void): Promise<void> {
     const { config, core_: core, log } = this;
     log.info({ data_dir: core.store.dir }, 'store opened');
+    await this.storage.start();
     for (const step of core.migrations) log.info({ step }, 'store migrated');
 
     const app = buildApp({
@@ -359,6 +373,7 @@ export class Daemon {
       refusalLimiter: this.refusalLimiter,
       metrics: this.metrics,
       settings: () => this.settings,
+      storage: this.storage,
     });
 
     this.jobs.push(
@@ -543,6 +558,7 @@ export class Daemon {
     this.fanout = new WebhookFanout(core.store, core.meta, core.webhooks, core.jobs, core.clock, log, (dueMs) => engine.notify(dueMs), recentEvents);
     await this.fanout.start();
     await core.jobIndex.fence();
+    engine.storageWritable(this.storage.ok);
     engine.start();
     log.info({ delivery: d.enabled, concurrency: d.concurrency, webhook_concurrency: config.webhooks.concurrency }, 'job engine started');
     return engine;
@@ -572,6 +588,7 @@ export class Daemon {
     const deliverer = new Deliverer(core.messagesRepo, core.domainsRepo, core.signer, router, pool, rules, core.clock, (id) => core.verp.token(id));
     const held = new HeldMail((id) => core.accountsRepo.getAccount(id), core.messages, core.messagesRepo, log, (dueMs) => engine.notify(dueMs));
     const queue = new DeliveryQueue(deliverer, this.outcomes, core.suppressions, { get: (id) => core.messages.current(id) }, core.clock, log, held);
+    this.deliveryQueue = queue;
     core.accountStatuses.onActivated((ids) => {
       void held.release(ids).catch((err: unknown) => log.error({ err, account_ids: ids }, 'could not release held mail'));
     });
@@ -645,6 +662,7 @@ export class Daemon {
         relay: new Relay(core.domains, core.acceptor, core.clock, config.server.hostname, () => new DataSpool(core.store, core.messagesRepo), core.trackingUrls),
         throttle: new AuthThrottle(s.auth_failures.limit, s.auth_failures.window_seconds * 1000, core.clock),
         log,
+        storage: this.storage,
         observer: {
           session: (listener, result) => this.metrics.smtpSessions.inc({ listener, result }),
           command: (listener, command, result) => this.metrics.smtpCommands.inc({ listener, command, result }),
@@ -706,6 +724,7 @@ export class Daemon {
         repo: core.inboundRepo,
         newSpool: () => new DataSpool(core.store, core.messagesRepo),
         log,
+        storage: this.storage,
       },
     );
   }
@@ -715,6 +734,7 @@ export class Daemon {
     const { config } = this;
     return [
       { name: 'store', ok: this.core_.store.isOpen && this.stopping === null },
+      { name: this.storage.ok ? 'storage' : `storage (${this.storage.reason})`, ok: this.storage.ok },
       { name: 'api', ok: this.listeners.length === (config.api.tls.enabled ? 2 : 1) },
       { name: 'control', ok: this.control !== null },
       ...(config.smtp.submission.enabled ? [{ name: 'smtp-submission', ok: this.submission !== null }] : []),
@@ -818,9 +838,13 @@ export class Daemon {
       // Opens and clicks already answered are written before the store closes.
       await this.trackingHits?.drain();
       await this.fanout?.stop();
+      this.storage.stop();
       if (this.engine) {
+        // Outcomes the store refuses are not waited for: it would not take them within the grace period.
+        if (!this.storage.ok) this.deliveryQueue?.giveUpUnstoredOutcomes();
         // Attempts in flight finish (within the grace period); queued work stays in the store.
         await this.engine.stop(graceMs);
+        this.deliveryQueue?.giveUpUnstoredOutcomes();
         this.pool?.close();
         this.http?.routes.close();
         await this.http?.webhooks.close();
@@ -877,6 +901,10 @@ function engineView(engine: JobEngine): { snapshot: JobEngine['snapshot']; wake:
 function hostPort(text: string): { host: string; port: number } {
   const colon = text.lastIndexOf(':');
   return { host: text.slice(0, colon).replace(/^\[|\]$/g, ''), port: Number(text.slice(colon + 1)) };
+}
+
+function storageSettings(config: Config): StorageSettings {
+  return { minFreeBytes: config.storage.min_free_bytes, minFreePercent: config.storage.min_free_percent, checkIntervalMs: config.storage.check_interval_ms };
 }
 
 function apiSettings(config: Config): ApiSettings {

@@ -2,6 +2,7 @@ import { readFileSync } from 'node:fs';
 import { Command, CommanderError } from 'commander';
 import { ConfigError, loadConfig } from '../config/load.ts';
 import { StoreLockedError } from '../store/store.ts';
+import { StorageStartError } from '../store/storage-guard.ts';
 import { AppError } from '../util/errors.ts';
 import { accountCommands } from './accounts.ts';
 import { doctorCommand } from './doctor.ts';
@@ -69,7 +70,7 @@ export async function main(argv: string[], io: CliIo = stdio): Promise<number> {
     // Usage errors (an unknown command or option, a missing argument) are bad input: status 2, as
     // the README promises; --help and --version exit 0.
     if (err instanceof CommanderError) return err.exitCode === 0 ? 0 : 2;
-    if (err instanceof ConfigError || err instanceof StoreLockedError || err instanceof AppError || err instanceof ListenError) {
+    if (err instanceof ConfigError || err instanceof StoreLockedError || err instanceof AppError || err instanceof ListenError || err instanceof StorageStartError) {
       io.err(`postilion: ${err.message}\n`);
       return 2;
     }

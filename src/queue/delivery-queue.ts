@@ -6,6 +6,8 @@ import { domainOf } from '../util/email.ts';
 import type { Clock } from '../util/time.ts';
 import type { Outcomes, SuppressionList } from './outcomes.ts';
 import type { HeldMail } from './held-mail.ts';
+import { outcomeRetryDelayMs } from './retry-policy.ts';
+import { StoreClosedError } from '../store/store.ts';
 
 /**
  * What happens to one due message: its account not active → held (queue/held-mail.ts); expired → failed; sandbox → simulated; a suppressed
@@ -13,6 +15,9 @@ import type { HeldMail } from './held-mail.ts';
  */
 export class DeliveryQueue {
   private scheduler: { notify(dueMs: number): void } | null = null;
+  /** Set by a stop: outcomes that cannot be stored are given up (see record). */
+  private givingUp = false;
+  private readonly waiting = new Set<() => void>();
 
   constructor(
     private readonly deliverer: Deliverer,
@@ -29,12 +34,55 @@ export class DeliveryQueue {
     this.scheduler = scheduler;
   }
 
+  /**
+   * Stops writing again the outcomes the store refused (a stop): their messages may be attempted
+   * again after the restart, the at-least-once window of a crash.
+   */
+  giveUpUnstoredOutcomes(): void {
+    this.givingUp = true;
+    for (const wake of this.waiting) wake();
+  }
+
   /** `transactionDone` is called once no connection is used any more (the scheduler's slot). */
   async process(message: MessageRecord, transactionDone: () => void = () => undefined): Promise<void> {
     try {
       await this.handle(message, transactionDone);
     } finally {
       if (announcedSend(message)) this.deliverer.done(message.bodyId);
+    }
+  }
+
+  /**
+   * Writes the attempt's outcome, again and again (with back-off) while the store refuses it.
+   * The message was perhaps delivered: until its outcome is on disk the engine keeps the job
+   * taken (its lease, in memory), so no other attempt starts for it. Only a stop gives up (the
+   * store closed): the message may then be attempted again after the restart.
+   */
+  private async record(message: MessageRecord, attempt: Attempt, log: Logger): Promise<MessageRecord | null> {
+    for (let failures = 1; ; failures++) {
+      try {
+        const next = await this.outcomes.apply(message, attempt);
+        if (failures > 1) log.info({ tries: failures }, 'the outcome of a delivery attempt is stored');
+        return next;
+      } catch (err) {
+        if (err instanceof StoreClosedError) throw err;
+        if (this.givingUp) {
+          log.error({ err, outcome: attempt.outcome, host: attempt.host }, 'stopping with the outcome of a delivery attempt not stored: the message may be attempted again after the restart');
+          throw err;
+        }
+        const delay = outcomeRetryDelayMs(failures);
+        // One line per message, not one per try.
+        if (failures === 1) log.error({ err, outcome: attempt.outcome, host: attempt.host, retry_in_ms: delay }, 'the outcome of a delivery attempt could not be stored: kept in memory and written again; no new attempt for this message');
+        await new Promise<void>((resolve) => {
+          const wake = () => {
+            clearTimeout(timer);
+            this.waiting.delete(wake);
+            resolve();
+          };
+          const timer = setTimeout(wake, delay);
+          this.waiting.add(wake);
+        });
+      }
     }
   }
 
@@ -80,7 +128,7 @@ export class DeliveryQueue {
       attempt = { outcome: 'deferred', classification: 'Uncategorized', smtpCode: 0, enhanced: '', response: `internal error: ${(err as Error).message}`, command: '', host: null };
     }
     transactionDone();
-    const next = await this.outcomes.apply(message, attempt);
+    const next = await this.record(message, attempt, log);
     log.info(
       { status: next?.status ?? 'unchanged', host: attempt.host, response: attempt.response, classification: attempt.classification, next_attempt_at: next?.status === 'Deferred' ? next.dueAt : undefined },
       'delivery attempt',

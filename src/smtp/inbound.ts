@@ -1,5 +1,6 @@
 import type { AddressInfo } from 'node:net';
 import { PerAddressLimit, printable, reply } from './session-limits.ts';
+import { INSUFFICIENT_STORAGE, isStorageFailure, storageRefusal, type StorageState } from './storage-reply.ts';
 import type { Logger } from 'pino';
 import { SMTPServer, type SMTPServerDataStream, type SMTPServerSession } from 'smtp-server';
 import type { Accepted, InboundPolicy } from '../inbound/policy.ts';
@@ -28,6 +29,8 @@ export interface InboundDeps {
   /** A spool for one message's DATA (written to the store as it arrives past 1 MiB). */
   newSpool: () => DataSpool;
   log: Logger;
+  /** The storage guard: new mail is refused with 452 4.3.1 while the store cannot take writes. */
+  storage?: StorageState;
 }
 
 interface SessionState {
@@ -119,6 +122,8 @@ function createServer(options: InboundOptions, deps: InboundDeps): SMTPServer {
     },
 
     onMailFrom(_address, session, done) {
+      const full = storageRefusal(deps.storage);
+      if (full) return done(full);
       stateOf(session).accepted = [];
       done();
     },
@@ -179,6 +184,7 @@ function createServer(options: InboundOptions, deps: InboundDeps): SMTPServer {
       ).catch((err: unknown) => {
         void spool.discard().catch(() => undefined);
         if (err instanceof AppError && err.status < 500) return done(reply(552, `5.3.4 ${err.message}`));
+        if (isStorageFailure(err, deps.storage)) return done(reply(452, INSUFFICIENT_STORAGE));
         log.error({ err }, 'inbound DATA could not be stored');
         done(reply(451, '4.3.0 The message could not be stored; try again'));
       });

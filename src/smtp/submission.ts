@@ -1,5 +1,6 @@
 import type { AddressInfo } from 'node:net';
 import { PerAddressLimit, printable, reply } from './session-limits.ts';
+import { INSUFFICIENT_STORAGE, isStorageFailure, storageRefusal, type StorageState } from './storage-reply.ts';
 import type { Logger } from 'pino';
 import type { SMTPServer, SMTPServerDataStream, SMTPServerSession } from 'smtp-server';
 import type { Accounts } from '../accounts/accounts.ts';
@@ -52,6 +53,8 @@ export interface SubmissionDeps {
   throttle: AuthThrottle;
   log: Logger;
   observer?: SubmissionObserver;
+  /** The storage guard: new mail is refused with 452 4.3.1 while the store cannot take writes. */
+  storage?: StorageState;
 }
 
 /** What a session learns at AUTH and MAIL FROM. */
@@ -221,6 +224,8 @@ function createServer(options: SubmissionOptions, deps: SubmissionDeps, secure: 
 
     onMailFrom(address, session, done) {
       const callback = decided('MAIL', done);
+      const full = storageRefusal(deps.storage);
+      if (full) return callback(full);
       void (async () => {
         const user = session.user as SessionUser;
         if (!(await credentials.exists(user.credentialId))) return callback(reply(535, '5.7.8 This credential no longer exists'));
@@ -279,6 +284,7 @@ function createServer(options: SubmissionOptions, deps: SubmissionDeps, secure: 
       ).catch((err: unknown) => {
         void spool.discard().catch(() => undefined);
         if (isClientError(err)) return callback(reply(552, `5.3.4 ${err.message}`));
+        if (isStorageFailure(err, deps.storage)) return callback(reply(452, INSUFFICIENT_STORAGE));
         log.error({ err }, 'SMTP DATA could not be stored');
         callback(reply(451, '4.3.0 The message could not be stored; try again'));
       });

@@ -1,5 +1,7 @@
 import type { Next } from 'koa';
 import { AppError } from '../../util/errors.ts';
+import { InsufficientStorageError } from '../../store/storage-guard.ts';
+import { StoreWriteError } from '../../store/store.ts';
 import type { ApiContext } from '../context.ts';
 
 /** nginx's status for a client that went away before its request was read; never sent. */
@@ -46,6 +48,8 @@ export async function errorResponses(ctx: ApiContext, next: Next): Promise<void>
     const { status, message, headers, unexpected } = describe(err);
     if (unexpected) ctx.state.log.error({ err }, 'request failed');
     else if (status === CLIENT_CLOSED_REQUEST) ctx.state.log.info('client closed the connection before its request was read');
+    // Storage refusals: the storage guard says so once, not once per request.
+    else if (status === 507) ctx.state.log.debug({ status }, 'request refused: insufficient storage');
     else if (status >= 500 && status !== 501) ctx.state.log.warn({ status, reason: message }, 'request refused');
     ctx.status = status;
     ctx.set(headers);
@@ -55,6 +59,10 @@ export async function errorResponses(ctx: ApiContext, next: Next): Promise<void>
 
 function describe(err: unknown): { status: number; message: string; headers: Record<string, string>; unexpected: boolean } {
   if (err instanceof AppError) return { status: err.status, message: err.message, headers: err.headers, unexpected: false };
+  if (err instanceof InsufficientStorageError) return { status: 507, message: err.message, headers: { 'Retry-After': '60' }, unexpected: false };
+  // The store reopening after a failed write (store/store.ts recover): a moment, not a fault.
+  if ((err as { code?: unknown })?.code === 'LEVEL_DATABASE_NOT_OPEN') return { status: 503, message: 'the store is reopening; try again in a moment', headers: { 'Retry-After': '1' }, unexpected: false };
+  if (err instanceof StoreWriteError) return { status: 507, message: 'insufficient storage: the server could not store this request; try again later', headers: { 'Retry-After': '60' }, unexpected: false };
   // http-errors (ctx.throw, koa internals) mark the messages meant for clients with `expose`.
   const http = err as { status?: unknown; expose?: unknown; message?: unknown };
   if (http.expose === true && typeof http.status === 'number' && http.status >= 400 && http.status < 500 && typeof http.message === 'string') {
