@@ -95,6 +95,7 @@ import { ControlServer } from './control/server.ts';
 import { Metrics } from './metrics/metrics.ts';
 import { MetricsListener } from './metrics/listener.ts';
 import { storageMetrics } from './metrics/storage.ts';
+import { OutcomeWriter } from './queue/outcome-writer.ts';
 import { assertRoomToStart, StorageGuard, type StorageSettings } from './store/storage-guard.ts';
 
 /**
@@ -299,6 +300,8 @@ export class Daemon {
   /** Free space and failed writes of the data directory: while it is closed, writes are refused. */
   readonly storage: StorageGuard;
   private deliveryQueue: DeliveryQueue | null = null;
+  /** Outcomes of webhook and route POSTs the store refused, written again until it takes them. */
+  private readonly httpOutcomes = new OutcomeWriter();
 
   private constructor(
     private config: Config,
@@ -513,6 +516,7 @@ export class Daemon {
       pause: (destination: string, untilMs: number) => engine.pause(destination, untilMs),
       unpause: (destination: string) => engine.unpause(destination),
       down: new Map<string, { probes: number; until: number }>(),
+      writer: this.httpOutcomes,
     };
     const recentEvents = new RecentEvents();
     const deliveries = new HttpJobs({
@@ -822,6 +826,12 @@ export class Daemon {
     this.log.info({ restart_needed_for: restartNeeded, tls_reloaded: tlsReloaded }, 'configuration reloaded');
   }
 
+  /** Outcomes the store refused are written no more: their jobs may run again after the restart. */
+  private giveUpUnstoredOutcomes(): void {
+    this.deliveryQueue?.giveUpUnstoredOutcomes();
+    this.httpOutcomes.giveUp();
+  }
+
   /** Stops accepting, drains in-flight requests within the grace period, closes the store. */
   stop(): Promise<void> {
     this.stopping ??= (async () => {
@@ -835,24 +845,27 @@ export class Daemon {
         this.metricsListener?.close(),
         this.trackingListener?.close(graceMs),
       ]);
+      // A step that cannot write (a full disk) must not keep the rest from stopping: what was
+      // acknowledged is already synced.
+      const tried = (step: string) => (err: unknown) => this.log.warn({ err, step }, 'could not finish a step of the stop; stopping all the same');
       // Opens and clicks already answered are written before the store closes.
-      await this.trackingHits?.drain();
-      await this.fanout?.stop();
+      await this.trackingHits?.drain().catch(tried('tracking hits'));
+      await this.fanout?.stop().catch(tried('webhook fan-out cursor'));
       this.storage.stop();
       if (this.engine) {
         // Outcomes the store refuses are not waited for: it would not take them within the grace period.
-        if (!this.storage.ok) this.deliveryQueue?.giveUpUnstoredOutcomes();
+        if (!this.storage.ok) this.giveUpUnstoredOutcomes();
         // Attempts in flight finish (within the grace period); queued work stays in the store.
         await this.engine.stop(graceMs);
-        this.deliveryQueue?.giveUpUnstoredOutcomes();
+        this.giveUpUnstoredOutcomes();
         this.pool?.close();
         this.http?.routes.close();
         await this.http?.webhooks.close();
         // The attempts cut by closing the connections record their outcome before the store closes.
         await this.engine.stop(1000);
       }
-      for (const job of this.jobs) await job.stop();
-      await this.core_.store.close();
+      for (const job of this.jobs) await Promise.resolve(job.stop()).catch(tried('scheduled jobs'));
+      await this.core_.store.close().catch(tried('store close'));
       this.log.info('stopped');
     })();
     return this.stopping;

@@ -6,8 +6,7 @@ import { domainOf } from '../util/email.ts';
 import type { Clock } from '../util/time.ts';
 import type { Outcomes, SuppressionList } from './outcomes.ts';
 import type { HeldMail } from './held-mail.ts';
-import { outcomeRetryDelayMs } from './retry-policy.ts';
-import { StoreClosedError } from '../store/store.ts';
+import { OutcomeWriter } from './outcome-writer.ts';
 
 /**
  * What happens to one due message: its account not active → held (queue/held-mail.ts); expired → failed; sandbox → simulated; a suppressed
@@ -15,9 +14,7 @@ import { StoreClosedError } from '../store/store.ts';
  */
 export class DeliveryQueue {
   private scheduler: { notify(dueMs: number): void } | null = null;
-  /** Set by a stop: outcomes that cannot be stored are given up (see record). */
-  private givingUp = false;
-  private readonly waiting = new Set<() => void>();
+  private readonly writer = new OutcomeWriter();
 
   constructor(
     private readonly deliverer: Deliverer,
@@ -39,8 +36,7 @@ export class DeliveryQueue {
    * again after the restart, the at-least-once window of a crash.
    */
   giveUpUnstoredOutcomes(): void {
-    this.givingUp = true;
-    for (const wake of this.waiting) wake();
+    this.writer.giveUp();
   }
 
   /** `transactionDone` is called once no connection is used any more (the scheduler's slot). */
@@ -52,38 +48,9 @@ export class DeliveryQueue {
     }
   }
 
-  /**
-   * Writes the attempt's outcome, again and again (with back-off) while the store refuses it.
-   * The message was perhaps delivered: until its outcome is on disk the engine keeps the job
-   * taken (its lease, in memory), so no other attempt starts for it. Only a stop gives up (the
-   * store closed): the message may then be attempted again after the restart.
-   */
-  private async record(message: MessageRecord, attempt: Attempt, log: Logger): Promise<MessageRecord | null> {
-    for (let failures = 1; ; failures++) {
-      try {
-        const next = await this.outcomes.apply(message, attempt);
-        if (failures > 1) log.info({ tries: failures }, 'the outcome of a delivery attempt is stored');
-        return next;
-      } catch (err) {
-        if (err instanceof StoreClosedError) throw err;
-        if (this.givingUp) {
-          log.error({ err, outcome: attempt.outcome, host: attempt.host }, 'stopping with the outcome of a delivery attempt not stored: the message may be attempted again after the restart');
-          throw err;
-        }
-        const delay = outcomeRetryDelayMs(failures);
-        // One line per message, not one per try.
-        if (failures === 1) log.error({ err, outcome: attempt.outcome, host: attempt.host, retry_in_ms: delay }, 'the outcome of a delivery attempt could not be stored: kept in memory and written again; no new attempt for this message');
-        await new Promise<void>((resolve) => {
-          const wake = () => {
-            clearTimeout(timer);
-            this.waiting.delete(wake);
-            resolve();
-          };
-          const timer = setTimeout(wake, delay);
-          this.waiting.add(wake);
-        });
-      }
-    }
+  /** Writes the attempt's outcome, however long the store refuses it (queue/outcome-writer.ts). */
+  private record(message: MessageRecord, attempt: Attempt, log: Logger): Promise<MessageRecord | null> {
+    return this.writer.write(() => this.outcomes.apply(message, attempt), () => log, { outcome: attempt.outcome, host: attempt.host });
   }
 
   private async handle(message: MessageRecord, transactionDone: () => void): Promise<void> {

@@ -125,4 +125,24 @@ describe('a store that refuses writes (injected faults)', function () {
     // While the guard was closed nothing new started (at most what was already in flight).
     expect(during).to.be.at.most(3);
   });
+
+  it('stops within the grace period while every write fails, an outcome still unstored', async () => {
+    await setUp();
+    const store = bed.server.daemon.core.store;
+    let failing = false;
+    store.injectFault(() => (failing ? diskFull() : null), { sticky: true });
+    sink.hold = () => {
+      failing = true;
+    };
+    const res = await bed.send({ recipients: [{ email: 'stop@example.org' }] });
+    expect(res.status).to.equal(202);
+    await sink.waitFor(1);
+    await wait(300);
+    expect(bed.server.daemon.storage.ok).to.equal(false);
+    const started = Date.now();
+    // The harness's grace period is 2 s.
+    await bed.server.daemon.stop();
+    expect(Date.now() - started).to.be.below(3500);
+    expect(bed.server.daemon.core.store.isOpen).to.equal(false);
+  });
 });
