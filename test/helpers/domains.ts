@@ -45,13 +45,14 @@ export interface ApiDomain {
 export const PAST_CACHE_MS = 61_000;
 export const DAY_MS = 24 * 60 * 60 * 1000;
 
-export async function startDomainBed(config: ConfigInput = {}): Promise<DomainBed> {
+export async function startDomainBed(config: ConfigInput = {}, options: { dir?: string } = {}): Promise<DomainBed> {
   const dns = await startDnsServer();
   const clock = new ManualClock();
   let server: TestServer;
   try {
     server = await startServer({
       clock,
+      ...(options.dir ? { dir: options.dir } : {}),
       config: {
         ...config,
         dns: { servers: [dns.address], timeout_ms: 500, tries: 1 },

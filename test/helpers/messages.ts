@@ -28,8 +28,8 @@ export interface MessageBed extends DomainBed {
 
 export const SENDER_DOMAIN = 'example.com';
 
-export async function startMessageBed(config: ConfigInput = {}, domainName = SENDER_DOMAIN): Promise<MessageBed> {
-  const bed = await startDomainBed(config);
+export async function startMessageBed(config: ConfigInput = {}, domainName = SENDER_DOMAIN, options: { dir?: string } = {}): Promise<MessageBed> {
+  const bed = await startDomainBed(config, options);
   try {
     const created = await bed.create(domainName);
     bed.publish(created);
