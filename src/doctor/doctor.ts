@@ -14,6 +14,7 @@ import { checkDomainRecords } from './dns-records.ts';
 import { checkListeners, type DaemonState } from './listeners.ts';
 import { createLookups, type Lookups } from './lookups.ts';
 import { checkSendingIps } from './reverse-dns.ts';
+import { checkStorage } from './storage.ts';
 
 /** Domains checked at once. */
 const PARALLEL_DOMAINS = 8;
@@ -53,7 +54,7 @@ export async function runDoctor(input: DoctorInput): Promise<Check[]> {
     checkSendingIps(config.server.sending_ips, config.server.hostname, lookups),
     checkDomains(input, state, lookups),
   ]);
-  return [configLoaded(input.source), daemonCheck, ...listeners, ...checkCertificates(config, input.now), ...ptr, ...domains];
+  return [configLoaded(input.source), daemonCheck, ...listeners, ...checkStorage(config), ...checkCertificates(config, input.now), ...ptr, ...domains];
 }
 
 /** Whether a daemon answers on the control socket of this configuration. */
