@@ -231,7 +231,13 @@ export class Store {
 
   /** A write whose loss in a crash is harmless (e.g. last-used timestamps): no fsync wait. */
   async putRelaxed(family: Family, key: string, value: unknown): Promise<void> {
-    await this.cache.writing([{ family, key }], () => this.families[family].put(key, value));
+    try {
+      await this.cache.writing([{ family, key }], () => this.families[family].put(key, value));
+    } catch (err) {
+      if (this.closing) throw err;
+      this.health.failed(err);
+      throw new StoreWriteError(err);
+    }
     // Put listeners hear of every put, however it was written.
     if (this.putListeners.size > 0) this.landed([{ type: 'put', family, key, value }]);
   }
@@ -352,8 +358,11 @@ export class Store {
     // Sublevels close with their database and do not open again with it; opening now, they
     // defer reads until the database is open.
     const families = Object.values(this.families).map((family) => family.open());
-    await opened;
-    await Promise.all(families);
+    // An open can fail too (no room for a new log): every promise is settled, none left unhandled,
+    // and the next recovery (the guard's back-off) opens it again; reads answer "reopening" meanwhile.
+    const settled = await Promise.allSettled([opened, ...families]);
+    const failed = settled.find((r): r is PromiseRejectedResult => r.status === 'rejected');
+    if (failed) throw failed.reason;
     this.health.stuck = null;
   }
 

@@ -1,10 +1,10 @@
 import { expect } from 'chai';
 import { execFileSync } from 'node:child_process';
-import { mkdirSync, mkdtempSync, rmSync, statfsSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, statfsSync, writeFileSync } from 'node:fs';
 import { randomBytes } from 'node:crypto';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { run } from '../../helpers/child.ts';
+import { Child, run } from '../../helpers/child.ts';
 import { startMessageBed, type MessageBed } from '../../helpers/messages.ts';
 import { startSink, type SmtpSink } from '../../helpers/smtp-sink.ts';
 
@@ -54,6 +54,72 @@ describe('a full filesystem under the data directory (tmpfs)', function () {
     // Nothing was started: no store, no listener.
     expect(res.stdout).to.not.match(/store opened|listening/);
     rmSync(dir, { recursive: true, force: true });
+  });
+
+  /** A config for a child daemon with its data and keys in `dir` (on the tmpfs), listeners on free ports. */
+  function childConfig(dir: string, extra = ''): string {
+    mkdirSync(dir, { recursive: true });
+    const config = join(dir, 'postilion.yaml');
+    writeFileSync(config, `data:\n  dir: ${join(dir, 'data')}\nkeys:\n  dir: ${join(dir, 'keys')}\napi:\n  port: 0\nsmtp:\n  submission:\n    enabled: false\n  inbound:\n    enabled: false\nshutdown:\n  grace_seconds: 2\n${extra}`);
+    return config;
+  }
+
+  it('exits within the grace period on SIGTERM while every write fails on a full filesystem', async () => {
+    const dir = join(mnt!, 'sigterm');
+    const config = childConfig(dir, 'storage:\n  min_free_bytes: 0\n  min_free_percent: 0\n  check_interval_ms: 100\n');
+    // The keys (a new domain's DKIM key) elsewhere: the write that fails is the store's.
+    const keys = mkdtempSync(join(tmpdir(), 'postilion-keys-'));
+    writeFileSync(config, readFileSync(config, 'utf8').replace(`dir: ${join(dir, 'keys')}`, `dir: ${keys}`));
+    const child = new Child(['--config', config, 'start'], dir);
+    try {
+      const key = (await child.waitFor(/aha-sk-[A-Za-z0-9]{64}/))[0];
+      const accountId = (await child.waitFor(/account id: ([0-9a-f-]{36})/))[1]!;
+      const url = (await child.waitFor(/"urls":\["(http:\/\/[^"]+)"/))[1]!;
+      const free = statfsSync(mnt!).bavail * statfsSync(mnt!).bsize;
+      writeFileSync(join(mnt!, 'sigterm-filler'), Buffer.alloc(free));
+      let status = 0;
+      for (let i = 0; i < 20 && status !== 507; i++) {
+        const res = await fetch(`${url}/v2/accounts/${accountId}/domains`, { method: 'POST', headers: { authorization: `Bearer ${key}`, 'content-type': 'application/json' }, body: JSON.stringify({ domain: `d${i}-${'x'.repeat(40)}.example` }) });
+        status = res.status;
+      }
+      expect(status, 'a write failed on the full filesystem').to.equal(507);
+      const started = Date.now();
+      child.signal('SIGTERM');
+      const code = await child.exited;
+      expect(Date.now() - started, child.stdout.slice(-2000)).to.be.below(5000);
+      expect(code, child.stdout.split('\n').filter((l) => /stop|"level":[45]0/.test(l)).join('\n').slice(0, 3000) + child.stderr.slice(0, 3000)).to.equal(0);
+    } finally {
+      await child.kill();
+      rmSync(join(mnt!, 'sigterm-filler'), { force: true });
+      rmSync(dir, { recursive: true, force: true });
+      rmSync(keys, { recursive: true, force: true });
+    }
+  });
+
+  it('refuses to start on a read-only filesystem with one line, and starts once it is writable again', async () => {
+    const dir = join(mnt!, 'ro');
+    const config = childConfig(dir, 'storage:\n  min_free_bytes: 0\n  min_free_percent: 0\n');
+    mkdirSync(join(dir, 'data'), { recursive: true });
+    mkdirSync(join(dir, 'keys'), { recursive: true });
+    execFileSync('mount', ['-o', 'remount,ro', mnt!], { stdio: 'pipe' });
+    let res;
+    try {
+      res = await run(['--config', config, 'start'], dir);
+    } finally {
+      execFileSync('mount', ['-o', 'remount,rw', mnt!], { stdio: 'pipe' });
+    }
+    expect(res.code).to.equal(2);
+    expect(res.stderr).to.equal(`postilion: cannot start: the filesystem of ${join(dir, 'data')} is read-only (data.dir)\n`);
+    expect(existsSync(join(dir, 'data', 'CURRENT'))).to.equal(false);
+    const child = new Child(['--config', config, 'start'], dir);
+    try {
+      await child.waitFor(/API listening/);
+      child.signal('SIGTERM');
+      expect(await child.exited).to.equal(0);
+    } finally {
+      await child.kill();
+      rmSync(dir, { recursive: true, force: true });
+    }
   });
 
   describe('filled under load and freed again', () => {
