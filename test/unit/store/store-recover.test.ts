@@ -56,3 +56,39 @@ describe('store recovery after a failed write', () => {
     expect(store.writeFailed).to.equal(false);
   });
 });
+
+describe('the counters fold while writes fail', () => {
+  let dir: string;
+  let store: Store;
+  beforeEach(async () => {
+    dir = mkdtempSync(join(tmpdir(), 'postilion-recover-fold-'));
+    store = await Store.open(dir);
+  });
+  afterEach(async () => {
+    await store.close();
+    rmSync(dir, { recursive: true, force: true });
+  });
+
+  it('fails its batch, warns once rather than every second, and folds every add once the store recovers', async () => {
+    const warnings: string[] = [];
+    const onWarning = (w: Error) => warnings.push(w.message);
+    process.on('warning', onWarning);
+    try {
+      await store.commit([{ type: 'add', family: 'counters', key: 'acct:1', value: { d: 1 } }]);
+      await store.commit([{ type: 'add', family: 'counters', key: 'acct:1', value: { d: 2 } }]);
+      // The fold's batch (the counter rows) fails; the batches that log adds do not.
+      store.injectFault((ops) => (ops.some((op) => op.family === 'counters' && op.type === 'put') ? new Error('IO error: No space left on device') : null));
+      expect(await store.foldCounters().catch((err: unknown) => err)).to.be.instanceOf(Error);
+      await store.commit([{ type: 'add', family: 'counters', key: 'acct:1', value: { d: 4 } }]).catch(() => undefined);
+      // Three turns of the fold timer (1 s): no fold is tried while the store has a failed write.
+      await new Promise((r) => setTimeout(r, 3200));
+      expect(warnings.filter((w) => w.includes('folding'))).to.have.length.at.most(1);
+      store.injectFault(null);
+      await store.recover();
+      await store.foldCounters();
+      expect(await store.get('counters', 'acct:1')).to.deep.equal({ d: 7 });
+    } finally {
+      process.off('warning', onWarning);
+    }
+  });
+});
