@@ -879,8 +879,18 @@ export class Daemon {
  */
 function instrument(config: Config, core: Core, log: Logger): Metrics {
   const queue = new QueueAdmin({ messages: core.messages, repo: core.messagesRepo, events: core.events, clock: core.clock, daemon: null });
+  // A scan cut by the store reopening after a failed write serves the last figures (their age is exported).
+  let lastQueue: Awaited<ReturnType<QueueAdmin['status']>>['destinations'] = [];
   const metrics = new Metrics({
-    read: async () => (await queue.status()).destinations,
+    read: async () => {
+      try {
+        lastQueue = (await queue.status()).destinations;
+      } catch (err) {
+        const code = (err as { code?: unknown })?.code;
+        if (code !== 'LEVEL_DATABASE_NOT_OPEN' && code !== 'LEVEL_ITERATOR_NOT_OPEN') throw err;
+      }
+      return lastQueue;
+    },
     refreshMs: config.metrics.queue_refresh_seconds * 1000,
     now: () => core.clock.now(),
   });
