@@ -182,6 +182,8 @@ export class Store {
       try {
         const fault = health.faultFor(ops);
         if (fault) throw fault;
+        // A reopen that failed left the database closed; the raw batch must not reach it.
+        if (db.status !== 'open') throw new Error(`the database is ${db.status} (a reopen after a failed write did not succeed yet)`);
         health.writing = raw._batch(encoded, SYNC);
         await health.writing;
       } catch (err) {
@@ -321,7 +323,7 @@ export class Store {
         await this.probe();
       } catch (err) {
         // A fault a test injected that LevelDB would not keep: there is nothing to reopen.
-        if (err === this.health.injected && this.health.stuck === null) throw err;
+        if (err === this.health.injected && this.health.stuck === null && this.db.status === 'open') throw err;
         await this.reopen();
         await this.probe();
       }
@@ -341,6 +343,7 @@ export class Store {
     try {
       const fault = this.health.faultFor([]);
       if (fault) throw fault;
+      if (this.db.status !== 'open') throw new Error(`the database is ${this.db.status}`);
       await (this.db as unknown as RawBatch)._batch([probe], SYNC);
     } catch (err) {
       this.health.error = err;
@@ -353,7 +356,7 @@ export class Store {
    * while it opens wait for it; only those during the close itself are refused.
    */
   private async reopen(): Promise<void> {
-    await this.db.close();
+    if (this.db.status === 'open') await this.db.close();
     const opened = this.db.open();
     // Sublevels close with their database and do not open again with it; opening now, they
     // defer reads until the database is open.
@@ -376,7 +379,7 @@ export class Store {
     this.closing = true;
     await this.committer.drain();
     await this.health.reopening?.catch(() => undefined);
-    await this.db.close();
+    if (this.db.status === 'open') await this.db.close();
   }
 }
 
