@@ -145,4 +145,34 @@ describe('a store that refuses writes (injected faults)', function () {
     expect(Date.now() - started).to.be.below(3500);
     expect(bed.server.daemon.core.store.isOpen).to.equal(false);
   });
+
+  for (const { kind, error, reason } of [
+    { kind: 'a read-only filesystem', error: 'IO error: /data/000123.log: Read-only file system', reason: /read-only/ },
+    { kind: 'a permission error', error: 'IO error: /data/000123.log: Permission denied', reason: /permission denied/ },
+  ]) {
+    it(`refuses clearly on ${kind}, probes with back-off rather than in a loop, and recovers once it is fixed`, async () => {
+      await setUp();
+      const store = bed.server.daemon.core.store;
+      let broken = true;
+      let tries = 0;
+      store.injectFault(() => {
+        tries += 1;
+        return broken ? new Error(error) : null;
+      }, { sticky: true });
+      const refused = await bed.send({ recipients: [{ email: 'a@example.org' }] }, { operationId: null });
+      expect(refused.status).to.equal(507);
+      expect(bed.server.daemon.storage.reason).to.match(reason);
+      expect((await readyz()).text).to.match(reason);
+      const before = tries;
+      await wait(3000);
+      // Probes at 1 s and 2 s of back-off (and a fold or two refused before the guard): no busy loop.
+      expect(tries - before).to.be.at.most(4);
+      broken = false;
+      await untilWritable();
+      const again = await bed.send({ recipients: [{ email: 'b@example.org' }] });
+      expect(again.status).to.equal(202);
+      await bed.until(again.body.data[0].id, 'Delivered');
+    });
+  }
 });
+
