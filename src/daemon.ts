@@ -95,11 +95,14 @@ import type { ControlServer } from './control/server.ts';
 import { DaemonDoctorReads } from './control/doctor-reads.ts';
 import { heldAt, type HeldListener } from './control/doctor-protocol.ts';
 import { backupStream } from './backup/producer.ts';
-import { Metrics } from './metrics/metrics.ts';
+import { Metrics, type QueueSnapshot } from './metrics/metrics.ts';
 import { MetricsListener } from './metrics/listener.ts';
 import { applyLive, reloadPlan } from './config/reload.ts';
 import { bindListeners, type BoundListeners } from './bind-phase.ts';
 import { readTlsFiles } from './util/tls-files.ts';
+import { storageMetrics } from './metrics/storage.ts';
+import { OutcomeWriter } from './queue/outcome-writer.ts';
+import { assertRoomToStart, StorageGuard, type StorageSettings } from './store/storage-guard.ts';
 
 /**
  * Webhook deliveries handed to the HTTP thread at once per origin, as a multiple of its
@@ -304,6 +307,11 @@ export class Daemon {
   readonly metrics: Metrics;
   private settings: ApiSettings;
   private stopping: Promise<void> | null = null;
+  /** Free space and failed writes of the data directory: while it is closed, writes are refused. */
+  readonly storage: StorageGuard;
+  private deliveryQueue: DeliveryQueue | null = null;
+  /** Outcomes of webhook and route POSTs the store refused, written again until it takes them. */
+  private readonly httpOutcomes = new OutcomeWriter();
 
   private constructor(
     private config: Config,
@@ -317,6 +325,13 @@ export class Daemon {
     this.metrics = instrument(config, core_, log, async () => this.trackingListener?.sync());
     this.control = bound.control;
     this.trackingListener = bound.tracking;
+    this.storage = new StorageGuard(core_.store.dir, storageSettings(config), {
+      log,
+      recover: () => core_.store.recover(),
+      onChange: (ok) => this.engine?.storageWritable(ok),
+    });
+    core_.store.watchWrites((err) => this.storage.writeFailed(err));
+    storageMetrics(this.metrics.registry, this.storage, resolve(config.keys.dir));
   }
 
   static async start(options: DaemonOptions): Promise<Daemon> {
@@ -326,6 +341,7 @@ export class Daemon {
     let core: Core;
     try {
       boundHeapGrowth();
+      assertRoomToStart(config.data.dir, storageSettings(config));
       core = await openCore(config, options.clock);
     } catch (err) {
       await bound.close();
@@ -357,6 +373,7 @@ export class Daemon {
   private async startComponents(announce: (text: string) => void): Promise<void> {
     const { config, core_: core, log } = this;
     log.info({ data_dir: core.store.dir }, 'store opened');
+    await this.storage.start();
     for (const step of core.migrations) log.info({ step }, 'store migrated');
 
     const app = buildApp({
@@ -380,6 +397,7 @@ export class Daemon {
       refusalLimiter: this.refusalLimiter,
       metrics: this.metrics,
       settings: () => this.settings,
+      storage: this.storage,
     });
 
     this.jobs.push(
@@ -512,6 +530,7 @@ export class Daemon {
       unpause: (destination: string) => engine.unpause(destination),
       down: new Map<string, { probes: number; until: number }>(),
       observe: (kind: 'webhook' | 'route', outcome: string) => this.metrics.httpDeliveries.inc({ kind, outcome }),
+      writer: this.httpOutcomes,
     };
     const recentEvents = new RecentEvents();
     const deliveries = new HttpJobs({
@@ -557,6 +576,7 @@ export class Daemon {
     this.fanout = new WebhookFanout(core.store, core.meta, core.webhooks, core.jobs, core.clock, log, (dueMs) => engine.notify(dueMs), recentEvents);
     await this.fanout.start();
     await core.jobIndex.fence();
+    engine.storageWritable(this.storage.ok);
     engine.start();
     log.info({ delivery: d.enabled, concurrency: d.concurrency, webhook_concurrency: config.webhooks.concurrency }, 'job engine started');
     return engine;
@@ -580,6 +600,7 @@ export class Daemon {
     const deliverer = new Deliverer(core.messagesRepo, core.domainsRepo, core.signer, router, pool, rules, core.clock, (id) => core.verp.token(id));
     const held = new HeldMail((id) => core.accountsRepo.getAccount(id), core.messages, core.messagesRepo, log, (dueMs) => engine.notify(dueMs));
     const queue = new DeliveryQueue(deliverer, this.outcomes, core.suppressions, { get: (id) => core.messages.current(id) }, core.clock, log, held);
+    this.deliveryQueue = queue;
     core.accountStatuses.onActivated((ids) => {
       void held.release(ids).catch((err: unknown) => log.error({ err, account_ids: ids }, 'could not release held mail'));
     });
@@ -668,6 +689,7 @@ export class Daemon {
         relay: new Relay(core.domains, core.acceptor, core.clock, config.server.hostname, () => new DataSpool(core.store, core.messagesRepo), core.trackingUrls),
         throttle: new AuthThrottle(s.auth_failures.limit, s.auth_failures.window_seconds * 1000, core.clock),
         log,
+        storage: this.storage,
         observer: {
           session: (listener, result) => this.metrics.smtpSessions.inc({ listener, result }),
           command: (listener, command, result) => this.metrics.smtpCommands.inc({ listener, command, result }),
@@ -732,6 +754,7 @@ export class Daemon {
         newSpool: () => new DataSpool(core.store, core.messagesRepo),
         log,
         observer: this.metrics.inbound,
+        storage: this.storage,
       },
     );
   }
@@ -741,6 +764,7 @@ export class Daemon {
     const { config } = this;
     return [
       { name: 'store', ok: this.core_.store.isOpen && this.stopping === null },
+      { name: this.storage.ok ? 'storage' : `storage (${this.storage.reason})`, ok: this.storage.ok },
       { name: 'api', ok: this.listeners.length === (config.api.tls.enabled ? 2 : 1) },
       { name: 'control', ok: this.control !== null },
       ...(config.smtp.submission.enabled ? [{ name: 'smtp-submission', ok: this.submission !== null }] : []),
@@ -823,6 +847,12 @@ export class Daemon {
     return this.config;
   }
 
+  /** Outcomes the store refused are written no more: their jobs may run again after the restart. */
+  private giveUpUnstoredOutcomes(): void {
+    this.deliveryQueue?.giveUpUnstoredOutcomes();
+    this.httpOutcomes.giveUp();
+  }
+
   /** Stops accepting, drains in-flight requests within the grace period, closes the store. */
   stop(): Promise<void> {
     this.stopping ??= (async () => {
@@ -836,22 +866,29 @@ export class Daemon {
         this.metricsListener?.close(),
         this.trackingListener?.close(graceMs),
       ]);
+      // A step that cannot write (a full disk) must not keep the rest from stopping: what was
+      // acknowledged is already synced.
+      const tried = (step: string) => (err: unknown) => this.log.warn({ err, step }, 'could not finish a step of the stop; stopping all the same');
       // Opens and clicks already answered are written before the store closes.
-      await this.trackingHits?.drain();
-      await this.fanout?.stop();
+      await this.trackingHits?.drain().catch(tried('tracking hits'));
+      await this.fanout?.stop().catch(tried('webhook fan-out cursor'));
+      this.storage.stop();
       if (this.engine) {
+        // Outcomes the store refuses are not waited for: it would not take them within the grace period.
+        if (!this.storage.ok) this.giveUpUnstoredOutcomes();
         // Attempts in flight finish (within the grace period); queued work stays in the store.
         await this.engine.stop(graceMs);
+        this.giveUpUnstoredOutcomes();
         this.pool?.close();
         this.http?.routes.close();
         await this.http?.webhooks.close();
         // The attempts cut by closing the connections record their outcome before the store closes.
         await this.engine.stop(1000);
       }
-      for (const job of this.jobs) await job.stop();
+      for (const job of this.jobs) await Promise.resolve(job.stop()).catch(tried('scheduled jobs'));
       // The sockets of listeners that never started (a start that failed half-way).
-      await this.bound.close();
-      await this.core_.store.close();
+      await this.bound.close().catch(tried('listeners'));
+      await this.core_.store.close().catch(tried('store close'));
       this.log.info('stopped');
     })();
     return this.stopping;
@@ -866,10 +903,18 @@ export class Daemon {
  */
 function instrument(config: Config, core: Core, log: Logger, collect: () => Promise<void>): Metrics {
   const queue = new QueueAdmin({ messages: core.messages, repo: core.messagesRepo, events: core.events, clock: core.clock, jobs: jobStore(core), daemon: null });
+  // A scan cut by the store reopening after a failed write serves the last figures (their age is exported).
+  let last: QueueSnapshot = { destinations: [], jobs: [] };
   const metrics = new Metrics({
     read: async () => {
-      const status = await queue.status();
-      return { destinations: status.destinations, jobs: status.jobs };
+      try {
+        const status = await queue.status();
+        last = { destinations: status.destinations, jobs: status.jobs };
+      } catch (err) {
+        const code = (err as { code?: unknown })?.code;
+        if (code !== 'LEVEL_DATABASE_NOT_OPEN' && code !== 'LEVEL_ITERATOR_NOT_OPEN') throw err;
+      }
+      return last;
     },
     refreshMs: config.metrics.queue_refresh_seconds * 1000,
     now: () => core.clock.now(),
@@ -904,6 +949,10 @@ function engineView(engine: JobEngine): { snapshot: JobEngine['snapshot']; wake:
 function hostPort(text: string): { host: string; port: number } {
   const colon = text.lastIndexOf(':');
   return { host: text.slice(0, colon).replace(/^\[|\]$/g, ''), port: Number(text.slice(colon + 1)) };
+}
+
+function storageSettings(config: Config): StorageSettings {
+  return { minFreeBytes: config.storage.min_free_bytes, minFreePercent: config.storage.min_free_percent, checkIntervalMs: config.storage.check_interval_ms };
 }
 
 function apiSettings(config: Config): ApiSettings {

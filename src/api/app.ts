@@ -40,6 +40,7 @@ import type { Sender } from '../message/send.ts';
 import type { Route } from './routes/route.ts';
 import type { Metrics } from '../metrics/metrics.ts';
 import { requestMetrics } from './middleware/metrics.ts';
+import { refuseWithoutStorage, type StorageState } from './middleware/storage.ts';
 
 export interface ApiSettings {
   trustedProxies: Cidr[];
@@ -73,6 +74,8 @@ export interface ApiDeps {
   metrics?: Metrics;
   /** Read per request, so a reload takes effect at once. */
   settings: () => ApiSettings;
+  /** The storage guard: writes are refused with 507 while the store cannot take them. */
+  storage?: StorageState;
 }
 
 /**
@@ -103,10 +106,11 @@ export function buildApp(deps: ApiDeps): Koa<ApiState> {
   const auth = authenticate(deps.apiKeys, deps.accounts);
   const bodyBudget = new BodyBudget(() => deps.settings().bodyMemoryBytes);
   const body = rawBody(() => deps.settings().bodyLimitBytes, bodyBudget);
+  const storage = deps.storage ? [refuseWithoutStorage(deps.storage)] : [];
   for (const route of routes) {
     const op = operation(route.operationId);
     // The body is read only once the caller is known and within its rate: no anonymous uploads.
-    const chain = [refusals, auth, rateLimit(deps.rateLimiter, op.rateClass ?? 'general'), requireScopes(op.security), body];
+    const chain = [refusals, auth, rateLimit(deps.rateLimiter, op.rateClass ?? 'general'), requireScopes(op.security), ...storage, body];
     if (op.idempotent) chain.push(deps.idempotency.middleware(op.secretBearing ?? false, op.sealed ?? false));
     chain.push(route.handler);
     // The router's context type is its own; our middleware only relies on ApiState and params.
@@ -117,6 +121,7 @@ export function buildApp(deps: ApiDeps): Koa<ApiState> {
     refusals,
     v1Authenticate(deps.apiKeys, deps.accounts),
     rateLimit(deps.rateLimiter, 'general'),
+    ...storage,
     body,
     v1Send(deps.sender),
   ] as never, { name: 'sendEmailV1' });

@@ -29,15 +29,17 @@ export function startCommand(program: Command, io: CliIo, setExit: (code: number
       const stop = (signal: NodeJS.Signals) => {
         log.info({ signal }, 'signal received');
         process.removeListener('SIGHUP', reload);
+        const exitSoon = (code: number) => {
+          setExit(code);
+          // Stopped: whatever is still open (a thread, a socket of a failing step) does not keep the process.
+          setTimeout(() => process.exit(code), 2000).unref();
+          resolve();
+        };
         daemon.stop().then(
-          () => {
-            setExit(0);
-            resolve();
-          },
+          () => exitSoon(0),
           (err: unknown) => {
             log.error({ err }, 'stop failed');
-            setExit(1);
-            resolve();
+            exitSoon(1);
           },
         );
       };

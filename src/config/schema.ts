@@ -236,6 +236,16 @@ export const configSchema = z.strictObject({
     currency: z.string().regex(/^[a-z]{3}$/, 'a lower-case three-letter currency code').default('usd')
       .describe('currency code of monthly_amount, as the usage endpoint shows it'),
   }).prefault({}),
+  storage: z.strictObject({
+    // LevelDB flushes its 32 MiB write buffer into a new table (and compacts) before it can take
+    // more: below about that much free space its writes start to fail, whatever df says.
+    min_free_bytes: z.number().int().min(0).default(64 * 1024 * 1024)
+      .describe('free bytes the data directory\'s filesystem must keep; below it new mail is refused and no new delivery attempts start'),
+    min_free_percent: z.number().min(0).max(50).default(1)
+      .describe('…and at least this share of the filesystem\'s size, in percent (the larger of the two applies)'),
+    check_interval_ms: z.number().int().min(100).max(60_000).default(1000)
+      .describe('how often free space is read (statfs), in ms'),
+  }).prefault({}),
   shutdown: z.strictObject({
     grace_seconds: z.number().min(0).max(600).default(30)
       .describe('on SIGTERM, how long in-flight work may take before connections are cut'),

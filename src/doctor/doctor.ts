@@ -18,6 +18,7 @@ import { checkListeners, type DaemonState } from './listeners.ts';
 import { createLookups, type Lookups } from './lookups.ts';
 import { checkSendingIps } from './reverse-dns.ts';
 import { checkServedCertificates } from './served-certificates.ts';
+import { checkStorage } from './storage.ts';
 
 /** Domains checked at once. */
 const PARALLEL_DOMAINS = 8;
@@ -56,6 +57,7 @@ export async function runDoctor(input: DoctorInput): Promise<Check[]> {
   const sections = await Promise.all([
     checkListeners(config, state),
     [checkControlSocket(config, state)],
+    checkStorage(config),
     checkCertificates(config, input.now),
     checkServedCertificates(config, state, input.now),
     checkSendingIps(config.server.sending_ips, config.server.hostname, lookups),

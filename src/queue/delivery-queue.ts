@@ -6,6 +6,7 @@ import { domainOf } from '../util/email.ts';
 import type { Clock } from '../util/time.ts';
 import type { Outcomes, SuppressionList } from './outcomes.ts';
 import type { HeldMail } from './held-mail.ts';
+import { OutcomeWriter } from './outcome-writer.ts';
 
 /**
  * What happens to one due message: its account not active → held (queue/held-mail.ts); expired → failed; sandbox → simulated; a suppressed
@@ -13,6 +14,7 @@ import type { HeldMail } from './held-mail.ts';
  */
 export class DeliveryQueue {
   private scheduler: { notify(dueMs: number): void } | null = null;
+  private readonly writer = new OutcomeWriter();
 
   constructor(
     private readonly deliverer: Deliverer,
@@ -30,6 +32,14 @@ export class DeliveryQueue {
   }
 
   /**
+   * Stops writing again the outcomes the store refused (a stop): their messages may be attempted
+   * again after the restart, the at-least-once window of a crash.
+   */
+  giveUpUnstoredOutcomes(): void {
+    this.writer.giveUp();
+  }
+
+  /**
    * `transactionDone` is called once no connection is used any more (the scheduler's slot).
    * `destination`: the engine's (MX set, transport or smarthost host), named on the log lines;
    * absent, the recipient domain.
@@ -40,6 +50,11 @@ export class DeliveryQueue {
     } finally {
       if (announcedSend(message)) this.deliverer.done(message.bodyId);
     }
+  }
+
+  /** Writes the attempt's outcome, however long the store refuses it (queue/outcome-writer.ts). */
+  private record(message: MessageRecord, attempt: Attempt, log: Logger): Promise<MessageRecord | null> {
+    return this.writer.write(() => this.outcomes.apply(message, attempt), () => log, { outcome: attempt.outcome, host: attempt.host });
   }
 
   private async handle(message: MessageRecord, transactionDone: () => void, destination: string): Promise<void> {
@@ -84,7 +99,7 @@ export class DeliveryQueue {
       attempt = { outcome: 'deferred', classification: 'Uncategorized', smtpCode: 0, enhanced: '', response: `internal error: ${(err as Error).message}`, command: '', host: null };
     }
     transactionDone();
-    const next = await this.outcomes.apply(message, attempt);
+    const next = await this.record(message, attempt, log);
     log.info(
       { status: next?.status ?? 'unchanged', host: attempt.host, response: attempt.response, classification: attempt.classification, next_attempt_at: next?.status === 'Deferred' ? next.dueAt : undefined },
       'delivery attempt',

@@ -216,6 +216,8 @@ export class JobEngine {
   private pumping: Promise<void> | null = null;
   private pumpAgain = false;
   private stopped = true;
+  /** False while the store refuses writes: no attempt starts (its outcome could not be written). */
+  private writable = true;
   private readonly idle = new Set<() => void>();
 
   constructor(
@@ -323,6 +325,26 @@ export class JobEngine {
         resolve();
       });
     });
+  }
+
+  /**
+   * The store refuses writes (false) or takes them again (true). While it refuses, no attempt
+   * starts and the index is not read: a job run now could not record its outcome, and would be
+   * run again, sent again. Attempts in flight finish; jobs handed to a dispatcher ahead and not
+   * started are taken back. Ready jobs wait in memory.
+   */
+  storageWritable(ok: boolean): void {
+    if (this.writable === ok) return;
+    this.writable = ok;
+    if (!ok) {
+      this.disarm();
+      for (const pool of Object.values(this.pools)) for (const destination of [...pool.runningPer.keys()]) this.withdraw(destination);
+      return;
+    }
+    if (this.stopped) return;
+    this.reread();
+    for (const pool of Object.values(this.pools)) this.dispatch(pool);
+    void this.pumpSoon();
   }
 
   /** Stops starting jobs for the destination; those in flight finish. */
@@ -500,6 +522,8 @@ export class JobEngine {
   }
 
   private async pump(): Promise<void> {
+    // Resumed by storageWritable(true), which reads everything again.
+    if (!this.writable) return;
     const now = this.clock.now();
     this.endPauses(now);
     if (performance.now() - this.lastFullRead >= (this.options.fullReadMs ?? FULL_READ_MS)) this.reread();
@@ -744,7 +768,7 @@ export class JobEngine {
   private dispatch(pool: Pool): void {
     let wait: number | null = null;
     // At the total, only jobs handed over ahead can still go (to destinations at their concurrency).
-    while (!this.stopped && pool.readyCount > 0 && (pool.handsOff || pool.running < pool.limits.concurrency)) {
+    while (!this.stopped && this.writable && pool.readyCount > 0 && (pool.handsOff || pool.running < pool.limits.concurrency)) {
       let started = false;
       for (const [destination, list] of pool.ready) {
         if (!pool.handsOff && pool.running >= pool.limits.concurrency) break;

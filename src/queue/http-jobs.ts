@@ -8,6 +8,7 @@ import type { JobRecord } from '../store/records.ts';
 import type { Store } from '../store/store.ts';
 import { iso, type Clock } from '../util/time.ts';
 import { urlOrigin } from '../util/url-origin.ts';
+import { OutcomeWriter } from './outcome-writer.ts';
 
 /** Consecutive failed attempts after which a target or route is disabled (reference-api §5.4). */
 export const AUTO_DISABLE_AFTER = 100;
@@ -64,6 +65,8 @@ export interface HttpJobsDeps {
   log: Logger;
   /** Tells the engine of a job due at `dueMs`. */
   notify: (dueMs: number) => void;
+  /** Writes outcomes again while the store refuses them (shared, so that a stop gives them all up). */
+  writer?: OutcomeWriter;
   /** Tells the engine to start nothing for a destination found down before `untilMs`. */
   pause: (destination: string, untilMs: number) => void;
   /** Tells the engine the destination answers again. */
@@ -107,10 +110,13 @@ export class HttpJobs implements JobKind<PreparedJob> {
   /** Origins that answered nothing: consecutive probes failed, and when to probe next (shared by the HTTP kinds). */
   private readonly down: Map<string, { probes: number; until: number }>;
 
+  private readonly writer: OutcomeWriter;
+
   constructor(private readonly d: HttpJobsDeps) {
     this.name = d.targets.kind;
     this.handOff = d.handOff;
     this.down = d.down ?? new Map();
+    this.writer = d.writer ?? new OutcomeWriter();
   }
 
   /**
@@ -303,7 +309,9 @@ export class HttpJobs implements JobKind<PreparedJob> {
         : { ...job, state: 'pending', attempts, dueAt: iso(due), updatedAt: at, lastAttempt };
     }
     const { counts, op } = await this.d.targets.counters.count(target.id, outcome.ok, at);
-    await this.d.store.commit([...this.d.jobs.change(job, next), op]);
+    const ops = [...this.d.jobs.change(job, next), op];
+    // The request was made: its outcome is written however long the store refuses it, never attempted again meanwhile.
+    await this.writer.write(() => this.d.store.commit(ops), log, { status: outcome.status ?? 0 });
     this.d.observe?.(this.name, outcome.ok ? 'delivered' : outcome.unreachable ? 'unreachable' : next!.state === 'failed' ? 'failed' : 'retry');
     if (outcome.ok) {
       if (this.d.log.isLevelEnabled('debug')) log().debug({ status: outcome.status, duration_ms: outcome.durationMs }, `${this.name} delivered`);

@@ -62,3 +62,11 @@ export function nextHttpAttemptAt(failed: number, now: number, schedule: HttpSch
   const base = failed ** schedule.exponent * 1000;
   return now + Math.round(base * (1 + schedule.jitter * (2 * random() - 1)));
 }
+
+/**
+ * How long an outcome that could not be stored waits before it is written again: 0.5 s doubling
+ * to 30 s. Never the next attempt at once: the message was perhaps delivered.
+ */
+export function outcomeRetryDelayMs(failures: number): number {
+  return Math.min(500 * 2 ** Math.min(Math.max(failures - 1, 0), 16), 30_000);
+}

@@ -1,5 +1,6 @@
 import type { AddressInfo } from 'node:net';
 import { PerAddressLimit, printable, reply } from './session-limits.ts';
+import { INSUFFICIENT_STORAGE, isStorageFailure, storageRefusal, type StorageState } from './storage-reply.ts';
 import type { Logger } from 'pino';
 import type { BoundSocket } from '../util/bound-socket.ts';
 import type { SMTPServer, SMTPServerDataStream, SMTPServerSession } from 'smtp-server';
@@ -38,6 +39,8 @@ export interface InboundDeps {
   newSpool: () => DataSpool;
   log: Logger;
   observer?: InboundObserver;
+  /** The storage guard: new mail is refused with 452 4.3.1 while the store cannot take writes. */
+  storage?: StorageState;
 }
 
 /**
@@ -150,6 +153,11 @@ function createServer(options: InboundOptions, deps: InboundDeps): SMTPServer {
     },
 
     onMailFrom(_address, session, done) {
+      const full = storageRefusal(deps.storage);
+      if (full) {
+        command('MAIL', 452);
+        return done(full);
+      }
       stateOf(session).accepted = [];
       command('MAIL', 250);
       done();
@@ -245,6 +253,10 @@ function createServer(options: InboundOptions, deps: InboundDeps): SMTPServer {
           log.info({ ...transaction, code: (err as { code?: string }).code }, 'inbound DATA not completed: the client disconnected or timed out; nothing stored');
           settled(451);
           return done(reply(451, '4.4.2 The message was not received in full'));
+        }
+        if (isStorageFailure(err, deps.storage)) {
+          settled(452);
+          return done(reply(452, INSUFFICIENT_STORAGE));
         }
         log.error({ err }, 'inbound DATA could not be stored');
         settled(451);

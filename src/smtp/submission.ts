@@ -1,5 +1,6 @@
 import type { AddressInfo } from 'node:net';
 import { PerAddressLimit, printable, reply } from './session-limits.ts';
+import { INSUFFICIENT_STORAGE, isStorageFailure, storageRefusal, type StorageState } from './storage-reply.ts';
 import type { Logger } from 'pino';
 import type { BoundSocket } from '../util/bound-socket.ts';
 import type { SMTPServer, SMTPServerDataStream, SMTPServerSession } from 'smtp-server';
@@ -58,6 +59,8 @@ export interface SubmissionDeps {
   throttle: AuthThrottle;
   log: Logger;
   observer?: SubmissionObserver;
+  /** The storage guard: new mail is refused with 452 4.3.1 while the store cannot take writes. */
+  storage?: StorageState;
 }
 
 /** What a session learns at AUTH and MAIL FROM. */
@@ -231,6 +234,8 @@ function createServer(options: SubmissionOptions, deps: SubmissionDeps, secure: 
 
     onMailFrom(address, session, done) {
       const callback = decided('MAIL', done);
+      const full = storageRefusal(deps.storage);
+      if (full) return callback(full);
       const normal = envelopeAddress(address.address);
       if (normal === null) return callback(reply(553, `5.1.7 ${printable(address.address)} is not a valid sender address`));
       // One form (A-label domain) from here on: the sender domain is looked up by it.
@@ -302,6 +307,7 @@ function createServer(options: SubmissionOptions, deps: SubmissionDeps, secure: 
       ).catch((err: unknown) => {
         void spool.discard().catch(() => undefined);
         if (isClientError(err)) return callback(reply(552, `5.3.4 ${err.message}`));
+        if (isStorageFailure(err, deps.storage)) return callback(reply(452, INSUFFICIENT_STORAGE));
         // The client left or was cut at the DATA deadline: its message was never complete, nothing of ours failed.
         if (isClientGone(err)) {
           log.info({ client: session.remoteAddress, code: (err as { code?: string }).code }, 'SMTP DATA not completed: the client disconnected or timed out; nothing stored');

@@ -99,6 +99,7 @@ export class Store {
     private readonly committer: GroupCommitter,
     readonly dir: string,
     private readonly counterLog: CounterLog,
+    private readonly health: WriteHealth,
   ) {
     this.foldTimer = setInterval(() => this.foldSoon(), FOLD_INTERVAL_MS);
     this.foldTimer.unref();
@@ -116,7 +117,8 @@ export class Store {
 
   /** A fold in the background (the timer's, or a log grown large); a failure is told, and retried by the next. */
   private foldSoon(): void {
-    if (this.closing || this.counterLog.isEmpty) return;
+    // After a failed write the fold waits for the store's recovery: it would only fail again.
+    if (this.closing || this.counterLog.isEmpty || this.health.error !== null) return;
     this.foldCounters().catch((err: unknown) => {
       if (!(err instanceof StoreClosedError)) process.emitWarning(`folding the statistics counters failed: ${(err as Error).message}`);
     });
@@ -161,7 +163,10 @@ export class Store {
     const counters = new CounterCache((keys) => families.counters.getMany(keys) as Promise<Array<Counts | undefined>>);
     let store: Store | null = null;
     const log = new CounterLog(counters, () => store?.foldSoon(), options.expandCounts ?? null);
+    const health = new WriteHealth();
     const committer = new GroupCommitter(async (ops) => {
+      // A reopen after a failed write (Store.recover) finishes before the next batch.
+      if (health.reopening) await health.reopening;
       const encoded: RawOp[] = [];
       const superseded = supersededPuts(ops);
       for (let i = 0; i < ops.length; i++) {
@@ -174,12 +179,24 @@ export class Store {
       const entry = CounterLog.sum(ops);
       const logKey = entry ? log.nextKey() : null;
       if (entry) encoded.push({ type: 'put', key: prefixes.counterLog + logKey, value: JSON.stringify(entry) });
-      await raw._batch(encoded, SYNC);
+      try {
+        const fault = health.faultFor(ops);
+        if (fault) throw fault;
+        // A reopen that failed left the database closed; the raw batch must not reach it.
+        if (db.status !== 'open') throw new Error(`the database is ${db.status} (a reopen after a failed write did not succeed yet)`);
+        health.writing = raw._batch(encoded, SYNC);
+        await health.writing;
+      } catch (err) {
+        health.failed(err);
+        throw new StoreWriteError(err);
+      } finally {
+        health.writing = null;
+      }
       if (entry) log.logged(logKey!, entry);
     });
     // Adds logged before the last stop (or a crash) and not folded yet.
     for await (const [key, value] of families.counterLog.iterator()) log.logged(key as string, value as LogEntry);
-    store = new Store(db, families, committer, dir, log);
+    store = new Store(db, families, committer, dir, log, health);
     return store;
   }
 
@@ -216,7 +233,13 @@ export class Store {
 
   /** A write whose loss in a crash is harmless (e.g. last-used timestamps): no fsync wait. */
   async putRelaxed(family: Family, key: string, value: unknown): Promise<void> {
-    await this.cache.writing([{ family, key }], () => this.families[family].put(key, value));
+    try {
+      await this.cache.writing([{ family, key }], () => this.families[family].put(key, value));
+    } catch (err) {
+      if (this.closing) throw err;
+      this.health.failed(err);
+      throw new StoreWriteError(err);
+    }
     // Put listeners hear of every put, however it was written.
     if (this.putListeners.size > 0) this.landed([{ type: 'put', family, key, value }]);
   }
@@ -288,15 +311,100 @@ export class Store {
     this.committer.observer = observer;
   }
 
+  /** Told of every failed batch write (the storage guard); one watcher. */
+  watchWrites(onError: (err: unknown) => void): void {
+    this.health.onError = onError;
+  }
+
+  /**
+   * Tests: `fault` is asked before every batch is written; an error it returns fails the batch
+   * as a failed LevelDB write would (null: no fault). `sticky`: as LevelDB does, once a write
+   * failed every later one fails too, until the database is reopened (Store.recover).
+   */
+  injectFault(fault: ((ops: readonly WriteOp[]) => Error | null) | null, options: { sticky?: boolean } = {}): void {
+    this.health.fault = fault;
+    this.health.sticky = options.sticky === true;
+    this.health.stuck = null;
+  }
+
+  /** Whether a batch write failed since the store was opened or last recovered. */
+  get writeFailed(): boolean {
+    return this.health.error !== null;
+  }
+
+  /**
+   * Makes the store take writes again after a failed one: LevelDB keeps a failed background
+   * write as its state and refuses every later write, so the database is closed and opened again
+   * (what was synced before is on disk; the log is replayed). Then a synced probe write proves
+   * that writes land; rejects when it does not. Batches wait meanwhile.
+   */
+  async recover(): Promise<void> {
+    if (this.closing) throw new StoreClosedError();
+    if (this.health.reopening) return this.health.reopening;
+    const done = (async () => {
+      // The batch being written lands or fails first; the next ones wait for this.
+      await this.health.writing?.catch(() => undefined);
+      try {
+        await this.probe();
+      } catch (err) {
+        // A fault a test injected that LevelDB would not keep: there is nothing to reopen.
+        if (err === this.health.injected && this.health.stuck === null && this.db.status === 'open') throw err;
+        await this.reopen();
+        await this.probe();
+      }
+      this.health.error = null;
+    })();
+    this.health.reopening = done;
+    try {
+      await done;
+    } finally {
+      this.health.reopening = null;
+    }
+  }
+
+  /** One small synced write: whether writes land now. */
+  private async probe(): Promise<void> {
+    const probe: RawOp = { type: 'put', key: this.families.meta.prefix + 'storage-probe', value: JSON.stringify(new Date().toISOString()) };
+    try {
+      const fault = this.health.faultFor([]);
+      if (fault) throw fault;
+      if (this.db.status !== 'open') throw new Error(`the database is ${this.db.status}`);
+      await (this.db as unknown as RawBatch)._batch([probe], SYNC);
+    } catch (err) {
+      this.health.error = err;
+      throw err;
+    }
+  }
+
+  /**
+   * Closes the database and opens it again, which clears LevelDB's kept error. Reads that come
+   * while it opens wait for it; only those during the close itself are refused.
+   */
+  private async reopen(): Promise<void> {
+    if (this.db.status === 'open') await this.db.close();
+    const opened = this.db.open();
+    // Sublevels close with their database and do not open again with it; opening now, they
+    // defer reads until the database is open.
+    const families = Object.values(this.families).map((family) => family.open());
+    // An open can fail too (no room for a new log): every promise is settled, none left unhandled,
+    // and the next recovery (the guard's back-off) opens it again; reads answer "reopening" meanwhile.
+    const settled = await Promise.allSettled([opened, ...families]);
+    const failed = settled.find((r): r is PromiseRejectedResult => r.status === 'rejected');
+    if (failed) throw failed.reason;
+    this.health.stuck = null;
+  }
+
   /** Stops taking writes (they are refused with StoreClosedError), lets the queued ones land, closes. */
   async close(): Promise<void> {
     clearInterval(this.foldTimer);
-    // What the counters' log holds goes into the counter rows before the last batch.
+    // What the counters' log holds goes into the counter rows before the last batch: unless the
+    // writes fail (a full disk), when a fold would only fail again.
     await this.committer.drain();
-    await this.foldCounters().catch(() => undefined);
+    if (this.health.error === null) await this.foldCounters().catch(() => undefined);
     this.closing = true;
     await this.committer.drain();
-    await this.db.close();
+    await this.health.reopening?.catch(() => undefined);
+    if (this.db.status === 'open') await this.db.close();
   }
 }
 
@@ -311,6 +419,48 @@ export class StoreClosedError extends Error {
   constructor() {
     super('the store is closed');
     this.name = 'StoreClosedError';
+  }
+}
+
+/** How the store's writes fare: the last error, the storage guard's ear, a test's fault. */
+class WriteHealth {
+  error: unknown = null;
+  onError: ((err: unknown) => void) | null = null;
+  fault: ((ops: readonly WriteOp[]) => Error | null) | null = null;
+  sticky = false;
+  /** A sticky fault's error, kept until the database is reopened. */
+  stuck: Error | null = null;
+  /** The last error a fault gave. */
+  injected: Error | null = null;
+  reopening: Promise<void> | null = null;
+  /** The batch on its way to disk. */
+  writing: Promise<void> | null = null;
+
+  /** The error an injected fault fails this batch with (null: none, the batch is written). */
+  faultFor(ops: readonly WriteOp[]): Error | null {
+    if (this.fault === null) return null;
+    const err = this.stuck ?? this.fault(ops);
+    if (err !== null) {
+      this.injected = err;
+      if (this.sticky) this.stuck = err;
+    }
+    return err;
+  }
+
+  failed(err: unknown): void {
+    this.error = err;
+    this.onError?.(err);
+  }
+}
+
+/**
+ * A batch that LevelDB (or the filesystem under it) did not take: nothing of it was written.
+ * Ingress answers it as a lack of storage (HTTP 507, SMTP 452 4.3.1).
+ */
+export class StoreWriteError extends Error {
+  override name = 'StoreWriteError';
+  constructor(cause: unknown) {
+    super(`the store could not write: ${(cause as Error)?.message ?? String(cause)}`, { cause });
   }
 }
 

@@ -45,7 +45,7 @@ export interface ApiDomain {
 export const PAST_CACHE_MS = 61_000;
 export const DAY_MS = 24 * 60 * 60 * 1000;
 
-export async function startDomainBed(config: ConfigInput = {}, options: { logLines?: string[] } = {}): Promise<DomainBed> {
+export async function startDomainBed(config: ConfigInput = {}, options: { logLines?: string[]; dir?: string } = {}): Promise<DomainBed> {
   const dns = await startDnsServer();
   const clock = new ManualClock();
   let server: TestServer;
@@ -53,6 +53,7 @@ export async function startDomainBed(config: ConfigInput = {}, options: { logLin
     server = await startServer({
       clock,
       ...(options.logLines ? { logLines: options.logLines } : {}),
+      ...(options.dir ? { dir: options.dir } : {}),
       config: {
         ...config,
         dns: { servers: [dns.address], timeout_ms: 500, tries: 1 },

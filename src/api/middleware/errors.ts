@@ -1,6 +1,8 @@
 import type { Next } from 'koa';
 import { AppError } from '../../util/errors.ts';
 import { allowedMethods } from '../allowed-methods.ts';
+import { InsufficientStorageError } from '../../store/storage-guard.ts';
+import { StoreWriteError } from '../../store/store.ts';
 import type { ApiContext } from '../context.ts';
 
 /** nginx's status for a client that went away before its request was read; never sent. */
@@ -53,6 +55,8 @@ export async function errorResponses(ctx: ApiContext, next: Next): Promise<void>
     const { status, message, headers, unexpected } = describe(err);
     if (unexpected) ctx.state.log.error({ err }, 'request failed');
     else if (status === CLIENT_CLOSED_REQUEST) ctx.state.log.info('client closed the connection before its request was read');
+    // Storage refusals: the storage guard says so once, not once per request.
+    else if (status === 507) ctx.state.log.debug({ status }, 'request refused: insufficient storage');
     else if (status >= 500 && status !== 501) ctx.state.log.warn({ status, reason: message }, 'request refused');
     ctx.status = status;
     ctx.set(headers);
@@ -62,6 +66,15 @@ export async function errorResponses(ctx: ApiContext, next: Next): Promise<void>
 
 function describe(err: unknown): { status: number; message: string; headers: Record<string, string>; unexpected: boolean } {
   if (err instanceof AppError) return { status: err.status, message: err.message, headers: err.headers, unexpected: false };
+  if (err instanceof InsufficientStorageError) return { status: 507, message: err.message, headers: { 'Retry-After': '60' }, unexpected: false };
+  // The store reopening after a failed write (store/store.ts recover): a moment, not a fault.
+  const level = (err as { code?: unknown })?.code;
+  if (level === 'LEVEL_DATABASE_NOT_OPEN' || level === 'LEVEL_ITERATOR_NOT_OPEN') return { status: 503, message: 'the store is reopening; try again in a moment', headers: { 'Retry-After': '1' }, unexpected: false };
+  // A file the request writes outside the store (a DKIM key in keys.dir) on a full or read-only filesystem.
+  const code = (err as { code?: unknown })?.code;
+  if (code === 'LEVEL_IO_ERROR') return { status: 507, message: 'insufficient storage: the server could not store this request; try again later', headers: { 'Retry-After': '60' }, unexpected: false };
+  if (code === 'ENOSPC' || code === 'EROFS') return { status: 507, message: `insufficient storage: the server could not write a file (${code === 'ENOSPC' ? 'no space left' : 'read-only filesystem'}); try again later`, headers: { 'Retry-After': '60' }, unexpected: false };
+  if (err instanceof StoreWriteError) return { status: 507, message: 'insufficient storage: the server could not store this request; try again later', headers: { 'Retry-After': '60' }, unexpected: false };
   // http-errors (ctx.throw, koa internals) mark the messages meant for clients with `expose`.
   const http = err as { status?: unknown; expose?: unknown; message?: unknown };
   if (http.expose === true && typeof http.status === 'number' && http.status >= 400 && http.status < 500 && typeof http.message === 'string') {

@@ -270,6 +270,8 @@ describe('postilion doctor (CLI)', function () {
       'listener tracking',
       'listener metrics',
       'listener control',
+      'storage data',
+      'storage keys',
       'tls smtp-submission',
       'tls api',
       `ptr ${SENDING_IP}`,
@@ -286,7 +288,7 @@ describe('postilion doctor (CLI)', function () {
     expect(run.lines.get('listener api')!.reason).to.equal(`127.0.0.1:${ports.api} can be bound`);
     expect(run.lines.get(`ptr ${SENDING_IP}`)!.reason).to.contain(`PTR ${HOSTNAME}, which resolves back to ${SENDING_IP}`).and.contain(front.address);
     expect(run.lines.get(`dkim ${DOMAIN} ${selector}`)!.reason).to.contain(`${selector}._domainkey.${DOMAIN}`);
-    expect(run.out).to.match(/\n19 OK, 0 WARN, 0 FAIL\n$/);
+    expect(run.out).to.match(/\n21 OK, 0 WARN, 0 FAIL\n$/);
 
     const json = await doctor('--json');
     expect(json.code).to.equal(0);

@@ -616,6 +616,48 @@ describe('job engine', function () {
     // The stale entry finds nothing to do once the job is done, and goes.
     expect(await entries('message')).to.deep.equal([]);
   });
+  it('starts no job and reads nothing while the store refuses writes; runs what is due once it takes them again', async () => {
+    const { engine, kind } = engineWith({ smtp: { concurrency: 1 } });
+    const ids = await addMany(kind, 'a.test', 3);
+    engine.start();
+    await until(() => kind.started.length === 1, 'the first attempt');
+    let reads = 0;
+    const due = index.due.bind(index);
+    index.due = async (...args: Parameters<JobIndex['due']>) => {
+      reads += 1;
+      return due(...args);
+    };
+    engine.storageWritable(false);
+    // The attempt in flight finishes; nothing new starts, however often the engine is woken.
+    kind.finish();
+    await until(() => kind.finished.length === 1, 'the attempt in flight to finish');
+    await engine.wake();
+    engine.notify(clock.now());
+    await sleep(50);
+    expect(kind.started).to.deep.equal([ids[0]]);
+    expect(reads).to.equal(0);
+    kind.instant = () => true;
+    engine.storageWritable(true);
+    await until(() => kind.finished.length === 3, 'the rest after the store recovered');
+    expect(kind.started).to.deep.equal(ids);
+  });
+
+  it('takes back the jobs handed to a dispatcher ahead and not started when the store refuses writes', async () => {
+    const engine = new JobEngine(index, { dispatchers: { smtp: limits(), http: limits({ perDestination: 1 }) }, destinations: {}, suspended: [] }, clock, createLogger('silent'));
+    const kind = new HandOffKind('webhook', store, index);
+    engine.register(kind);
+    engines.push(engine);
+    kinds.push(kind);
+    await addMany(kind, 'https://hook.test', 3);
+    engine.start();
+    await until(() => kind.handed('https://hook.test') === 3, 'three handed over');
+    engine.storageWritable(false);
+    expect(kind.withdrawals).to.deep.equal(['https://hook.test']);
+    await sleep(50);
+    expect(kind.handed('https://hook.test')).to.equal(0);
+    engine.storageWritable(true);
+    await until(() => kind.handed('https://hook.test') === 3, 'handed over again after the store recovered');
+  });
 });
 
 describe('webhook retry schedule (HTTP_SCHEDULES.webhook)', () => {
