@@ -50,6 +50,10 @@ export const RELOAD: Readonly<Record<string, ReloadRule>> = {
   'delivery.retry.max_age_hours': 'restart',
   'delivery.retry.jitter': 'restart',
   'data.dir': 'restart',
+  // The storage guard takes them when it is built.
+  'storage.min_free_bytes': 'restart',
+  'storage.min_free_percent': 'restart',
+  'storage.check_interval_ms': 'restart',
   'keys.dir': 'restart',
   'log.level': 'live',
   'api.host': 'restart',
