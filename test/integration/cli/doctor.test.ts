@@ -391,12 +391,12 @@ describe('postilion doctor (CLI)', function () {
     expect(run.lines.get('listener inbound')!.reason).to.equal(`127.0.0.1:${ports.inbound} is in use by the running daemon`);
     expect(run.lines.get('listener control')!.reason).to.match(/control\.sock: the running daemon answers on it$/);
     expect(run.lines.has('domains'), run.out).to.equal(false);
-    for (const name of ['tls smtp-submission', 'tls api', `dns ${DOMAIN} spf`, `dns ${DOMAIN} dmarc`, `dns ${DOMAIN} mx`, `dkim ${DOMAIN} ${selector}`]) {
+    for (const name of ['storage data', 'storage keys', 'tls smtp-submission', 'tls api', `dns ${DOMAIN} spf`, `dns ${DOMAIN} dmarc`, `dns ${DOMAIN} mx`, `dkim ${DOMAIN} ${selector}`]) {
       expect(run.lines.get(name), `${name} in\n${run.out}`).to.deep.include({ status: 'OK' });
     }
     expect(run.lines.get('tls api served')).to.deep.equal({ status: 'OK', reason: `the running daemon serves ${join(config.keys.dir, 'tls', 'api.crt')} on 127.0.0.1:${ports.apiTls}` });
     expect(run.lines.get('tls smtp-submission served')!.status).to.equal('OK');
-    expect(run.out).to.match(/\n21 OK, 0 WARN, 0 FAIL\n$/);
+    expect(run.out).to.match(/\n23 OK, 0 WARN, 0 FAIL\n$/);
 
     // The checks are made now, on what the daemon holds now: a record taken away and a domain
     // added while it runs are both found.
