@@ -23,7 +23,19 @@ export function startCommand(program: Command, io: CliIo, setExit: (code: number
     const log = createLogger(loaded.config.log.level);
     log.info({ config: loaded.source ?? 'built-in defaults', thread_pool: process.env.UV_THREADPOOL_SIZE ?? 'default' }, 'starting');
     const announce = stdoutIsJournal() ? toFile(join(resolve(loaded.config.data.dir), 'bootstrap-key.txt'), log) : io.out;
-    const daemon = await Daemon.start({ config: loaded.config, log, announce, bound });
+    // A SIGTERM or SIGINT while the daemon starts is kept and acted on once it is up: Node's
+    // default would end the process half-started, without the stop's orderly close.
+    let early: NodeJS.Signals | null = null;
+    const keep = (signal: NodeJS.Signals) => (early ??= signal);
+    process.on('SIGTERM', keep);
+    process.on('SIGINT', keep);
+    let daemon: Daemon;
+    try {
+      daemon = await Daemon.start({ config: loaded.config, log, announce, bound });
+    } finally {
+      process.removeListener('SIGTERM', keep);
+      process.removeListener('SIGINT', keep);
+    }
 
     await new Promise<void>((resolve) => {
       const stop = (signal: NodeJS.Signals) => {
@@ -54,6 +66,7 @@ export function startCommand(program: Command, io: CliIo, setExit: (code: number
       process.once('SIGTERM', stop);
       process.once('SIGINT', stop);
       process.on('SIGHUP', reload);
+      if (early) stop(early);
     });
     log.flush();
   });

@@ -91,4 +91,13 @@ describe('postilion start under systemd: the bootstrap key goes to a file, not t
     daemon.signal('SIGTERM');
     expect(await daemon.exited).to.equal(0);
   });
+
+  it('a SIGTERM while the daemon starts stops it in order once it is up, with status 0', async () => {
+    const daemon = start({});
+    await daemon.waitFor(/"msg":"starting"/);
+    daemon.signal('SIGTERM');
+    expect(await daemon.exited).to.equal(0);
+    expect(daemon.stdout).to.match(/"msg":"signal received"/);
+    expect(daemon.stdout).to.match(/"msg":"stopped"/);
+  });
 });
