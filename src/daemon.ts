@@ -951,7 +951,7 @@ function hostPort(text: string): { host: string; port: number } {
   return { host: text.slice(0, colon).replace(/^\[|\]$/g, ''), port: Number(text.slice(colon + 1)) };
 }
 
-function storageSettings(config: Config): StorageSettings {
+export function storageSettings(config: Config): StorageSettings {
   return { minFreeBytes: config.storage.min_free_bytes, minFreePercent: config.storage.min_free_percent, checkIntervalMs: config.storage.check_interval_ms };
 }
 

@@ -3,7 +3,8 @@ import { Command } from 'commander';
 import { writeBootstrapFile } from '../accounts/bootstrap.ts';
 import { ConfigError, loadConfig } from '../config/load.ts';
 import { bindListeners } from '../bind-phase.ts';
-import { Daemon } from '../daemon.ts';
+import { Daemon, storageSettings } from '../daemon.ts';
+import { assertRoomToStart } from '../store/storage-guard.ts';
 import { createLogger, type Logger } from '../logging/logger.ts';
 import type { CliIo } from './main.ts';
 
@@ -17,6 +18,8 @@ export function startCommand(program: Command, io: CliIo, setExit: (code: number
   return new Command('start').description('run the server in the foreground').action(async () => {
     const path = program.opts<{ config?: string }>().config;
     const loaded = loadConfig({ path });
+    // A filesystem short of room refuses the start before anything is bound or made (statfs only).
+    assertRoomToStart(loaded.config.data.dir, storageSettings(loaded.config));
     // Every listener is bound first: a busy one stops the start (one line, exit 2) before the
     // first log line, with no store opened and no file made.
     const bound = await bindListeners(loaded.config);
