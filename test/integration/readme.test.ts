@@ -149,9 +149,16 @@ describe('README.md, as a newcomer follows it', function () {
       const tracked = ['keys/README.md', 'README.md', 'src/daemon.ts'];
       for (const f of [...made, ...tracked]) writeFileSync(join(dir, f), 'x');
 
-      const ignored = spawnSync('git', ['check-ignore', '--no-index', ...made], { cwd: ROOT, encoding: 'utf8' });
+      // The checkout's .gitignore, asked in a repository of its own: CI runs the tests in a copy
+      // of the tracked files, with no .git beside them.
+      const repo = join(dir, '.ignore-check');
+      mkdirSync(repo);
+      expect(spawnSync('git', ['init', '-q', repo]).status, 'git init').to.equal(0);
+      writeFileSync(join(repo, '.gitignore'), readFileSync(join(ROOT, '.gitignore')));
+      const ignored = spawnSync('git', ['check-ignore', '--no-index', ...made], { cwd: repo, encoding: 'utf8' });
       expect(ignored.stdout.trim().split('\n').sort(), 'git ignores what running the README makes').to.deep.equal([...made].sort());
-      const kept = spawnSync('git', ['check-ignore', '--no-index', ...tracked], { cwd: ROOT, encoding: 'utf8' });
+      const kept = spawnSync('git', ['check-ignore', '--no-index', ...tracked], { cwd: repo, encoding: 'utf8' });
+      rmSync(repo, { recursive: true, force: true });
       expect(kept.stdout, 'git tracks keys/README.md').to.equal('');
 
       const res = spawnSync('bash', ['-e', '-c', block], { cwd: dir, encoding: 'utf8' });
