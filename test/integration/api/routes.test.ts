@@ -5,6 +5,7 @@ import { EVERY_GLOBAL_SCOPE } from '../../../src/accounts/scopes.ts';
 import { matches } from '../../../src/inbound/policy.ts';
 import { MAX_ROUTES_PER_ACCOUNT } from '../../../src/inbound/routes.ts';
 import { startDnsServer, type TestDnsServer } from '../../helpers/dns-server.ts';
+import { itFollowsTargetUrlRules } from '../../helpers/target-url-rules.ts';
 import { call, ManualClock, startServer, storeContains, type CallOptions, type TestServer } from '../../helpers/harness.ts';
 
 /**
@@ -365,39 +366,7 @@ describe('Routes resource', () => {
       expect((await create(route({ url: `https://${PUBLIC_IP}/x` }))).url).to.equal(`https://${PUBLIC_IP}/x`);
     });
 
-    it('names webhooks.allow_networks, the setting that allows them, in every refusal by the network rules', async () => {
-      const byNetwork = refused.filter(([, message]) => /address|loopback name|resolves to/.test(message));
-      expect(byNetwork.length).to.be.greaterThan(10);
-      const created = await create(route());
-      for (const [url] of byNetwork) {
-        for (const res of [await api('POST', base, { body: route({ url }) }), await api('PUT', `${base}/${created.id}`, { body: { url } })]) {
-          expect(res.status, String(url)).to.equal(400);
-          expect(res.body.message, String(url)).to.match(/; such targets are refused unless the operator lists their network in webhooks\.allow_networks$/);
-        }
-      }
-      // A refusal that no network setting lifts does not point there.
-      const scheme = await api('POST', base, { body: route({ url: 'ftp://hooks.example.com/' }) });
-      expect(scheme.body.message).to.not.include('allow_networks');
-    });
-
-    it('accepts a URL whose host does not resolve yet (no such name, no address, no answer) at create and update', async () => {
-      dns.zone.set('txt-only.example.com', 'TXT', ['v=spf1 -all']);
-      dns.failingNames.add('servfail.example.com');
-      try {
-        const created = await create(route());
-        for (const url of ['http://nowhere.example.com/hook', 'https://txt-only.example.com/a?b=c', 'https://servfail.example.com:8443/x']) {
-          const res = await api('POST', base, { body: route({ url }) });
-          expect(res.status, JSON.stringify(res.body)).to.equal(201);
-          expect(res.body.url).to.equal(url);
-          const updated = await api('PUT', `${base}/${created.id}`, { body: { url } });
-          expect(updated.status, JSON.stringify(updated.body)).to.equal(200);
-          expect((await api('GET', `${base}/${created.id}`)).body.url).to.equal(url);
-        }
-      } finally {
-        dns.zone.delete('txt-only.example.com');
-        dns.failingNames.delete('servfail.example.com');
-      }
-    });
+    itFollowsTargetUrlRules({ refused, body: route, create, api, base: () => base, dns: () => dns });
   });
 
   describe('bounded input', () => {
