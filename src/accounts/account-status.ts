@@ -6,6 +6,12 @@ import type { Store } from '../store/store.ts';
 import { badRequest, conflict, forbidden, notFound } from '../util/errors.ts';
 import { isPrintable } from '../util/text.ts';
 import { iso, type Clock } from '../util/time.ts';
+import type { Emitter } from '../util/signals.ts';
+
+/** What AccountStatuses tells, after the change is on disk: the ids of the accounts that became active. */
+export interface AccountSignals {
+  'accounts.activated': string[];
+}
 
 /** Who suspends or unsuspends: a parent (its sub account, through the API) or the operator (any account, CLI). */
 export type Actor = 'parent' | 'operator';
@@ -24,19 +30,13 @@ export const MAX_REASON = 500;
  * announced (their held mail is released: queue/held-mail.ts).
  */
 export class AccountStatuses {
-  private readonly listeners: Array<(accountIds: string[]) => void> = [];
-
   constructor(
     private readonly store: Store,
     private readonly accounts: Accounts,
     private readonly repo: AccountsRepo,
     private readonly clock: Clock,
+    private readonly signals: Emitter<AccountSignals>,
   ) {}
-
-  /** Called with the ids of the accounts that became active, after the change is on disk. */
-  onActivated(listener: (accountIds: string[]) => void): void {
-    this.listeners.push(listener);
-  }
 
   async suspend(id: string, reason: string, by: Actor): Promise<AccountRecord> {
     const text = checkReason(reason);
@@ -94,7 +94,7 @@ export class AccountStatuses {
       await this.store.commit(ops);
       return decided;
     });
-    if (activated.length > 0) for (const listener of this.listeners) listener(activated);
+    if (activated.length > 0) this.signals.emit('accounts.activated', activated);
     return next;
   }
 

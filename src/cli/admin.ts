@@ -2,7 +2,7 @@ import type { Command } from 'commander';
 import type { AdminOperations } from '../control/admin-protocol.ts';
 import { ControlClient, NoDaemonError } from '../control/client.ts';
 import { controlSocketPath, type QueueOperations } from '../control/protocol.ts';
-import type { Core } from '../daemon.ts';
+import type { Core } from '../assemblies/core.ts';
 import { controlSocketFrom } from './control-socket.ts';
 
 /** What the admin commands ask: the queue, and the accounts, keys and domains. */
@@ -28,7 +28,7 @@ export async function onDaemonOrStore<T>(program: Command, op: (ops: Operations)
   const config = await validConfig(program);
   // Imported only now: the store and the domain services are most of the daemon, and a command
   // answered by the daemon needs none of them.
-  const { openCore } = await import('../daemon.ts');
+  const { openCore } = await import('../assemblies/core.ts');
   const core = await openCore(config);
   try {
     return { result: await op(await localOperations(core)), daemon: false };
@@ -50,7 +50,7 @@ export async function onAdmin<T>(program: Command, op: (admin: AdminOperations) 
 /** The operations over a store this process opened: no daemon, so no scheduler to ask or wake. */
 async function localOperations(core: Core): Promise<Operations> {
   const [{ jobStore }, { QueueAdmin }, { CoreAdmin }, { Router, routerOptions }, { deliveryRouting }] = await Promise.all([
-    import('../daemon.ts'),
+    import('../assemblies/core.ts'),
     import('../control/queue-admin.ts'),
     import('../control/core-admin.ts'),
     import('../delivery/router.ts'),

@@ -1,6 +1,6 @@
 import { Command } from 'commander';
 import { ConfigError, loadConfig } from '../config/load.ts';
-import { identityOf } from '../daemon.ts';
+import { identityOf } from '../assemblies/core.ts';
 import { exitCodeOf, STATUSES, worst, type Check } from '../doctor/check.ts';
 import { configFailed, runDoctor } from '../doctor/doctor.ts';
 import type { CliIo } from './main.ts';

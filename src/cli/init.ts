@@ -3,7 +3,7 @@ import { bootstrap, bootstrapDefaults, formatBootstrap } from '../accounts/boots
 import { ConfigError } from '../config/load.ts';
 import { ControlClient, NoDaemonError } from '../control/client.ts';
 import { controlSocketPath } from '../control/protocol.ts';
-import { openCore } from '../daemon.ts';
+import { openCore } from '../assemblies/core.ts';
 import { StoreLockedError } from '../store/store.ts';
 import { AppError } from '../util/errors.ts';
 import { configFrom } from './config-option.ts';

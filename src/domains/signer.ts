@@ -5,6 +5,12 @@ import type { DkimKeyRecord } from '../store/records.ts';
 import type { Clock } from '../util/time.ts';
 import { DkimMessageReader, parseHeaderFields, relaxedHeader, signedFields } from './dkim-canonical.ts';
 import type { DkimKeyStore } from './dkim-keys.ts';
+import type { Emitter } from '../util/signals.ts';
+
+/** What the signer tells: each signature made, with its `a=` algorithm (metrics). */
+export interface SigningSignals {
+  'dkim.signed': string;
+}
 
 export interface SigningIdentity {
   domainId: string;
@@ -41,13 +47,12 @@ const OVERSIGNED: ReadonlySet<string> = new Set(['from', 'reply-to', 'subject', 
  */
 export class DkimSigner {
   private readonly slots: CryptoSlots;
-  /** Told of each signature made, with its `a=` algorithm (metrics). */
-  onSigned: ((algorithm: string) => void) | null = null;
 
   constructor(
     private readonly keys: DkimKeyStore,
     private readonly lookup: (domain: string) => Promise<SigningIdentity | null>,
     private readonly clock: Clock,
+    private readonly signals: Emitter<SigningSignals> | null = null,
     parallel = availableParallelism(),
   ) {
     this.slots = new CryptoSlots(parallel);
@@ -69,7 +74,7 @@ export class DkimSigner {
         const unsigned = signatureField({ algorithm: key.algorithm, d: identity.name, s: key.selector, t, bh: bodyHash, h });
         const data = Buffer.from(signed + relaxedHeader(unsigned), 'latin1');
         const signature = await this.slots.run(() => signWith(key.algorithm, privateKey, data));
-        this.onSigned?.(`${key.algorithm}-sha256`);
+        this.signals?.emit('dkim.signed', `${key.algorithm}-sha256`);
         return unsigned + fold(signature);
       }),
     );

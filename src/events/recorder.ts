@@ -10,16 +10,12 @@ import type { Event, EventObserver, EventSubject } from './types.ts';
  * with the ops of its observers (the statistics counters): what counts an event lands with it.
  */
 export class EventRecorder {
-  private readonly observers: EventObserver[] = [];
-
   constructor(
     private readonly repo: EventsRepo,
     private readonly clock: Clock,
+    /** What writes with each event (the statistics counters' ops). */
+    private readonly observers: readonly EventObserver[] = [],
   ) {}
-
-  observe(observer: EventObserver): void {
-    this.observers.push(observer);
-  }
 
   /** `subject`: the message a message event is about, as it is after the change. */
   record(event: Event, subject?: EventSubject): WriteOp[] {

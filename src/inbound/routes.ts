@@ -16,6 +16,12 @@ import { iso, type Clock } from '../util/time.ts';
 import { newSecret, ROUTE_SECRET_PREFIX } from '../webhooks/signing.ts';
 import type { InboundRoute } from './policy.ts';
 import type { RouteTarget } from './route-jobs.ts';
+import type { Emitter } from '../util/signals.ts';
+
+/** What Routes tells, after the commit: a disabled route enabled again (its held POSTs resume). */
+export interface RouteSignals {
+  'route.enabled': RouteRecord;
+}
 
 /** Routes per account: the inbound MX reads a domain's routes for every recipient. */
 export const MAX_ROUTES_PER_ACCOUNT = 1000;
@@ -57,11 +63,9 @@ export class Routes {
     private readonly allowNetworks: () => readonly Cidr[],
     private readonly counters: TargetCounters,
     private readonly clock: Clock,
+    private readonly signals: Emitter<RouteSignals>,
     private readonly locks = new KeyedMutex(),
   ) {}
-
-  /** Told (after the commit) when a disabled route is enabled again: its held POSTs resume. */
-  onEnabled: (route: RouteRecord) => void = () => undefined;
 
   async create(accountId: string, input: NewRoute, may?: MayUse): Promise<{ route: RouteView; secret: string }> {
     const name = checkName(input.name);
@@ -134,7 +138,7 @@ export class Routes {
       };
       const enabled = next.enabled && !current.enabled;
       await this.store.commit([...this.repo.update(current, next), ...(enabled ? [await this.counters.resetErrors(id)] : [])]);
-      if (enabled) this.onEnabled(next);
+      if (enabled) this.signals.emit('route.enabled', next);
       return this.counters.overlay(next);
     });
   }

@@ -5,6 +5,7 @@ import type { MessagesRepo } from '../store/messages-repo.ts';
 import type { AccountRecord, DomainRecord, MessageRecord, SandboxResult } from '../store/records.ts';
 import type { Store } from '../store/store.ts';
 import { iso, type Clock } from '../util/time.ts';
+import type { Emitter } from '../util/signals.ts';
 import { retentionTimes } from './retention.ts';
 
 export interface StoredBody {
@@ -53,19 +54,23 @@ export interface Submission {
   bounceNotification?: boolean;
 }
 
+/** What the Acceptor tells of every durably committed batch: the records and the bodies stored with them. */
+export interface AcceptSignals {
+  'messages.accepted': { records: MessageRecord[]; bodies: readonly StoredBody[] };
+}
+
 /**
  * The one way a message enters Postilion. Records, bodies, body references, index entries,
  * due-time entries and `message.reception` events go into ONE batch, committed with sync
  * (group-committed with concurrent accepts); the promise resolves only once it is on disk.
  */
 export class Acceptor {
-  private readonly listeners: Array<(records: MessageRecord[], bodies: readonly StoredBody[]) => void> = [];
-
   constructor(
     private readonly store: Store,
     private readonly repo: MessagesRepo,
     private readonly events: EventRecorder,
     private readonly clock: Clock,
+    private readonly signals: Emitter<AcceptSignals>,
     /** A sub account's monthly credit (accounts/usage.ts): counts receptions, refuses a send past it. */
     private readonly quota?: Quota,
   ) {}
@@ -106,14 +111,9 @@ export class Acceptor {
     return { records, ops };
   }
 
-  /** Tells the listeners of durably committed records (and the bodies stored with them). */
+  /** Tells of durably committed records (and the bodies stored with them): the engine learns of new due work this way. */
   announce(records: MessageRecord[], bodies: readonly StoredBody[] = []): void {
-    for (const listener of this.listeners) listener(records, bodies);
-  }
-
-  /** Called with every durably accepted batch (the scheduler learns of new due work this way). */
-  onAccepted(listener: (records: MessageRecord[], bodies: readonly StoredBody[]) => void): void {
-    this.listeners.push(listener);
+    this.signals.emit('messages.accepted', { records, bodies });
   }
 
   private record(s: Submission, m: NewMessage): MessageRecord {

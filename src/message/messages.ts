@@ -23,14 +23,13 @@ export interface Changed {
  * message run under its lock (`message:<id>`), which the delivery engine shares.
  */
 export class Messages {
-  /** Whether the delivery engine holds the message (ready or in flight); none without delivery. */
-  private delivering: (id: string) => boolean = () => false;
-
   constructor(
     private readonly store: Store,
     private readonly repo: MessagesRepo,
     private readonly locks: KeyedMutex,
     private readonly clock: Clock,
+    /** Whether the delivery engine holds the message (ready or in flight): it can no longer be cancelled. None without an engine. */
+    private readonly delivering: (id: string) => boolean = () => false,
   ) {}
 
   /**
@@ -39,11 +38,6 @@ export class Messages {
    */
   current(id: string): Promise<MessageRecord | undefined> {
     return this.locks.run(`message:${id}`, () => this.repo.get(id));
-  }
-
-  /** Tells cancel() which messages the delivery engine has taken: those can no longer be cancelled. */
-  deliveringWith(holds: (id: string) => boolean): void {
-    this.delivering = holds;
   }
 
   list(accountId: string, filter: MessageFilter, page: PageRequest): Promise<Page<MessageRecord>> {

@@ -13,9 +13,6 @@ import { OutcomeWriter } from './outcome-writer.ts';
  * recipient → suppressed, unsent; otherwise one delivery attempt and its outcome. A deferral re-arms the scheduler for the new due time.
  */
 export class DeliveryQueue {
-  private scheduler: { notify(dueMs: number): void } | null = null;
-  private readonly writer = new OutcomeWriter();
-
   constructor(
     private readonly deliverer: Deliverer,
     private readonly outcomes: Outcomes,
@@ -23,24 +20,22 @@ export class DeliveryQueue {
     private readonly repo: Pick<MessagesRepo, 'get'>,
     private readonly clock: Clock,
     private readonly log: Logger,
-    /** Mail of accounts that are not active is held here (absent: everything is delivered). */
-    private readonly held?: Pick<HeldMail, 'mayDeliver' | 'hold'>,
-  ) {}
-
-  attach(scheduler: { notify(dueMs: number): void }): void {
-    this.scheduler = scheduler;
+    private readonly links: {
+      /** Mail of accounts that are not active is held here (absent: everything is delivered). */
+      held?: Pick<HeldMail, 'mayDeliver' | 'hold'>;
+      /** Told of a deferral's new due time. */
+      engine?: { notify(dueMs: number): void };
+      /** Writes outcomes the store refused again until it takes them (shared with the other job kinds; the daemon gives up on them at a stop). */
+      writer?: OutcomeWriter;
+    } = {},
+  ) {
+    this.writer = links.writer ?? new OutcomeWriter();
   }
 
-  /**
-   * Stops writing again the outcomes the store refused (a stop): their messages may be attempted
-   * again after the restart, the at-least-once window of a crash.
-   */
-  giveUpUnstoredOutcomes(): void {
-    this.writer.giveUp();
-  }
+  private readonly writer: OutcomeWriter;
 
   /**
-   * `transactionDone` is called once no connection is used any more (the scheduler's slot).
+   * `transactionDone` is called once no connection is used any more (the engine's slot).
    * `destination`: the engine's (MX set, transport or smarthost host), named on the log lines;
    * absent, the recipient domain.
    */
@@ -61,9 +56,9 @@ export class DeliveryQueue {
     const now = this.clock.now();
     const log = this.log.child({ message_id: message.id, account_id: message.accountId, destination, recipient_domain: domainOf(message.recipient) });
     // First: a suspended account's mail is neither sent, nor simulated, nor failed while it waits.
-    if (this.held && !(await this.held.mayDeliver(message))) {
+    if (this.links.held && !(await this.links.held.mayDeliver(message))) {
       transactionDone();
-      await this.held.hold(message);
+      await this.links.held.hold(message);
       return;
     }
     if (message.schedule?.expires && Date.parse(message.schedule.expires) <= now) {
@@ -104,6 +99,6 @@ export class DeliveryQueue {
       { status: next?.status ?? 'unchanged', host: attempt.host, response: attempt.response, classification: attempt.classification, next_attempt_at: next?.status === 'Deferred' ? next.dueAt : undefined },
       'delivery attempt',
     );
-    if (next?.status === 'Deferred') this.scheduler?.notify(Date.parse(next.dueAt));
+    if (next?.status === 'Deferred') this.links.engine?.notify(Date.parse(next.dueAt));
   }
 }

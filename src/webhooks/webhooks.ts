@@ -14,6 +14,17 @@ import { isPrintable } from '../util/text.ts';
 import { iso, type Clock } from '../util/time.ts';
 import { newWebhookSecret } from './signing.ts';
 import type { TargetCounters } from '../queue/target-counters.ts';
+import type { Emitter } from '../util/signals.ts';
+
+/**
+ * What Webhooks tells, after the commit: a disabled webhook enabled again (its held deliveries
+ * resume); a webhook that stops taking deliveries at its URL (disabled, deleted or moved to
+ * another URL), as it was.
+ */
+export interface WebhookSignals {
+  'webhook.enabled': WebhookRecord;
+  'webhook.stopped': WebhookRecord;
+}
 
 /** Webhooks per account: the listing and the fan-out read an account's webhooks whole. */
 export const MAX_WEBHOOKS_PER_ACCOUNT = 1000;
@@ -81,17 +92,9 @@ export class Webhooks {
     private readonly settings: WebhookSettings,
     private readonly clock: Clock,
     private readonly counters: TargetCounters,
+    private readonly signals: Emitter<WebhookSignals>,
     private readonly locks = new KeyedMutex(),
   ) {}
-
-  /** Told (after the commit) when a disabled webhook is enabled again: its held deliveries resume. */
-  onEnabled: (webhook: WebhookRecord) => void = () => undefined;
-
-  /**
-   * Told (after the commit) when a webhook stops taking deliveries at its URL: disabled, deleted,
-   * or moved to another URL. `webhook` is as it was.
-   */
-  onStopped: (webhook: WebhookRecord) => void = () => undefined;
 
   /** Creates a webhook; the secret is returned here and never again. */
   async create(accountId: string, input: NewWebhook, may?: MayWrite): Promise<{ webhook: WebhookRecord; secret: string }> {
@@ -163,7 +166,7 @@ export class Webhooks {
       const current = await this.repo.get(id);
       if (!current || !current.enabled) return false;
       await this.store.commit(this.repo.update({ ...current, enabled: false, updatedAt: iso(this.clock.now()) }));
-      this.onStopped(current);
+      this.signals.emit('webhook.stopped', current);
       return true;
     });
   }
@@ -206,8 +209,8 @@ export class Webhooks {
       };
       const enabled = next.enabled && !current.enabled;
       await this.store.commit([...this.repo.update(next), ...(enabled ? [await this.counters.resetErrors(id)] : [])]);
-      if (enabled) this.onEnabled(next);
-      if (current.enabled && (!next.enabled || next.url !== current.url)) this.onStopped(current);
+      if (enabled) this.signals.emit('webhook.enabled', next);
+      if (current.enabled && (!next.enabled || next.url !== current.url)) this.signals.emit('webhook.stopped', current);
       return this.counters.overlay(next);
     });
   }
@@ -218,7 +221,7 @@ export class Webhooks {
       const webhook = await this.get(accountId, id);
       if (may) checkMay(may, webhook.scope, await this.domainsOf(webhook), 'delete');
       await this.changingLists(() => this.store.commit([...this.repo.delete(webhook), this.counters.forget(webhook.id)]));
-      this.onStopped(webhook);
+      this.signals.emit('webhook.stopped', webhook);
       return webhook;
     });
   }

@@ -55,7 +55,7 @@ async function smtpCredential(): Promise<{ port: number; username: string; passw
 }
 
 const { store } = bed.server.daemon.core;
-const scheduler = bed.server.daemon.scheduler!;
+const scheduler = bed.server.daemon.engine;
 serveUntilDone(
   {
     url: bed.server.url,

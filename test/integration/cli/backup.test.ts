@@ -3,7 +3,7 @@ import { mkdirSync, mkdtempSync, readdirSync, rmSync, writeFileSync } from 'node
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { main } from '../../../src/cli/main.ts';
-import { openCore } from '../../../src/daemon.ts';
+import { openCore } from '../../../src/assemblies/core.ts';
 import { loadConfig } from '../../../src/config/load.ts';
 
 /** `postilion backup` and `restore` through main(), with no daemon running: the store is read directly. */

@@ -13,7 +13,7 @@ describe('DKIM signer', () => {
   let published: DkimPublicKey[];
 
   const signer = (parallel?: number) =>
-    new DkimSigner(keys, async (domain) => (domain === 'example.com' ? { domainId: 'd1', name: 'example.com', keys: published } : null), { now: () => Date.parse('2026-11-21T12:00:00Z') }, parallel);
+    new DkimSigner(keys, async (domain) => (domain === 'example.com' ? { domainId: 'd1', name: 'example.com', keys: published } : null), { now: () => Date.parse('2026-11-21T12:00:00Z') }, null, parallel);
 
   const verify = async (message: string) => {
     const resolver = async (name: string, type: string) => {

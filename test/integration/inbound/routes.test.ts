@@ -183,13 +183,13 @@ describe('routes: API and forwarding of inbound mail', function () {
     await receiver.until((r) => r.length === 1);
     await new Promise((r) => setTimeout(r, 200));
     const { QueueAdmin } = await import('../../../src/control/queue-admin.ts');
-    const { jobStore } = await import('../../../src/daemon.ts');
+    const { jobStore } = await import('../../../src/assemblies/core.ts');
     const core = bed.server.daemon.core;
     const status = await new QueueAdmin({ messages: core.messages, repo: core.messagesRepo, events: core.events, clock: core.clock, jobs: jobStore(core), daemon: null }).status();
     expect(status.jobs.map(({ next_attempt_at: _at, ...f }) => f), JSON.stringify(status.jobs)).to.deep.equal([{ kind: 'route', destination: new URL(receiver.url('/')).origin, pending: 1, due: 0, held: 0, parked: 0, failed: 0 }]);
     receiver.answer = () => 204;
     bed.clock.advance(2000);
-    await bed.server.daemon.jobEngine.wake();
+    await bed.server.daemon.engine.wake();
     await receiver.until((r) => r.length === 2);
     expect(receiver.received[0]!.headers['webhook-id']).to.equal(receiver.received[1]!.headers['webhook-id']);
   });

@@ -7,7 +7,7 @@ import { fileURLToPath } from 'node:url';
 import { main } from '../../../src/cli/main.ts';
 import { validateConfig } from '../../../src/config/load.ts';
 import type { ConfigInput } from '../../../src/config/schema.ts';
-import { openCore } from '../../../src/daemon.ts';
+import { openCore } from '../../../src/assemblies/core.ts';
 import { fenceKey, JOB_KINDS, type DueEntry } from '../../../src/store/job-index.ts';
 import { migrate, SCHEMA_VERSION } from '../../../src/store/meta.ts';
 import { Store } from '../../../src/store/store.ts';
@@ -178,7 +178,7 @@ describe('a data directory written by release 1', function () {
     expect((await dueEntries(s)).map((e) => e.id)).to.deep.equal([SCHEDULED_ID]);
 
     clock.ms = Date.parse(fixture.scheduled.first_attempt);
-    await s.daemon.jobEngine.wake();
+    await s.daemon.engine.wake();
     await sink.waitFor(2);
     expect(sink.received.map((r) => r.to[0])).to.deep.equal([fixture.due.recipient, fixture.scheduled.recipient]);
     await until(s, SCHEDULED_ID, 'Delivered');

@@ -86,7 +86,7 @@ describe('events outbox', function () {
 
   it('deliveries stored by schema 3 (records under their ids, entries pointing at them) are sent after the upgrade to schema 4', async () => {
     const hook = await createWebhook('/hook');
-    const { core, jobEngine, webhookFanout } = bed.server.daemon;
+    const { core, engine: jobEngine, webhookFanout } = bed.server.daemon;
     await webhookFanout.stop();
     await jobEngine.stop(1000);
     // An event the webhook does not subscribe to (no new delivery is made of it), and two

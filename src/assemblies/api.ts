@@ -1,0 +1,115 @@
+import { bootstrap, bootstrapDefaults, formatBootstrap } from '../accounts/bootstrap.ts';
+import { buildApp, type ApiSettings } from '../api/app.ts';
+import { RateLimiter, RefusalLimiter } from '../api/middleware/rate-limit.ts';
+import { ApiListener } from '../api/server.ts';
+import type { Config } from '../config/schema.ts';
+import { heldAt, type HeldListener } from '../control/doctor-protocol.ts';
+import { parseCidr } from '../util/cidr.ts';
+import { readTlsFiles } from '../util/tls-files.ts';
+import type { Assembly, Context, Readiness } from './lifecycle.ts';
+
+/**
+ * The HTTP API: the Koa app over the services, its plain listener and (api.tls) its HTTPS one.
+ * Its limits, body sizes, trusted proxies and certificate files change live at a reload. On the
+ * first start of an empty store it makes the bootstrap account and shows its key once.
+ */
+export class ApiAssembly implements Assembly {
+  readonly name = 'api';
+  readonly sections = ['api'];
+  private readonly listeners: ApiListener[] = [];
+  private readonly rateLimiter: RateLimiter;
+  private readonly refusalLimiter: RefusalLimiter;
+  private settings: ApiSettings;
+
+  constructor(
+    private readonly ctx: Context,
+    /** Where a one-time secret is shown to the operator (stdout), never the log. */
+    private readonly announce: (text: string) => void,
+  ) {
+    const { config, core } = ctx;
+    this.rateLimiter = new RateLimiter(config.api.rate_limits, core.clock);
+    this.refusalLimiter = new RefusalLimiter(config.api.auth_failures, core.clock);
+    this.settings = apiSettings(config);
+  }
+
+  async start(): Promise<void> {
+    const { config, core, log, bound, metrics, storage } = this.ctx;
+    const app = buildApp({
+      log,
+      accounts: core.accounts,
+      apiKeys: core.apiKeys,
+      domains: core.domains,
+      dnsChecker: core.dnsChecker,
+      sender: core.sender,
+      messages: core.messages,
+      suppressions: core.suppressions,
+      smtpCredentials: core.smtpCredentials,
+      webhooks: core.webhooks,
+      routes: core.routes,
+      statistics: core.statistics,
+      subAccounts: core.subAccounts,
+      usage: core.usage,
+      now: () => core.clock.now(),
+      idempotency: core.idempotency,
+      rateLimiter: this.rateLimiter,
+      refusalLimiter: this.refusalLimiter,
+      metrics,
+      settings: () => this.settings,
+      storage,
+    });
+    const handler = app.callback();
+    this.listeners.push(await ApiListener.start({ host: config.api.host, port: config.api.port, bound: bound.api, log }, handler));
+    if (config.api.tls.enabled) {
+      this.listeners.push(
+        await ApiListener.start({ host: config.api.tls.host, port: config.api.tls.port, bound: bound.apiTls ?? undefined, tls: readTls(config), log }, handler),
+      );
+    }
+    log.info({ urls: this.urls }, 'API listening');
+
+    if (!(await core.accounts.hasAny())) {
+      const result = await bootstrap(core.store, core.accounts, core.apiKeys, bootstrapDefaults(config.server.hostname));
+      log.info({ account_id: result.account.id, key_id: result.key.id }, 'bootstrap account and admin key created');
+      this.announce(formatBootstrap(result, this.urls[0]!));
+    }
+  }
+
+  get urls(): string[] {
+    return this.listeners.map((l) => l.url);
+  }
+
+  ready(): Readiness[] {
+    return [{ name: 'api', ok: this.listeners.length === (this.ctx.config.api.tls.enabled ? 2 : 1) }];
+  }
+
+  held(): HeldListener[] {
+    return this.listeners.map((l, i) => heldAt(i === 0 ? 'api' : 'api-tls', l.url));
+  }
+
+  reload(config: Config): () => string[] {
+    const tls = config.api.tls.enabled && this.listeners.length > 1 ? readTls(config) : null;
+    return () => {
+      this.rateLimiter.configure(config.api.rate_limits);
+      this.refusalLimiter.configure(config.api.auth_failures);
+      this.ctx.core.idempotency.configure(config.api.idempotency);
+      this.settings = apiSettings(config);
+      if (tls) for (const listener of this.listeners) listener.reloadTls(tls);
+      return tls ? ['api'] : [];
+    };
+  }
+
+  async stopListening(graceMs: number): Promise<void> {
+    await Promise.all(this.listeners.map((l) => l.close(graceMs)));
+  }
+}
+
+function apiSettings(config: Config): ApiSettings {
+  return {
+    trustedProxies: config.api.trusted_proxies.map(parseCidr),
+    bodyLimitBytes: config.api.body_limit_bytes,
+    bodyMemoryBytes: config.api.body_memory_bytes,
+  };
+}
+
+function readTls(config: Config): { cert: Buffer; key: Buffer } {
+  return readTlsFiles(config.keys.dir, config.api.tls, 'api.tls');
+}

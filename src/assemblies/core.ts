@@ -1,0 +1,244 @@
+import { join, resolve } from 'node:path';
+import { AccountStatuses, type AccountSignals } from '../accounts/account-status.ts';
+import { Accounts } from '../accounts/accounts.ts';
+import { ApiKeys } from '../accounts/api-keys.ts';
+import { SmtpCredentials } from '../accounts/smtp-credentials.ts';
+import { SubAccounts } from '../accounts/sub-accounts.ts';
+import { Suppressions } from '../accounts/suppressions.ts';
+import { CreditGate, Usage, type ReceptionCount } from '../accounts/usage.ts';
+import { Idempotency } from '../api/middleware/idempotency.ts';
+import type { Config } from '../config/schema.ts';
+import type { QueueAdmin } from '../control/queue-admin.ts';
+import { DkimKeyStore } from '../domains/dkim-keys.ts';
+import { DnsChecker } from '../domains/dns-checker.ts';
+import { Domains } from '../domains/domains.ts';
+import type { Identity } from '../domains/records.ts';
+import { createResolver, type DnsResolver } from '../domains/resolver.ts';
+import { Rotator } from '../domains/rotator.ts';
+import { DkimSigner, type SigningSignals } from '../domains/signer.ts';
+import { EventRecorder } from '../events/recorder.ts';
+import { Routes, type RouteSignals } from '../inbound/routes.ts';
+import { Acceptor, type AcceptSignals } from '../message/accept.ts';
+import { Messages } from '../message/messages.ts';
+import { Sender } from '../message/send.ts';
+import { TemplateEngine } from '../message/template-engine.ts';
+import { TargetCounters } from '../queue/target-counters.ts';
+import { countersObserver, expandCount } from '../stats/counters.ts';
+import { rebuildCounters } from '../stats/rebuild.ts';
+import { Statistics } from '../stats/statistics.ts';
+import { AccountsRepo } from '../store/accounts-repo.ts';
+import { ApiKeysRepo } from '../store/api-keys-repo.ts';
+import { DomainsRepo } from '../store/domains-repo.ts';
+import { EventsRepo } from '../store/events-repo.ts';
+import { IdempotencyRepo } from '../store/idempotency-repo.ts';
+import { InboundRepo } from '../store/inbound-repo.ts';
+import { JobIndex } from '../store/job-index.ts';
+import { JobsRepo } from '../store/jobs-repo.ts';
+import { MessagesRepo } from '../store/messages-repo.ts';
+import { MetaRepo, migrate } from '../store/meta.ts';
+import { RoutesRepo } from '../store/routes-repo.ts';
+import type { StorageSettings } from '../store/storage-guard.ts';
+import { Store } from '../store/store.ts';
+import { SmtpCredentialsRepo } from '../store/smtp-credentials-repo.ts';
+import { SuppressionsRepo } from '../store/suppressions-repo.ts';
+import { WebhooksRepo } from '../store/webhooks-repo.ts';
+import { TrackingUrlMaker } from '../tracking/endpoint.ts';
+import { TrackingTokens } from '../tracking/tokens.ts';
+import { parseCidr } from '../util/cidr.ts';
+import { KeyedMutex } from '../util/keyed-mutex.ts';
+import { SecretBox } from '../util/secret-box.ts';
+import { Signals, type Emitter } from '../util/signals.ts';
+import { systemClock, type Clock } from '../util/time.ts';
+import { VerpTokens } from '../util/verp.ts';
+import { Webhooks, type WebhookSignals } from '../webhooks/webhooks.ts';
+
+/** Every signal the domain services give (util/signals.ts): the assemblies subscribe to them. */
+export interface CoreSignals extends AcceptSignals, AccountSignals, WebhookSignals, RouteSignals, SigningSignals {}
+
+/** The store, opened and migrated: what everything else is built on. */
+export interface Data {
+  config: Config;
+  store: Store;
+  /** What the schema migration on open did (empty when the store was current). */
+  migrations: string[];
+  /** The job engine's due-time index. */
+  jobIndex: JobIndex;
+  /** Cursors and suspensions. */
+  meta: MetaRepo;
+  clock: Clock;
+}
+
+/** What the services are given at construction from the parts built around them (the daemon's). */
+export interface CorePorts {
+  signals: Emitter<CoreSignals>;
+  /** Whether the job engine holds a message (ready or in flight): it can no longer be cancelled. */
+  delivering?: (id: string) => boolean;
+}
+
+/** The store and the domain services: what the daemon serves and what admin commands use. */
+export interface Core extends Data {
+  box: SecretBox;
+  accounts: Accounts;
+  apiKeys: ApiKeys;
+  idempotency: Idempotency;
+  domains: Domains;
+  dnsChecker: DnsChecker;
+  rotator: Rotator;
+  signer: DkimSigner;
+  resolver: DnsResolver;
+  /** The one entrance of messages (API and SMTP submission). */
+  acceptor: Acceptor;
+  sender: Sender;
+  messages: Messages;
+  messagesRepo: MessagesRepo;
+  domainsRepo: DomainsRepo;
+  accountsRepo: AccountsRepo;
+  suppressions: Suppressions;
+  /** SMTP submission credentials: the API manages them, the SMTP listener authenticates with them. */
+  smtpCredentials: SmtpCredentials;
+  /** Webhook resources; their secrets are sealed with keys/webhook-secrets.key. */
+  webhooks: Webhooks;
+  webhooksRepo: WebhooksRepo;
+  webhookCounters: TargetCounters;
+  events: EventRecorder;
+  eventsRepo: EventsRepo;
+  /** HTTP job records. */
+  jobs: JobsRepo;
+  /** Tokens of VERP return paths (key in keys/verp.key). */
+  verp: VerpTokens;
+  /** Messages received by the inbound MX. */
+  inboundRepo: InboundRepo;
+  /** Inbound routes; their secrets are sealed with keys/route-secrets.key. */
+  routes: Routes;
+  routeCounters: TargetCounters;
+  /** Account states (suspension with its cascade, soft delete); activations release held mail. */
+  accountStatuses: AccountStatuses;
+  subAccounts: SubAccounts;
+  /** A parent's usage in the billing period, from the statistics counters. */
+  usage: Usage;
+  /** The statistics queries, over the counters the events write. */
+  statistics: Statistics;
+  /** Tokens of open pixels and tracked links (key in keys/tracking.key). */
+  trackingTokens: TrackingTokens;
+  /** Their key, for the tracking listener's thread to check tokens with. */
+  trackingKey: Buffer;
+  /** The tracking URLs written into tracked mail. */
+  trackingUrls: TrackingUrlMaker;
+}
+
+export function identityOf(config: Config): Identity {
+  return { hostname: config.server.hostname, sendingIps: config.server.sending_ips, dmarcRecord: config.domains.dmarc_record };
+}
+
+export function storageSettings(config: Config): StorageSettings {
+  return { minFreeBytes: config.storage.min_free_bytes, minFreePercent: config.storage.min_free_percent, checkIntervalMs: config.storage.check_interval_ms };
+}
+
+/** Opens and migrates the store. */
+export async function openData(config: Config, clock: Clock = systemClock): Promise<Data> {
+  const store = await Store.open(resolve(config.data.dir), { expandCounts: expandCount });
+  try {
+    const migrations = await migrate(store, { buildCounters: rebuildCounters });
+    return { config, store, migrations, jobIndex: new JobIndex(store), meta: new MetaRepo(store), clock };
+  } catch (err) {
+    await store.close();
+    throw err;
+  }
+}
+
+/** The store and the services, for the CLI's commands that work without a daemon. */
+export async function openCore(config: Config, clock: Clock = systemClock): Promise<Core> {
+  return buildCore(await openData(config, clock), { signals: new Signals<CoreSignals>() });
+}
+
+/** The domain services over an open store. */
+export function buildCore(data: Data, ports: CorePorts): Core {
+  const { config, store, clock } = data;
+  const { signals } = ports;
+  const box = SecretBox.loadOrCreate(join(config.keys.dir, 'secret-box.key'));
+  const apiKeysRepo = new ApiKeysRepo(store);
+  const domainsRepo = new DomainsRepo(store);
+  const dkimKeys = new DkimKeyStore(join(resolve(config.keys.dir), 'dkim'));
+  const domainLocks = new KeyedMutex();
+  const keyLocks = new KeyedMutex();
+  const resolver = createResolver({ servers: config.dns.servers, timeoutMs: config.dns.timeout_ms, tries: config.dns.tries });
+  const eventsRepo = new EventsRepo(store);
+  const events = new EventRecorder(eventsRepo, clock, config.statistics.counters ? [countersObserver()] : []);
+  const webhookCounters = new TargetCounters(store, 'webhookCounters');
+  const webhooksRepo = new WebhooksRepo(store);
+  const routeCounters = new TargetCounters(store, 'routeCounters');
+  const domains = new Domains(store, domainsRepo, apiKeysRepo, dkimKeys, domainLocks, keyLocks, clock, {
+    trackingSubdomain: config.domains.tracking_subdomain,
+    returnPathSubdomain: config.domains.return_path_subdomain,
+    subscriptionSubdomain: config.domains.subscription_subdomain,
+    mediaSubdomain: config.domains.media_subdomain,
+    ed25519: config.dkim.ed25519,
+  });
+  const messagesRepo = new MessagesRepo(store);
+  const allowNetworks = config.webhooks.allow_networks.map(parseCidr);
+  const accountsRepo = new AccountsRepo(store);
+  const statistics = new Statistics(store);
+  const receptions: ReceptionCount = async (accountId, fromMs, toMs) => {
+    const buckets = await statistics.buckets({ accountId, series: 'counts', fromMs, toMs, group: 'month', senderDomains: null, recipientDomains: null, tags: null });
+    return buckets.reduce((sum, b) => sum + (typeof b.counts.r === 'number' ? b.counts.r : 0), 0);
+  };
+  const acceptor = new Acceptor(store, messagesRepo, events, clock, signals, new CreditGate(receptions, clock));
+  const accounts = new Accounts(store, accountsRepo, clock);
+  const accountStatuses = new AccountStatuses(store, accounts, accountsRepo, clock, signals);
+  const apiKeys = new ApiKeys(store, apiKeysRepo, domains.ownership, clock, keyLocks);
+  const dnsChecker = new DnsChecker(store, domainsRepo, resolver, events, domainLocks, clock, identityOf(config), config.domains.check_cache_seconds * 1000);
+  const trackingKey = SecretBox.loadOrCreate(join(config.keys.dir, 'tracking.key')).rawKey();
+  const trackingTokens = new TrackingTokens(trackingKey);
+  const trackingUrls = new TrackingUrlMaker(trackingTokens, config.tracking.link_scheme);
+  const secretsOf = (file: string) => SecretBox.loadOrCreate(join(config.keys.dir, file));
+  return {
+    ...data,
+    box,
+    accounts,
+    accountStatuses,
+    subAccounts: new SubAccounts(store, accounts, accountStatuses, accountsRepo, domainsRepo, messagesRepo, apiKeys),
+    usage: new Usage(accountsRepo, receptions, clock, () => ({ monthlyAmount: config.billing.monthly_amount, currency: config.billing.currency })),
+    apiKeys,
+    idempotency: new Idempotency(new IdempotencyRepo(store), box, config.api.idempotency, clock),
+    domains,
+    dnsChecker,
+    rotator: new Rotator(store, domainsRepo, dkimKeys, dnsChecker, domainLocks, clock, {
+      ed25519: config.dkim.ed25519,
+      retiredGraceDays: config.dkim.retired_grace_days,
+    }),
+    signer: new DkimSigner(dkimKeys, (name) => domains.signingKeys(name), clock, signals),
+    resolver,
+    acceptor,
+    sender: new Sender(domains, acceptor, clock, new TemplateEngine(), trackingUrls),
+    messages: new Messages(store, messagesRepo, new KeyedMutex(), clock, ports.delivering),
+    messagesRepo,
+    domainsRepo,
+    accountsRepo,
+    suppressions: new Suppressions(store, new SuppressionsRepo(store), domainsRepo, events, clock),
+    smtpCredentials: new SmtpCredentials(store, new SmtpCredentialsRepo(store), domainsRepo, clock),
+    webhooks: new Webhooks(store, webhooksRepo, domainsRepo, secretsOf('webhook-secrets.key'), resolver, { allowNetworks: () => allowNetworks }, clock, webhookCounters, signals),
+    webhooksRepo,
+    webhookCounters,
+    events,
+    eventsRepo,
+    jobs: new JobsRepo(store, data.jobIndex),
+    verp: new VerpTokens(secretsOf('verp.key').rawKey()),
+    inboundRepo: new InboundRepo(store),
+    routes: new Routes(store, new RoutesRepo(store), domainsRepo, secretsOf('route-secrets.key'), resolver, () => allowNetworks, routeCounters, clock, signals),
+    routeCounters,
+    statistics,
+    trackingTokens,
+    trackingKey,
+    trackingUrls,
+  };
+}
+
+/** What the operator's queue view reads of HTTP jobs and suspensions. */
+export function jobStore(core: Core): NonNullable<ConstructorParameters<typeof QueueAdmin>[0]['jobs']> {
+  return {
+    index: core.jobIndex,
+    repo: core.jobs,
+    meta: core.meta,
+    targetUrl: async (kind, id) => (kind === 'webhook' ? await core.webhooksRepo.get(id) : await core.routes.target(id))?.url,
+  };
+}

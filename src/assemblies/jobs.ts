@@ -1,0 +1,96 @@
+import type { Logger } from 'pino';
+import type { Config } from '../config/schema.ts';
+import type { Metrics } from '../metrics/metrics.ts';
+import { JobEngine } from '../queue/engine.ts';
+import type { HttpJobsDeps } from '../queue/http-jobs.ts';
+import { OutcomeWriter } from '../queue/outcome-writer.ts';
+import type { StorageGuard } from '../store/storage-guard.ts';
+import type { Signals } from '../util/signals.ts';
+import type { Core, Data } from './core.ts';
+import type { Assembly, DaemonSignals } from './lifecycle.ts';
+
+/** What both HTTP job kinds (webhook deliveries, route POSTs) take from the engine's side. */
+export type HttpJobsShared = Omit<HttpJobsDeps, 'targets' | 'post' | 'handOff' | 'withdraw'>;
+
+/**
+ * The one job engine and what its kinds share: outcomes the store refused, written again until
+ * it takes them (given up at a stop), and which HTTP origins are down. It is built before the
+ * services (a message the engine holds can no longer be cancelled); mail, webhooks and inbound
+ * register their kinds with it as they are built. It starts once they have started (its place
+ * in the daemon's list), and at a stop lets attempts in flight finish before their connections
+ * close (`drain`), then waits a last second for the attempts cut by that close (`close`).
+ */
+export class JobsAssembly implements Assembly {
+  readonly name = 'jobs';
+  /** Its limits are those of delivery and webhooks, which own them. */
+  readonly sections = [];
+  readonly writer = new OutcomeWriter();
+  private readonly down = new Map<string, { probes: number; until: number }>();
+
+  private constructor(
+    readonly engine: JobEngine,
+    private readonly data: Data,
+    private readonly storage: StorageGuard,
+  ) {}
+
+  static async build(data: Data, log: Logger, signals: Signals<DaemonSignals>, storage: StorageGuard): Promise<JobsAssembly> {
+    const { config } = data;
+    const d = config.delivery;
+    const w = config.webhooks;
+    const engine = new JobEngine(data.jobIndex, {
+      dispatchers: {
+        smtp: { concurrency: d.concurrency, perDestination: d.per_destination, readyLimit: d.ready_limit },
+        // One origin may hold a quarter of the memory: a slow endpoint never fills it for the others.
+        http: { concurrency: w.concurrency, perDestination: w.per_origin, readyLimit: w.ready_limit, perDestinationReady: Math.max(10, Math.floor(w.ready_limit / 4)) },
+      },
+      destinations: d.destinations,
+      suspended: (await data.meta.suspended()).keys(),
+    }, data.clock, log);
+    signals.on('storage.writable', (ok) => engine.storageWritable(ok));
+    return new JobsAssembly(engine, data, storage);
+  }
+
+  /** What the webhook and route kinds share (the engine, the outcome writer, the origins that are down). */
+  httpShared(core: Core, log: Logger, metrics: Metrics): HttpJobsShared {
+    const { engine } = this;
+    return {
+      store: core.store,
+      jobs: core.jobs,
+      clock: core.clock,
+      log,
+      notify: (dueMs) => engine.notify(dueMs),
+      pause: (destination, untilMs) => engine.pause(destination, untilMs),
+      unpause: (destination) => engine.unpause(destination),
+      down: this.down,
+      observe: (kind, outcome) => metrics.httpDeliveries.inc({ kind, outcome }),
+      writer: this.writer,
+    };
+  }
+
+  async start(): Promise<void> {
+    await this.data.jobIndex.fence();
+    this.engine.storageWritable(this.storage.ok);
+    this.engine.start();
+  }
+
+  async drain(graceMs: number): Promise<void> {
+    // Outcomes the store refuses are not waited for: it would not take them within the grace period.
+    if (!this.storage.ok) this.writer.giveUp();
+    // Attempts in flight finish (within the grace period); queued work stays in the store.
+    await this.engine.stop(graceMs);
+    // Outcomes the store refused are written no more: their jobs may run again after the restart.
+    this.writer.giveUp();
+  }
+
+  async close(): Promise<void> {
+    // The attempts cut by closing the connections (the kinds' drains) record their outcome before the store closes.
+    await this.engine.stop(1000);
+  }
+}
+
+/** Origins with limits of their own (delivery.destinations): the HTTP clients keep that many connections to them. */
+export function originSockets(config: Config): Record<string, number> {
+  return Object.fromEntries(
+    Object.entries(config.delivery.destinations).flatMap(([destination, limits]) => (destination.includes('://') && limits.concurrency !== undefined ? [[destination, limits.concurrency]] : [])),
+  );
+}
