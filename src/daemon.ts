@@ -15,7 +15,6 @@ import { bindListeners, type BoundListeners } from './bind-phase.ts';
 import { applyLive, reloadPlan } from './config/reload.ts';
 import type { Config } from './config/schema.ts';
 import type { Metrics } from './metrics/metrics.ts';
-import type { JobEngine } from './queue/engine.ts';
 import { assertRoomToStart, StorageGuard } from './store/storage-guard.ts';
 import { boundHeapGrowth } from './util/heap.ts';
 import { Signals } from './util/signals.ts';
@@ -32,7 +31,7 @@ export interface DaemonOptions {
 }
 
 /** The assemblies by name, as the daemon built them. */
-interface Parts {
+export interface Parts {
   core: CoreAssembly;
   jobs: JobsAssembly;
   mail: MailAssembly;
@@ -64,7 +63,8 @@ export class Daemon {
     /** The daemon's Prometheus instruments (served by the metrics listener when it is on). */
     readonly metrics: Metrics,
     private readonly bound: BoundListeners,
-    private readonly parts: Parts,
+    /** The assemblies by name: their listeners' addresses, the engine, the fan-out. */
+    readonly parts: Parts,
   ) {
     const p = parts;
     // The jobs' engine starts once its kinds have (mail, webhooks, inbound) and drains before their connections close.
@@ -133,49 +133,6 @@ export class Daemon {
   /** What /readyz reports: every assembly's lines. */
   readiness(): Readiness[] {
     return this.assemblies.flatMap((a) => a.ready?.() ?? []);
-  }
-
-  get apiUrl(): string {
-    return this.parts.api.urls[0]!;
-  }
-
-  get urls(): string[] {
-    return this.parts.api.urls;
-  }
-
-  /** The metrics listener's base URL. */
-  get metricsUrl(): string {
-    return this.parts.metrics.url;
-  }
-
-  /** The tracking listener's base URL (null when it is off). */
-  get trackingUrl(): string | null {
-    return this.parts.tracking.url;
-  }
-
-  /** Resolves once the opens and clicks answered so far are written. */
-  trackingHitsDrained(): Promise<void> {
-    return this.parts.tracking.drained();
-  }
-
-  /** The inbound MX listener's bound port (null when it is off). */
-  get inboundPort(): number | null {
-    return this.parts.inbound.port;
-  }
-
-  /** The SMTP submission listeners' bound ports (empty when submission is off). */
-  get submissionPorts(): Array<{ port: number; secure: boolean }> {
-    return this.parts.submission.ports;
-  }
-
-  /** The one job engine (mail, webhooks, route POSTs). */
-  get engine(): JobEngine {
-    return this.parts.jobs.engine;
-  }
-
-  /** The webhook fan-out of stored events. */
-  get webhookFanout(): WebhooksAssembly['fanout'] {
-    return this.parts.webhooks.fanout;
   }
 
   /**

@@ -69,8 +69,13 @@ export class ApiAssembly implements Assembly {
     if (!(await core.accounts.hasAny())) {
       const result = await bootstrap(core.store, core.accounts, core.apiKeys, bootstrapDefaults(config.server.hostname));
       log.info({ account_id: result.account.id, key_id: result.key.id }, 'bootstrap account and admin key created');
-      this.announce(formatBootstrap(result, this.urls[0]!));
+      this.announce(formatBootstrap(result, this.url));
     }
+  }
+
+  /** The plain listener's base URL. */
+  get url(): string {
+    return this.listeners[0]!.url;
   }
 
   get urls(): string[] {

@@ -51,11 +51,11 @@ bed.clock.now = () => clockAtStart + (Date.now() - startedAt);
 async function smtpCredential(): Promise<{ port: number; username: string; password: string }> {
   const res = await bed.api('POST', `/v2/accounts/${bed.server.accountId}/smtp-credentials`, { body: { name: 'bench', scope: 'global' } });
   if (res.status !== 201) throw new Error(`smtp credential: HTTP ${res.status} ${JSON.stringify(res.body)}`);
-  return { port: bed.server.daemon.submissionPorts[0]!.port, username: res.body.username, password: res.body.password };
+  return { port: bed.server.daemon.parts.submission.ports[0]!.port, username: res.body.username, password: res.body.password };
 }
 
 const { store } = bed.server.daemon.core;
-const scheduler = bed.server.daemon.engine;
+const scheduler = bed.server.daemon.parts.jobs.engine;
 serveUntilDone(
   {
     url: bed.server.url,

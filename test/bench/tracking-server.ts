@@ -40,7 +40,7 @@ bed.server.daemon.core.store.onPut('events', (_key, value) => {
   if ((value as { type: string }).type === 'message.clicked') clicked += 1;
 });
 serveUntilDone(
-  { url: bed.server.daemon.trackingUrl!, host, paths, target: TARGET, pid: process.pid },
+  { url: bed.server.daemon.parts.tracking.url!, host, paths, target: TARGET, pid: process.pid },
   () => ({ clicked }),
   () => bed.stop(),
 );

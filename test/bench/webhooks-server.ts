@@ -37,7 +37,7 @@ async function countKeys(family: { keys(range?: { gt?: string; gte?: string; lt?
   return n;
 }
 const stats = async (count: boolean) => {
-  const destinations = daemon.engine.destinations();
+  const destinations = daemon.parts.jobs.engine.destinations();
   const http = destinations.filter((d) => d.dispatcher === 'http');
   return {
     running: http.reduce((n, d) => n + d.running, 0),
@@ -63,8 +63,8 @@ createInterface({ input: process.stdin }).on('line', (line) => {
   // `suspend <destination>` / `resume <destination>`: as `postilion queue suspend|resume`.
   const m = /^(suspend|resume) (\S+)$/.exec(command);
   if (m) {
-    if (m[1] === 'suspend') daemon.engine.suspend(m[2]!);
-    else daemon.engine.resume(m[2]!);
+    if (m[1] === 'suspend') daemon.parts.jobs.engine.suspend(m[2]!);
+    else daemon.parts.jobs.engine.resume(m[2]!);
     process.stdout.write(`DONE ${command}\n`);
     return;
   }
@@ -85,6 +85,6 @@ process.stdout.write(`READY ${JSON.stringify({
   messages: bed.messages,
   from: `app@${bed.domain.domain}`,
   dir: bed.server.dir,
-  inboundPort: bed.server.daemon.inboundPort,
+  inboundPort: bed.server.daemon.parts.inbound.port,
   pid: process.pid,
 })}\n`);

@@ -91,7 +91,7 @@ function served(daemon: Daemon, config: Config, dir: string, ownsDir: boolean, o
   return {
     daemon,
     config,
-    url: daemon.apiUrl,
+    url: daemon.parts.api.url,
     dir,
     ...bootstrap,
     stop: async () => {

@@ -106,9 +106,9 @@ describe('the bind phase', function () {
     expect(await metrics).to.match(/^HTTP\/1\.1 200 /);
     expect(await tracking).to.match(/^HTTP\/1\.1 404 /);
     expect(await control).to.equal(200);
-    expect(new URL(daemon.apiUrl).port).to.equal(String(ports.api));
-    expect(daemon.inboundPort).to.equal(ports.inbound);
-    expect(daemon.submissionPorts).to.deep.equal([{ port: ports.submission, secure: false }]);
+    expect(new URL(daemon.parts.api.url).port).to.equal(String(ports.api));
+    expect(daemon.parts.inbound.port).to.equal(ports.inbound);
+    expect(daemon.parts.submission.ports).to.deep.equal([{ port: ports.submission, secure: false }]);
   });
 
   it('lets go of what it bound when a later listener is busy, naming that one', async () => {

@@ -188,14 +188,14 @@ describe('client address, allow lists and HTTPS', () => {
     });
 
     it('serves the API with the certificate from keys/', async () => {
-      const httpsUrl = server.daemon.urls.find((u) => u.startsWith('https://'))!;
+      const httpsUrl = server.daemon.parts.api.urls.find((u) => u.startsWith('https://'))!;
       expect(httpsUrl).to.be.a('string');
       const res = await httpsPing(httpsUrl.replace('127.0.0.1', 'localhost'), ca, server.adminKey);
       expect(res.status).to.equal(200);
     });
 
     it('presents a new certificate after a reload', async () => {
-      const httpsUrl = server.daemon.urls.find((u) => u.startsWith('https://'))!.replace('127.0.0.1', 'localhost');
+      const httpsUrl = server.daemon.parts.api.urls.find((u) => u.startsWith('https://'))!.replace('127.0.0.1', 'localhost');
       const before = await httpsPing(httpsUrl, ca, server.adminKey);
       const next = await writeTestCertificate(join(dir, 'keys'));
       server.daemon.reload(server.config);

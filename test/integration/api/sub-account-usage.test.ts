@@ -66,7 +66,7 @@ describe('sub-account usage and the monthly credit', function () {
     const parent = `/v2/accounts/${bed.server.accountId}/sub-accounts`;
     const child = await sendingChild(bed, 'Smtp', 'smtp-child.example');
     const cred = await child.api('POST', `/v2/accounts/${child.id}/smtp-credentials`, { body: { name: 'app', scope: 'global' } });
-    const port = bed.server.daemon.submissionPorts.find((p) => !p.secure)!.port;
+    const port = bed.server.daemon.parts.submission.ports.find((p) => !p.secure)!.port;
     const attempt = async () => {
       const transport = createTransport({ host: '127.0.0.1', port, secure: false, ignoreTLS: true, auth: { user: cred.body.username, pass: cred.body.password } });
       try {
@@ -115,7 +115,7 @@ describe('sub-account usage and the monthly credit', function () {
     // SMTP: 550 5.7.1 with the reason.
     const cred = await child.api('POST', `/v2/accounts/${child.id}/smtp-credentials`, { body: { name: 'app', scope: 'global' } });
     expect(cred.status, JSON.stringify(cred.body)).to.equal(201);
-    const port = bed.server.daemon.submissionPorts.find((p) => !p.secure)!.port;
+    const port = bed.server.daemon.parts.submission.ports.find((p) => !p.secure)!.port;
     const transport = createTransport({ host: '127.0.0.1', port, secure: false, ignoreTLS: true, auth: { user: cred.body.username, pass: cred.body.password } });
     try {
       const err = await transport.sendMail({ from: 'app@capped.example', to: 'smtp@example.org', subject: 'Hi', text: 'Hi' }).then(

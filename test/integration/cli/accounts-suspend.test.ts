@@ -91,7 +91,7 @@ describe('postilion accounts suspend and held mail', function () {
     // The retries come due: both are held, neither sent nor failed.
     greylist = false;
     bed.clock.advance(61_000);
-    await bed.server.daemon.engine.wake();
+    await bed.server.daemon.parts.jobs.engine.wake();
     const held = await untilHeld(2);
     expect(held.map(uuidOf).sort()).to.deep.equal([uuidOf(mine), uuidOf(theirs)].sort());
     const status = JSON.parse((await cli('queue', 'status', '--json')).out);
@@ -121,7 +121,7 @@ describe('postilion accounts suspend and held mail', function () {
     expect((await cli('accounts', 'suspend', bed.server.accountId, '--reason', 'maintenance')).code).to.equal(0);
     greylist = false;
     bed.clock.advance(61_000);
-    await bed.server.daemon.engine.wake();
+    await bed.server.daemon.parts.jobs.engine.wake();
     await untilHeld(1);
 
     await bed.server.daemon.stop();
@@ -160,7 +160,7 @@ describe('postilion accounts suspend and held mail', function () {
     expect((await bed.api('DELETE', `/v2/accounts/${bed.server.accountId}/sub-accounts/${child.id}`)).status).to.equal(200);
     greylist = false;
     bed.clock.advance(61_000);
-    await bed.server.daemon.engine.wake();
+    await bed.server.daemon.parts.jobs.engine.wake();
     expect(await untilHeld(1)).to.deep.equal([id]);
     expect((await cli('accounts', 'list')).out).to.contain(`${child.id}\tdeleted\t${bed.server.accountId}\tLeaving`);
     // Unsuspending a deleted account is refused; the operator purges its mail instead.

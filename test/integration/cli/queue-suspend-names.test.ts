@@ -62,7 +62,7 @@ describe('postilion queue suspend <name> (CLI)', function () {
       const id = uuidOf(sent.body.data[0].id);
       // Today's bug delivered it 0.3 s later: wait well past that, with the engine woken.
       await new Promise((r) => setTimeout(r, 800));
-      await bed.server.daemon.engine.wake();
+      await bed.server.daemon.parts.jobs.engine.wake();
       await new Promise((r) => setTimeout(r, 300));
       expect(sink.received).to.have.length(0);
       const status = await json('status');

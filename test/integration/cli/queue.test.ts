@@ -201,7 +201,7 @@ describe('postilion queue (CLI)', function () {
       const sent = await bed.send({ recipients: [{ email: 'a@example.org' }, { email: 'b@example.net' }] });
       const [a, b] = sent.body.data.map((m: { id: string }) => uuidOf(m.id));
       await new Promise((r) => setTimeout(r, 300));
-      await bed.server.daemon.engine.wake();
+      await bed.server.daemon.parts.jobs.engine.wake();
       expect((await json('status')).totals.due).to.equal(2);
       expect(sink.received).to.have.length(0);
       const table = await queue('status');
@@ -211,7 +211,7 @@ describe('postilion queue (CLI)', function () {
       const restarted: TestServer = await bed.server.restart();
       try {
         bed.clock.ms = Date.now();
-        await restarted.daemon.engine.wake();
+        await restarted.daemon.parts.jobs.engine.wake();
         await new Promise((r) => setTimeout(r, 300));
         expect(sink.received).to.have.length(0);
         expect((await json('status')).suspended.map((d: { destination: string }) => d.destination)).to.deep.equal(['mx1.example.org']);
@@ -233,7 +233,7 @@ describe('postilion queue (CLI)', function () {
       const sent = await bed.send({ recipients: [{ email: 'x@stall.example' }] });
       const id = uuidOf(sent.body.data[0].id);
       const deadline = Date.now() + 10_000;
-      while (bed.server.daemon.engine.snapshot().running === 0) {
+      while (bed.server.daemon.parts.jobs.engine.snapshot().running === 0) {
         if (Date.now() > deadline) throw new Error('the delivery never started');
         await new Promise((r) => setTimeout(r, 20));
       }
@@ -295,7 +295,7 @@ describe('postilion queue (CLI)', function () {
       const restarted: TestServer = await bed.server.restart();
       try {
         bed.clock.ms = Date.now();
-        await restarted.daemon.engine.wake();
+        await restarted.daemon.parts.jobs.engine.wake();
         await until(a, 'Delivered', restarted);
         expect((await until(b, 'Failed', restarted)).delivery_attempts.at(-1).log).to.equal('purged by operator');
         expect((await until(c, 'Deferred', restarted)).num_attempts).to.equal(1);

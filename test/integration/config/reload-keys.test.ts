@@ -112,12 +112,12 @@ describe('SIGHUP reload: every key of the example configuration is applied or na
 
   it('names tracking, statistics and billing keys for a restart, and the tracking listener stays where it is', () => {
     const base = server.daemon.runningConfig;
-    const url = server.daemon.trackingUrl;
+    const url = server.daemon.parts.tracking.url;
     const next = validateConfig({ ...base, tracking: { ...base.tracking, port: 1, scanner_seconds: 99 }, statistics: { counters: false }, billing: { monthly_amount: 12, currency: 'eur' } }, 'test');
     const report = server.daemon.reload(next);
     expect(report.restartNeededFor).to.deep.equal(['tracking.port', 'tracking.scanner_seconds', 'statistics.counters', 'billing.monthly_amount', 'billing.currency']);
     expect(report.applied).to.deep.equal([]);
-    expect(server.daemon.trackingUrl).to.equal(url);
+    expect(server.daemon.parts.tracking.url).to.equal(url);
     server.daemon.reload(base);
   });
 });

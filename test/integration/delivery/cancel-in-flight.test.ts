@@ -28,7 +28,7 @@ describe('cancelling a scheduled message the delivery engine has taken', functio
     expect(res.status, JSON.stringify(res.body)).to.equal(202);
     const id = res.body.data[0].id as string;
     bed.clock.advance(61_000);
-    await bed.server.daemon.engine.wake();
+    await bed.server.daemon.parts.jobs.engine.wake();
     const deadline = Date.now() + 10_000;
     while (sink.held === 0 && Date.now() < deadline) await new Promise((r) => setTimeout(r, 20));
     expect(sink.held).to.equal(1);

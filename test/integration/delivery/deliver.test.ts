@@ -69,11 +69,11 @@ describe('delivery to MX hosts', function () {
     expect(sink.received).to.have.length(0);
     // First retry: 300 s ± 20 %. Nothing happens before it is due…
     bed.clock.advance(200_000);
-    await bed.server.daemon.engine.wake();
+    await bed.server.daemon.parts.jobs.engine.wake();
     expect((await bed.read(id)).status).to.equal('Deferred');
     // …and it is delivered once it is.
     bed.clock.advance(200_000);
-    await bed.server.daemon.engine.wake();
+    await bed.server.daemon.parts.jobs.engine.wake();
     const delivered = await bed.until(id, 'Delivered');
     expect(delivered.num_attempts).to.equal(2);
     expect(delivered.delivery_attempts.map((a: { status: string }) => a.status)).to.deep.equal(['Deferred', 'Delivered']);

@@ -90,7 +90,7 @@ describe('suppressions and DSNs in delivery', function () {
     await bed.until(id!, 'Deferred');
     for (let i = 0; i < 10 && (await bed.read(id!)).status === 'Deferred'; i++) {
       bed.clock.advance(30 * 60_000);
-      await bed.server.daemon.engine.wake();
+      await bed.server.daemon.parts.jobs.engine.wake();
       await new Promise((r) => setTimeout(r, 100));
     }
     const failed = await bed.until(id!, 'Failed');
@@ -174,7 +174,7 @@ describe('suppressions and DSNs in delivery', function () {
     const res = await bed.send({ recipients: [{ email: 'late@example.org' }], schedule: { first_attempt: at(60_000), expires: at(120_000) } });
     const id = res.body.data[0].id as string;
     bed.clock.advance(200_000);
-    await bed.server.daemon.engine.wake();
+    await bed.server.daemon.parts.jobs.engine.wake();
     const failed = await bed.until(id, 'Failed');
     expect(failed.bounce_classification).to.equal('MessageExpired');
     const [report] = await sink.waitFor(1);

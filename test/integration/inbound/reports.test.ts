@@ -29,7 +29,7 @@ describe('inbound bounces and complaints', function () {
     bed = await startMessageBed({ ...POLLING, delivery: { enabled: true, mx_port: sink.port }, smtp: { inbound: { enabled: true, port: 0 } } });
     bed.dns.zone.set('example.org', 'MX', [{ exchange: 'mx1.example.org', priority: 10 }]);
     bed.dns.zone.set('mx1.example.org', 'A', ['127.0.0.1']);
-    port = bed.server.daemon.inboundPort!;
+    port = bed.server.daemon.parts.inbound.port!;
   });
   afterEach(async () => {
     await bed.stop();

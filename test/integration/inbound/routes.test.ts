@@ -23,7 +23,7 @@ describe('routes: API and forwarding of inbound mail', function () {
   beforeEach(async () => {
     receiver = await WebhookReceiver.start();
     bed = await startMessageBed({ ...POLLING, smtp: { inbound: { enabled: true, port: 0 } }, webhooks: { allow_networks: ['127.0.0.0/8'] } });
-    port = bed.server.daemon.inboundPort!;
+    port = bed.server.daemon.parts.inbound.port!;
   });
   afterEach(async () => {
     await bed.stop();
@@ -189,7 +189,7 @@ describe('routes: API and forwarding of inbound mail', function () {
     expect(status.jobs.map(({ next_attempt_at: _at, ...f }) => f), JSON.stringify(status.jobs)).to.deep.equal([{ kind: 'route', destination: new URL(receiver.url('/')).origin, pending: 1, due: 0, held: 0, parked: 0, failed: 0 }]);
     receiver.answer = () => 204;
     bed.clock.advance(2000);
-    await bed.server.daemon.engine.wake();
+    await bed.server.daemon.parts.jobs.engine.wake();
     await receiver.until((r) => r.length === 2);
     expect(receiver.received[0]!.headers['webhook-id']).to.equal(receiver.received[1]!.headers['webhook-id']);
   });
@@ -207,7 +207,7 @@ describe('routes: API and forwarding of inbound mail', function () {
       smtp: { inbound: { enabled: true, port: 0, spamd: `127.0.0.1:${(spamd.address() as { port: number }).port}` } },
       webhooks: { allow_networks: ['127.0.0.0/8'] },
     });
-    port = bed.server.daemon.inboundPort!;
+    port = bed.server.daemon.parts.inbound.port!;
     try {
       await createRoute('/scored', { recipient: 'scored@example.com' });
       await send({ to: 'scored@example.com' });

@@ -43,7 +43,7 @@ describe('metrics listener', function () {
   });
 
   const scrape = async (path = '/metrics') => {
-    const res = await fetch(bed.server.daemon.metricsUrl + path);
+    const res = await fetch(bed.server.daemon.parts.metrics.url + path);
     return { status: res.status, type: res.headers.get('content-type'), text: await res.text() };
   };
 
@@ -53,7 +53,7 @@ describe('metrics listener', function () {
     expect(ready.status).to.equal(200);
     expect(ready.text).to.equal('ready\n');
     expect((await scrape('/nothing')).status).to.equal(404);
-    const post = await fetch(bed.server.daemon.metricsUrl + '/metrics', { method: 'POST', body: 'x' });
+    const post = await fetch(bed.server.daemon.parts.metrics.url + '/metrics', { method: 'POST', body: 'x' });
     expect(post.status).to.equal(405);
     expect(post.headers.get('allow')).to.equal('GET, HEAD');
   });
@@ -106,7 +106,7 @@ describe('metrics listener', function () {
   it('is off with metrics.enabled false', async () => {
     await bed.stop();
     bed = await startMessageBed({ metrics: { enabled: false } });
-    expect(() => bed.server.daemon.metricsUrl).to.throw(/metrics listener is off/);
+    expect(() => bed.server.daemon.parts.metrics.url).to.throw(/metrics listener is off/);
   });
 
   it('counts SMTP sessions and commands by listener and result', async () => {
@@ -114,7 +114,7 @@ describe('metrics listener', function () {
     bed = await startMessageBed({ ...POLLING, smtp: { submission: { enabled: true, plain_auth_from: ['127.0.0.0/8'] } } });
     const created = await call(bed.server, 'POST', `/v2/accounts/${bed.server.accountId}/smtp-credentials`, { body: { name: 'app', scope: 'global' } });
     expect(created.status).to.equal(201);
-    const port = bed.server.daemon.submissionPorts.find((p) => !p.secure)!.port;
+    const port = bed.server.daemon.parts.submission.ports.find((p) => !p.secure)!.port;
     const { createTransport } = await import('nodemailer');
     const send = (pass: string) => {
       const t = createTransport({ host: '127.0.0.1', port, secure: false, ignoreTLS: true, auth: { user: created.body.username, pass } });

@@ -20,7 +20,7 @@ describe('SMTP submission: AUTH only after TLS', function () {
     bed = await startMessageBed({
       smtp: { submission: { enabled: true, plain_auth_from: [`${LISTED}/32`], auth_failures: { limit: 3, window_seconds: 300 } } },
     });
-    const ports = bed.server.daemon.submissionPorts;
+    const ports = bed.server.daemon.parts.submission.ports;
     starttlsPort = ports.find((p) => !p.secure)!.port;
     tlsPort = ports.find((p) => p.secure)!.port;
     const res = await bed.api('POST', `/v2/accounts/${bed.server.accountId}/smtp-credentials`, { body: { name: 'app', scope: 'global' } });

@@ -48,8 +48,8 @@ describe('SMTP conformance: enhanced codes, deadlines, line length, SMTPUTF8', f
     bed.dns.zone.set('example.org', 'MX', [{ exchange: 'mx1.example.org', priority: 10 }]);
     bed.dns.zone.set('xn--exmple-cua.org', 'MX', [{ exchange: 'mx1.example.org', priority: 10 }]);
     bed.dns.zone.set('mx1.example.org', 'A', ['127.0.0.1']);
-    submissionPort = bed.server.daemon.submissionPorts.find((p) => !p.secure)!.port;
-    inboundPort = bed.server.daemon.inboundPort!;
+    submissionPort = bed.server.daemon.parts.submission.ports.find((p) => !p.secure)!.port;
+    inboundPort = bed.server.daemon.parts.inbound.port!;
     const created = await bed.api('POST', `/v2/accounts/${bed.server.accountId}/smtp-credentials`, { body: { name: 'app', scope: 'global' } });
     expect(created.status, JSON.stringify(created.body)).to.equal(201);
     credential = { username: created.body.username, password: created.body.password };

@@ -28,7 +28,7 @@ describe('SMTP submission of large messages', function () {
     });
     bed.dns.zone.set('example.org', 'MX', [{ exchange: 'mx1.example.org', priority: 10 }]);
     bed.dns.zone.set('mx1.example.org', 'A', ['127.0.0.1']);
-    port = bed.server.daemon.submissionPorts.find((p) => !p.secure)!.port;
+    port = bed.server.daemon.parts.submission.ports.find((p) => !p.secure)!.port;
     const res = await bed.api('POST', `/v2/accounts/${bed.server.accountId}/smtp-credentials`, { body: { name: 'big', scope: 'global' } });
     credential = { username: res.body.username, password: res.body.password };
   });

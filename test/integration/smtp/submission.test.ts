@@ -41,7 +41,7 @@ describe('SMTP submission', function () {
     });
     bed.dns.zone.set('example.org', 'MX', [{ exchange: 'mx1.example.org', priority: 10 }]);
     bed.dns.zone.set('mx1.example.org', 'A', ['127.0.0.1']);
-    const ports = bed.server.daemon.submissionPorts;
+    const ports = bed.server.daemon.parts.submission.ports;
     starttlsPort = ports.find((p) => !p.secure)!.port;
     tlsPort = ports.find((p) => p.secure)!.port;
     credential = await createCredential({ name: 'app', scope: 'global' });

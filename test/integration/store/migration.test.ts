@@ -178,7 +178,7 @@ describe('a data directory written by release 1', function () {
     expect((await dueEntries(s)).map((e) => e.id)).to.deep.equal([SCHEDULED_ID]);
 
     clock.ms = Date.parse(fixture.scheduled.first_attempt);
-    await s.daemon.engine.wake();
+    await s.daemon.parts.jobs.engine.wake();
     await sink.waitFor(2);
     expect(sink.received.map((r) => r.to[0])).to.deep.equal([fixture.due.recipient, fixture.scheduled.recipient]);
     await until(s, SCHEDULED_ID, 'Delivered');

@@ -40,7 +40,7 @@ describe('a store that refuses writes (injected faults)', function () {
   };
 
   const readyz = async () => {
-    const res = await fetch(bed.server.daemon.metricsUrl + '/readyz');
+    const res = await fetch(bed.server.daemon.parts.metrics.url + '/readyz');
     return { status: res.status, text: await res.text() };
   };
 
@@ -85,7 +85,7 @@ describe('a store that refuses writes (injected faults)', function () {
     const ready = await readyz();
     expect(ready.status).to.equal(503);
     expect(ready.text).to.match(/storage \(no space left/);
-    const metrics = await (await fetch(bed.server.daemon.metricsUrl + '/metrics')).text();
+    const metrics = await (await fetch(bed.server.daemon.parts.metrics.url + '/metrics')).text();
     expect(metrics).to.match(/^postilion_storage_writable 0$/m);
     expect(metrics).to.match(/^postilion_storage_free_bytes\{dir="data"\} \d+/m);
     expect(metrics).to.match(/^postilion_storage_free_bytes\{dir="keys"\} \d+/m);

@@ -86,7 +86,7 @@ describe('HTTP jobs while the store refuses writes (injected faults)', function 
       failing = true;
       return d.payload ? 204 : 400;
     };
-    await createTransport({ host: '127.0.0.1', port: bed.server.daemon.inboundPort!, secure: false, ignoreTLS: true })
+    await createTransport({ host: '127.0.0.1', port: bed.server.daemon.parts.inbound.port!, secure: false, ignoreTLS: true })
       .sendMail({ from: 'c@example.net', to: 'support@example.com', subject: 'Help', text: 'I need help.' });
     await receiver.until((r) => r.length >= 1);
     await wait(2000);

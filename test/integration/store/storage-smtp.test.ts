@@ -37,7 +37,7 @@ describe('SMTP while the store refuses writes', function () {
   });
 
   async function submission(): Promise<RawSmtp> {
-    const port = bed.server.daemon.submissionPorts.find((p) => !p.secure)!.port;
+    const port = bed.server.daemon.parts.submission.ports.find((p) => !p.secure)!.port;
     const { client } = await RawSmtp.open(port, { localAddress: '127.0.0.1' });
     await client.command('EHLO client.example');
     const auth = await client.command(`AUTH PLAIN ${plainToken(credential.username, credential.password)}`);
@@ -46,7 +46,7 @@ describe('SMTP while the store refuses writes', function () {
   }
 
   async function inbound(): Promise<RawSmtp> {
-    const { client } = await RawSmtp.open(bed.server.daemon.inboundPort!, { localAddress: '127.0.0.1' });
+    const { client } = await RawSmtp.open(bed.server.daemon.parts.inbound.port!, { localAddress: '127.0.0.1' });
     await client.command('EHLO sender.example');
     return client;
   }

@@ -18,7 +18,7 @@ describe('tracking listener thread', function () {
 
   beforeEach(async () => {
     bed = await startMessageBed({ api: { rate_limits: { general: { per_second: 1000, burst: 10_000 } } } });
-    base = bed.server.daemon.trackingUrl!;
+    base = bed.server.daemon.parts.tracking.url!;
   });
 
   afterEach(async () => {
@@ -38,7 +38,7 @@ describe('tracking listener thread', function () {
   }
 
   async function events(type: string): Promise<EventRecord[]> {
-    await bed.server.daemon.trackingHitsDrained();
+    await bed.server.daemon.parts.tracking.drained();
     return bed.server.daemon.core.eventsRepo.recent(bed.server.accountId, 100, type);
   }
 
@@ -91,7 +91,7 @@ describe('tracking listener thread', function () {
   });
 
   it('counts as ready while its thread runs (/readyz)', async () => {
-    const res = await fetch(`${bed.server.daemon.metricsUrl}/readyz`);
+    const res = await fetch(`${bed.server.daemon.parts.metrics.url}/readyz`);
     expect(res.status, await res.text()).to.equal(200);
   });
 });

@@ -28,7 +28,7 @@ describe('open and click tracking', function () {
 
   beforeEach(async () => {
     bed = await startMessageBed({ api: { rate_limits: { general: { per_second: 1000, burst: 10_000 }, statistics: { per_second: 1000, burst: 1000 } } } });
-    base = bed.server.daemon.trackingUrl!;
+    base = bed.server.daemon.parts.tracking.url!;
   });
 
   afterEach(async () => {
@@ -48,13 +48,13 @@ describe('open and click tracking', function () {
   }
 
   async function events(type: string): Promise<EventRecord[]> {
-    await bed.server.daemon.trackingHitsDrained();
+    await bed.server.daemon.parts.tracking.drained();
     return bed.server.daemon.core.eventsRepo.recent(bed.server.accountId, 100, type);
   }
 
   /** The stored record with its opens and clicks added (its hits record), as the API shows it. */
   async function record(id: string): Promise<MessageRecord> {
-    await bed.server.daemon.trackingHitsDrained();
+    await bed.server.daemon.parts.tracking.drained();
     const stored = (await bed.server.daemon.core.messagesRepo.get(id.replace(/^<|@.*$/g, '')))!;
     return (await bed.server.daemon.core.messages.shown([stored]))[0]!;
   }
@@ -165,7 +165,7 @@ describe('open and click tracking', function () {
     await bed.server.daemon.core.store.commit(bed.server.daemon.core.messagesRepo.put({ ...stored, status: 'Delivered', deliveredAt }, stored));
     await trackingGet(base, links[0]!, { 'user-agent': BROWSER });
     // A hit is timed when the daemon takes it from the listener's thread: before the clock moves.
-    await bed.server.daemon.trackingHitsDrained();
+    await bed.server.daemon.parts.tracking.drained();
     bed.clock.advance(11_000);
     await trackingGet(base, links[0]!, { 'user-agent': BROWSER });
     const clicked = await events('message.clicked');

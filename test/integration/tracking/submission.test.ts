@@ -43,7 +43,7 @@ describe('tracking of SMTP-submitted mail', function () {
   });
 
   async function submit(fields: Partial<SendMailOptions>): Promise<void> {
-    const port = bed.server.daemon.submissionPorts.find((p) => !p.secure)!.port;
+    const port = bed.server.daemon.parts.submission.ports.find((p) => !p.secure)!.port;
     const transport = createTransport({ host: '127.0.0.1', port, secure: false, ignoreTLS: true, auth: { user: credential.username, pass: credential.password } });
     try {
       await transport.sendMail({ from: 'Shop <app@example.com>', subject: 'Order', text: 'Your order: https://shop.example.net/order/42', html: HTML, ...fields });
@@ -80,11 +80,11 @@ describe('tracking of SMTP-submitted mail', function () {
     }
     expect(urls['one@example.org']!.links[0]).not.to.equal(urls['two@example.net']!.links[0]);
 
-    const base = bed.server.daemon.trackingUrl!;
+    const base = bed.server.daemon.parts.tracking.url!;
     const click = await trackingGet(base, urls['two@example.net']!.links[0]!);
     expect(click.status).to.equal(302);
     expect(click.headers.location).to.equal('https://shop.example.net/order/42?x=1&y=2');
-    await bed.server.daemon.trackingHitsDrained();
+    await bed.server.daemon.parts.tracking.drained();
     const clicks: EventRecord[] = await bed.server.daemon.core.eventsRepo.recent(bed.server.accountId, 10, 'message.clicked');
     expect(clicks).to.have.length(1);
     expect(clicks[0]!.data).to.include({ recipient: 'two@example.net', url: 'https://shop.example.net/order/42?x=1&y=2' });

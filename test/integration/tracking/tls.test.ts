@@ -27,7 +27,7 @@ describe('tracking listener over HTTPS', function () {
     copyFileSync(join(dir, 'keys/tls/api.crt'), join(dir, 'keys/tls/tracking.crt'));
     copyFileSync(join(dir, 'keys/tls/api.key'), join(dir, 'keys/tls/tracking.key'));
     server = await startServer({ dir, config: { tracking: { port: 0, tls: { enabled: true } } } });
-    const base = new URL(server.daemon.trackingUrl!);
+    const base = new URL(server.daemon.parts.tracking.url!);
     expect(base.protocol).to.equal('https:');
     const res = await new Promise<{ status: number; body: string; authorized: boolean }>((resolve, reject) => {
       get({ host: '127.0.0.1', port: base.port, path: '/o/not-a-token', servername: 'localhost', ca: cert, headers: { host: 'track.example.com' } }, (r) => {

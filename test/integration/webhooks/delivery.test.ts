@@ -64,11 +64,11 @@ describe('webhook deliveries through the daemon', function () {
   /** Moves the manual clock and lets the engine take what became due. */
   async function advance(ms: number): Promise<void> {
     bed.clock.advance(ms);
-    await bed.server.daemon.engine.wake();
+    await bed.server.daemon.parts.jobs.engine.wake();
   }
 
   async function settle(): Promise<void> {
-    await bed.server.daemon.webhookFanout.drained();
+    await bed.server.daemon.parts.webhooks.fanout.drained();
     await new Promise((r) => setTimeout(r, 150));
   }
 
@@ -202,7 +202,7 @@ describe('webhook deliveries through the daemon', function () {
       await settle();
     }
     // Down all along (connections refused): the origin is paused and probed, the deliveries wait.
-    const down = (await bed.server.daemon.engine.destinations()).find((d) => d.destination === `http://127.0.0.1:${port}`);
+    const down = (await bed.server.daemon.parts.jobs.engine.destinations()).find((d) => d.destination === `http://127.0.0.1:${port}`);
     expect(down?.pausedUntil).to.be.a('number');
     const secrets = new Map(receiver.secrets);
     receiver = await WebhookReceiver.start(port);

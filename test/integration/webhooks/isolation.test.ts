@@ -39,7 +39,7 @@ describe('webhook origins are isolated', function () {
     // The hanging origin has exactly its 4 slots in use, and the rest of its deliveries wait.
     await new Promise((r) => setTimeout(r, 200));
     expect(slow.received).to.have.length(4);
-    const origin = (await bed.server.daemon.engine.destinations()).find((d) => d.destination === new URL(slow.url('/')).origin);
+    const origin = (await bed.server.daemon.parts.jobs.engine.destinations()).find((d) => d.destination === new URL(slow.url('/')).origin);
     expect(origin).to.include({ dispatcher: 'http', running: 4, concurrency: 4 });
     expect(origin!.ready).to.equal(36);
   });
@@ -59,7 +59,7 @@ describe('webhook origins are isolated', function () {
       await new Promise((r) => setTimeout(r, 50));
     }
     const origin = new URL(fast.url('/')).origin;
-    const down = (await bed.server.daemon.engine.destinations()).find((d) => d.destination === origin);
+    const down = (await bed.server.daemon.parts.jobs.engine.destinations()).find((d) => d.destination === origin);
     expect(down?.pausedUntil).to.be.a('number');
     expect(down?.ready).to.equal(0);
     // Finding it down cost one round of attempts (at most its 4 connections dialled), not one per
@@ -75,7 +75,7 @@ describe('webhook origins are isolated', function () {
       for (const [path, secret] of secrets) fast.secrets.set(path, secret);
       // The restarted daemon probes the origin with one parked job; its answer brings the rest.
       bed.clock.advance(10 * 60_000);
-      await restarted.daemon.engine.wake();
+      await restarted.daemon.parts.jobs.engine.wake();
       await fast.until((r) => r.length >= 50);
       await new Promise((r) => setTimeout(r, 300));
       expect(fast.verified().map((d) => d.payload!.data.recipient).sort()).to.deep.equal(recipients.map((r) => r.email).sort());

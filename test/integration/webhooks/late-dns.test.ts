@@ -76,7 +76,7 @@ describe('webhook and route URLs whose host resolves only after they are saved',
     bed.dns.zone.set('later.routes.test', 'A', ['127.0.0.1']);
     bed.dns.zone.set('elsewhere.routes.test', 'A', ['127.0.0.2']);
 
-    const transport = createTransport({ host: '127.0.0.1', port: bed.server.daemon.inboundPort!, secure: false, ignoreTLS: true });
+    const transport = createTransport({ host: '127.0.0.1', port: bed.server.daemon.parts.inbound.port!, secure: false, ignoreTLS: true });
     for (const to of ['later@example.com', 'elsewhere@example.com']) {
       const info = await transport.sendMail({ from: 'c@example.net', to, subject: 'Help', text: 'I need help.' });
       expect(info.response).to.match(/^250 /);

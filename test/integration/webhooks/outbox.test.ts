@@ -44,7 +44,7 @@ describe('events outbox', function () {
     await bed.send({ sandbox: true, recipients: [{ email: 'first@example.org' }] });
     await receiver.until((r) => r.length === 1);
     // The fan-out stops (its cursor is written); events keep landing, as before a crash.
-    await bed.server.daemon.webhookFanout.stop();
+    await bed.server.daemon.parts.webhooks.fanout.stop();
     const cursor = await bed.server.daemon.core.meta.cursor(FANOUT_CONSUMER);
     expect(cursor).to.be.a('string');
     for (const to of ['a@example.org', 'b@example.org']) await bed.send({ sandbox: true, recipients: [{ email: to }] });
@@ -53,7 +53,7 @@ describe('events outbox', function () {
 
     restarted = await bed.server.restart();
     await receiver.until((r) => r.length === 3);
-    await restarted.daemon.webhookFanout.drained();
+    await restarted.daemon.parts.webhooks.fanout.drained();
     await new Promise((r) => setTimeout(r, 200));
     // Up to 4 requests are in flight per origin: order is not kept.
     expect(receiver.verified().map((d) => d.payload!.data.recipient).sort()).to.deep.equal(['a@example.org', 'b@example.org', 'first@example.org']);
@@ -73,8 +73,8 @@ describe('events outbox', function () {
     // ...landed in the other, with the fan-out stopped in between as by a crash: its cursor is
     // past `late` when `early` lands.
     await core.store.commit(late);
-    await bed.server.daemon.webhookFanout.drained();
-    await bed.server.daemon.webhookFanout.stop();
+    await bed.server.daemon.parts.webhooks.fanout.drained();
+    await bed.server.daemon.parts.webhooks.fanout.stop();
     await core.store.commit(early);
     const keys = (await core.store.families.events.keys().all()) as string[];
     expect(keys.at(-1)! > (await core.meta.cursor(FANOUT_CONSUMER))!).to.equal(true);
@@ -86,7 +86,9 @@ describe('events outbox', function () {
 
   it('deliveries stored by schema 3 (records under their ids, entries pointing at them) are sent after the upgrade to schema 4', async () => {
     const hook = await createWebhook('/hook');
-    const { core, engine: jobEngine, webhookFanout } = bed.server.daemon;
+    const { core, parts } = bed.server.daemon;
+    const { engine: jobEngine } = parts.jobs;
+    const { fanout: webhookFanout } = parts.webhooks;
     await webhookFanout.stop();
     await jobEngine.stop(1000);
     // An event the webhook does not subscribe to (no new delivery is made of it), and two
@@ -173,7 +175,7 @@ describe('events outbox', function () {
   it('an account\'s webhooks, kept between batches, are read again when one is created or deleted', async () => {
     // An event with no webhook: the fan-out reads (and keeps) the account's empty list.
     await bed.send({ sandbox: true, recipients: [{ email: 'before@example.org' }] });
-    await bed.server.daemon.webhookFanout.drained();
+    await bed.server.daemon.parts.webhooks.fanout.drained();
     const id = await createWebhook('/hook');
     await bed.send({ sandbox: true, recipients: [{ email: 'after-create@example.org' }] });
     await receiver.until((r) => r.length === 1);
@@ -181,7 +183,7 @@ describe('events outbox', function () {
 
     expect((await bed.api('DELETE', `/v2/accounts/${bed.server.accountId}/webhooks/${id}`)).status).to.be.oneOf([200, 204]);
     await bed.send({ sandbox: true, recipients: [{ email: 'after-delete@example.org' }] });
-    await bed.server.daemon.webhookFanout.drained();
+    await bed.server.daemon.parts.webhooks.fanout.drained();
     await new Promise((r) => setTimeout(r, 200));
     expect(receiver.received).to.have.length(1);
     for await (const job of bed.server.daemon.core.jobs.list('webhook')) expect.fail(`no delivery expected, found ${job.id}`);
