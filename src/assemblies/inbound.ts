@@ -82,7 +82,9 @@ export class InboundAssembly implements Assembly {
     if (!config.smtp.inbound.enabled) return;
     const i = config.smtp.inbound;
     const s = config.smtp.submission;
-    const tls = await loadOrCreateCertificate(resolve(config.keys.dir, s.cert), resolve(config.keys.dir, s.key), config.server.hostname);
+    const certPath = resolve(config.keys.dir, s.cert);
+    const tls = await loadOrCreateCertificate(certPath, resolve(config.keys.dir, s.key), config.server.hostname);
+    if (tls.created) log.info({ cert: certPath, hostname: config.server.hostname }, 'self-signed SMTP certificate created');
     const resumed = await this.intake.resume();
     if (resumed > 0) log.info({ messages: resumed }, 'inbound bounces and complaints left by a stop taken in');
     this.listener = await InboundListener.start(
