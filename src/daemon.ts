@@ -2,7 +2,7 @@ import { TrackingHits } from './tracking/hits.ts';
 import { TrackingUrlMaker } from './tracking/endpoint.ts';
 import type { TrackingListenerThread } from './tracking/listener-thread.ts';
 import { TrackingTokens } from './tracking/tokens.ts';
-import { countersObserver, expandCount } from './stats/counters.ts';
+import { countersObserver } from './stats/counters.ts';
 import { rebuildCounters } from './stats/rebuild.ts';
 import { Statistics } from './stats/statistics.ts';
 import { readFileSync } from 'node:fs';
@@ -27,6 +27,7 @@ import { AccountsRepo } from './store/accounts-repo.ts';
 import { ApiKeysRepo } from './store/api-keys-repo.ts';
 import { IdempotencyRepo } from './store/idempotency-repo.ts';
 import { Store } from './store/store.ts';
+import { CountersRepo } from './store/counters-repo.ts';
 import { DomainsRepo } from './store/domains-repo.ts';
 import { EventsRepo } from './store/events-repo.ts';
 import { DkimKeyStore } from './domains/dkim-keys.ts';
@@ -160,6 +161,8 @@ export interface Core {
   usage: Usage;
   /** The statistics queries, over the counters the events write. */
   statistics: Statistics;
+  /** The statistics counters (the store's journal). */
+  counters: CountersRepo;
   /** Tokens of open pixels and tracked links (key in keys/tracking.key). */
   trackingTokens: TrackingTokens;
   /** Their key, for the tracking listener's thread to check tokens with. */
@@ -177,10 +180,11 @@ export function identityOf(config: Config): Identity {
 
 export async function openCore(config: Config, clock: Clock = systemClock): Promise<Core> {
   const box = SecretBox.loadOrCreate(join(config.keys.dir, 'secret-box.key'));
-  const store = await Store.open(resolve(config.data.dir), { expandCounts: expandCount });
+  const counters = new CountersRepo();
+  const store = await Store.open(resolve(config.data.dir), { journal: counters });
   let migrations: string[];
   try {
-    migrations = await migrate(store, { buildCounters: rebuildCounters });
+    migrations = await migrate(store, { buildCounters: () => rebuildCounters(store, counters, new MessagesRepo(store)) });
   } catch (err) {
     await store.close();
     throw err;
@@ -193,7 +197,7 @@ export async function openCore(config: Config, clock: Clock = systemClock): Prom
   const resolver = createResolver({ servers: config.dns.servers, timeoutMs: config.dns.timeout_ms, tries: config.dns.tries });
   const eventsRepo = new EventsRepo(store);
   const events = new EventRecorder(eventsRepo, clock);
-  if (config.statistics.counters) events.observe(countersObserver());
+  if (config.statistics.counters) events.observe(countersObserver(counters));
   const jobIndex = new JobIndex(store);
   const webhookCounters = new TargetCounters(store, 'webhookCounters');
   const webhooksRepo = new WebhooksRepo(store);
@@ -208,7 +212,7 @@ export async function openCore(config: Config, clock: Clock = systemClock): Prom
   const messagesRepo = new MessagesRepo(store);
   const allowNetworks = config.webhooks.allow_networks.map(parseCidr);
   const accountsRepo = new AccountsRepo(store);
-  const statistics = new Statistics(store);
+  const statistics = new Statistics(counters);
   const receptions: ReceptionCount = async (accountId, fromMs, toMs) => {
     const buckets = await statistics.buckets({ accountId, series: 'counts', fromMs, toMs, group: 'month', senderDomains: null, recipientDomains: null, tags: null });
     return buckets.reduce((sum, b) => sum + (typeof b.counts.r === 'number' ? b.counts.r : 0), 0);
@@ -262,6 +266,7 @@ export async function openCore(config: Config, clock: Clock = systemClock): Prom
     routes: new Routes(store, new RoutesRepo(store), domainsRepo, SecretBox.loadOrCreate(join(config.keys.dir, 'route-secrets.key')), resolver, () => allowNetworks, routeCounters, clock),
     routeCounters,
     statistics,
+    counters,
     trackingTokens,
     trackingKey,
     trackingUrls,
