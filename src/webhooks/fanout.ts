@@ -1,11 +1,10 @@
 import type { Logger } from 'pino';
 import type { WriteOp } from '../store/group-commit.ts';
-import type { JobsRepo } from '../store/jobs-repo.ts';
+import { newJob, type JobsRepo } from '../store/jobs-repo.ts';
 import type { MetaRepo } from '../store/meta.ts';
 import type { EventRecord, JobRecord, WebhookRecord } from '../store/records.ts';
 import type { Store } from '../store/store.ts';
-import { newIdAt } from '../util/ids.ts';
-import { iso, type Clock } from '../util/time.ts';
+import type { Clock } from '../util/time.ts';
 import { FLAG_OF_EVENT, wants } from './payload.ts';
 import type { Webhooks } from './webhooks.ts';
 import type { RecentEvents } from './recent-events.ts';
@@ -164,20 +163,7 @@ export class WebhookFanout {
         if (!wants(webhook, event, domains)) continue;
         if (!mine) wanted.push((mine = { event, jobs: 0 }));
         mine.jobs += 1;
-        const job: JobRecord = {
-          v: 1,
-          id: newIdAt(now),
-          kind: 'webhook',
-          accountId: event.accountId,
-          targetId: webhook.id,
-          eventId: event.id,
-          state: 'pending',
-          attempts: 0,
-          dueAt: iso(now),
-          createdAt: iso(now),
-          updatedAt: iso(now),
-          lastAttempt: null,
-        };
+        const job = newJob('webhook', { accountId: event.accountId, targetId: webhook.id, eventId: event.id }, now);
         ops.push(...this.jobs.create(job));
         created.push(job);
       }
