@@ -545,7 +545,7 @@ export class Daemon {
       handOff: WEBHOOK_HAND_OFF,
       withdraw: (origin: string) => webhookHttp.withdraw(origin),
       targets: webhookTargets({
-        store: core.store,
+        events: core.eventsRepo,
         webhooks: core.webhooksRepo,
         counters: core.webhookCounters,
         secretOf: (webhook) => core.webhooks.secretOf(webhook),
@@ -578,7 +578,7 @@ export class Daemon {
     };
     const probes = await deliveries.probeParked();
     if (probes > 0) log.info({ destinations: probes }, 'webhook origins that were down are probed again');
-    this.fanout = new WebhookFanout(core.store, core.meta, core.webhooks, core.jobs, core.clock, log, (dueMs) => engine.notify(dueMs), recentEvents);
+    this.fanout = new WebhookFanout(core.store, core.eventsRepo, core.meta, core.webhooks, core.jobs, core.clock, log, (dueMs) => engine.notify(dueMs), recentEvents);
     await this.fanout.start();
     await core.jobIndex.fence();
     engine.storageWritable(this.storage.ok);
@@ -929,7 +929,7 @@ function instrument(config: Config, core: Core, log: Logger, collect: () => Prom
     metrics.storeBatchOps.observe(operations);
     metrics.storeBatchWriters.observe(writers);
   });
-  core.store.onPut('events', (_key, value) => metrics.countEvent(value as Parameters<Metrics['countEvent']>[0]));
+  core.eventsRepo.onLanded((event) => metrics.countEvent(event));
   core.signer.onSigned = (algorithm) => metrics.dkimSignatures.inc({ algorithm });
   log.debug('metrics instruments attached');
   return metrics;
