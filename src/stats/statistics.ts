@@ -126,12 +126,12 @@ export class Statistics {
   }
 
   /** Rollup rows of one dimension: hourly at the window's partial days (or throughout for hours), daily between. */
-  private async rollup(q: StatsQuery, dimension: Dimension, values: string[], start: number, end: number, into: (at: number, c: Counts) => void): Promise<void> {
+  private async rollup(q: StatsQuery, dim: Dimension, values: string[], start: number, end: number, into: (at: number, c: Counts) => void): Promise<void> {
     const firstDay = Math.ceil(start / DAY_MS) * DAY_MS;
     const lastDay = Math.floor(end / DAY_MS) * DAY_MS;
     const daily = q.group !== 'hour' && firstDay < lastDay;
     for (const value of [...new Set(values)]) {
-      const row = { accountId: q.accountId, series: q.series, dimension, value };
+      const row = { accountId: q.accountId, series: q.series, dimension: dim, value };
       if (!daily) {
         await this.counters.rollup(row, 'hour', start, end, into);
         continue;

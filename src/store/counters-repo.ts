@@ -111,7 +111,13 @@ export class CountersRepo implements BatchJournal {
    * The finest rows of a sender domain (every recipient domain), hours in [fromMs, toMs), in
    * time order, each with its tag set (encoded).
    */
-  async finest(accountId: string, senderDomain: string, fromMs: number, toMs: number, into: (at: number, tagSet: string, counts: Counts) => void): Promise<void> {
+  async finest(
+    accountId: string,
+    senderDomain: string,
+    fromMs: number,
+    toMs: number,
+    into: (at: number, tagSet: string, counts: Counts) => void,
+  ): Promise<void> {
     const prefix = finestPrefix(accountId, senderDomain);
     for await (const [key, value] of this.rows.iterator({ gte: prefix + hourKey(fromMs), lt: prefix + hourKey(toMs) })) {
       const [hour, , set] = (key as string).slice(prefix.length).split('|') as [string, string, string];
