@@ -34,7 +34,7 @@ export interface SubAccountFigures {
   lastActivityAt: string | null;
 }
 
-/** Scope families a sub account's key can never hold: sub accounts have no sub accounts of their own. */
+/** Scopes a sub account's key can never hold (the sub-account ones): sub accounts have no sub accounts of their own. */
 const PARENT_ONLY = /^sub-account(?:s|-api-keys):/;
 
 /**

@@ -23,7 +23,7 @@ import { Messages } from '../message/messages.ts';
 import { Sender } from '../message/send.ts';
 import { TemplateEngine } from '../message/template-engine.ts';
 import { TargetCounters } from '../queue/target-counters.ts';
-import { countersObserver, expandCount } from '../stats/counters.ts';
+import { countersObserver } from '../stats/counters.ts';
 import { rebuildCounters } from '../stats/rebuild.ts';
 import { Statistics } from '../stats/statistics.ts';
 import { AccountsRepo } from '../store/accounts-repo.ts';
@@ -39,6 +39,7 @@ import { MetaRepo, migrate } from '../store/meta.ts';
 import { RoutesRepo } from '../store/routes-repo.ts';
 import type { StorageSettings } from '../store/storage-guard.ts';
 import { Store } from '../store/store.ts';
+import { CountersRepo } from '../store/counters-repo.ts';
 import { SmtpCredentialsRepo } from '../store/smtp-credentials-repo.ts';
 import { SuppressionsRepo } from '../store/suppressions-repo.ts';
 import { WebhooksRepo } from '../store/webhooks-repo.ts';
@@ -65,6 +66,8 @@ export interface Data {
   jobIndex: JobIndex;
   /** Cursors and suspensions. */
   meta: MetaRepo;
+  /** The statistics counters (the store's journal). */
+  counters: CountersRepo;
   clock: Clock;
 }
 
@@ -136,10 +139,11 @@ export function storageSettings(config: Config): StorageSettings {
 
 /** Opens and migrates the store. */
 export async function openData(config: Config, clock: Clock = systemClock): Promise<Data> {
-  const store = await Store.open(resolve(config.data.dir), { expandCounts: expandCount });
+  const counters = new CountersRepo();
+  const store = await Store.open(resolve(config.data.dir), { journal: counters });
   try {
-    const migrations = await migrate(store, { buildCounters: rebuildCounters });
-    return { config, store, migrations, jobIndex: new JobIndex(store), meta: new MetaRepo(store), clock };
+    const migrations = await migrate(store, { buildCounters: () => rebuildCounters(store, counters, new MessagesRepo(store)) });
+    return { config, store, migrations, jobIndex: new JobIndex(store), meta: new MetaRepo(store), counters, clock };
   } catch (err) {
     await store.close();
     throw err;
@@ -163,7 +167,7 @@ export function buildCore(data: Data, ports: CorePorts): Core {
   const keyLocks = new KeyedMutex();
   const resolver = createResolver({ servers: config.dns.servers, timeoutMs: config.dns.timeout_ms, tries: config.dns.tries });
   const eventsRepo = new EventsRepo(store);
-  const events = new EventRecorder(eventsRepo, clock, config.statistics.counters ? [countersObserver()] : []);
+  const events = new EventRecorder(eventsRepo, clock, config.statistics.counters ? [countersObserver(data.counters)] : []);
   const webhookCounters = new TargetCounters(store, 'webhookCounters');
   const webhooksRepo = new WebhooksRepo(store);
   const routeCounters = new TargetCounters(store, 'routeCounters');
@@ -177,7 +181,7 @@ export function buildCore(data: Data, ports: CorePorts): Core {
   const messagesRepo = new MessagesRepo(store);
   const allowNetworks = config.webhooks.allow_networks.map(parseCidr);
   const accountsRepo = new AccountsRepo(store);
-  const statistics = new Statistics(store);
+  const statistics = new Statistics(data.counters);
   const receptions: ReceptionCount = async (accountId, fromMs, toMs) => {
     const buckets = await statistics.buckets({ accountId, series: 'counts', fromMs, toMs, group: 'month', senderDomains: null, recipientDomains: null, tags: null });
     return buckets.reduce((sum, b) => sum + (typeof b.counts.r === 'number' ? b.counts.r : 0), 0);

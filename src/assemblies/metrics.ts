@@ -41,7 +41,7 @@ export function instrument(config: Config, core: Core, deps: { log: Logger; sign
     metrics.storeBatchOps.observe(operations);
     metrics.storeBatchWriters.observe(writers);
   });
-  core.store.onPut('events', (_key, value) => metrics.countEvent(value as Parameters<Metrics['countEvent']>[0]));
+  core.eventsRepo.onLanded((event) => metrics.countEvent(event));
   deps.signals.on('dkim.signed', (algorithm) => metrics.dkimSignatures.inc({ algorithm }));
   storageMetrics(metrics.registry, deps.storage, resolve(config.keys.dir));
   deps.log.debug('metrics instruments attached');

@@ -51,7 +51,7 @@ export class WebhooksAssembly implements Assembly {
       handOff: WEBHOOK_HAND_OFF,
       withdraw: (origin: string) => http.withdraw(origin),
       targets: webhookTargets({
-        store: core.store,
+        events: core.eventsRepo,
         webhooks: core.webhooksRepo,
         counters: core.webhookCounters,
         secretOf: (webhook) => core.webhooks.secretOf(webhook),
@@ -64,7 +64,7 @@ export class WebhooksAssembly implements Assembly {
       void deliveries.release(webhook.id).catch((err: unknown) => log.error({ err, webhook_id: webhook.id }, 'could not resume held webhook deliveries'));
     });
     signals.on('webhook.stopped', (webhook) => deliveries.stopped(webhook.url));
-    this.fanout = new WebhookFanout(core.store, core.meta, core.webhooks, core.jobs, core.clock, log, (dueMs) => engine.notify(dueMs), recentEvents);
+    this.fanout = new WebhookFanout(core.store, core.eventsRepo, core.meta, core.webhooks, core.jobs, core.clock, log, (dueMs) => engine.notify(dueMs), recentEvents);
     this.http = http;
     this.deliveries = deliveries;
   }

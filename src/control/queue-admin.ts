@@ -1,12 +1,11 @@
 import type { EventRecorder } from '../events/recorder.ts';
-import { messageEventData } from '../events/message-data.ts';
 import type { Logger } from '../logging/logger.ts';
 import type { Messages } from '../message/messages.ts';
 import { isFinal } from '../message/retention.ts';
-import type { WriteOp } from '../store/group-commit.ts';
 import type { MessagesRepo } from '../store/messages-repo.ts';
-import type { MessageRecord, MessageStatus } from '../store/records.ts';
+import type { MessageRecord } from '../store/records.ts';
 import type { JobEngine, QueueSnapshot } from '../queue/engine.ts';
+import { purgedByOperator } from '../queue/outcomes.ts';
 import { resolveDestination, type DeliveryRouting, type ResolvedDestination } from '../queue/destination-name.ts';
 import type { DueEntry, JobIndex } from '../store/job-index.ts';
 import type { JobsRepo } from '../store/jobs-repo.ts';
@@ -60,10 +59,6 @@ export interface QueueAdminOptions {
     engine?: JobEngine | null;
   } | null;
 }
-
-/** Why a purged message failed: no remote server refused it, so no classification applies. */
-export const PURGE_CLASSIFICATION = 'Uncategorized';
-export const PURGE_LOG = 'purged by operator';
 
 const DEFAULT_LIMIT = 100;
 /** Records read from the store at once while walking the due-time index. */
@@ -297,16 +292,7 @@ export class QueueAdmin implements QueueOperations {
           return null;
         }
         verdict = 'purged';
-        const next: MessageRecord = {
-          ...current,
-          status: 'Failed' as MessageStatus,
-          heldAt: null,
-          updatedAt: iso(now),
-          bounceClassification: PURGE_CLASSIFICATION,
-          attempts: [...current.attempts, { time: iso(now), log: PURGE_LOG, status: 'Failed' }],
-        };
-        const off = current.heldAt ? this.o.repo.unhold(current) : this.o.repo.unschedule(current);
-        return { next, extra: [...off, ...this.failedEvent(next)] };
+        return purgedByOperator(current, now, this.o.repo, this.o.events);
       });
       if (verdict === 'purged') {
         this.logChange(changed, 'message purged by operator');
@@ -406,11 +392,6 @@ export class QueueAdmin implements QueueOperations {
 
   private logChange(m: MessageRecord | null, what: string): void {
     if (m) this.o.log?.info({ message_id: m.id, account_id: m.accountId, recipient_domain: domainOf(m.recipient), status: m.status, due_at: m.dueAt }, what);
-  }
-
-  /** message.failed carries no delivery_attempt: no server answered this decision. */
-  private failedEvent(m: MessageRecord): WriteOp[] {
-    return this.o.events.record({ type: 'message.failed', accountId: m.accountId, data: messageEventData(m, 'on_failed') }, { message: m });
   }
 }
 

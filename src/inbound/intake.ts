@@ -2,10 +2,9 @@ import type { Logger } from 'pino';
 import type { EventRecorder } from '../events/recorder.ts';
 import type { WriteOp } from '../store/group-commit.ts';
 import type { InboundRepo } from '../store/inbound-repo.ts';
-import type { JobsRepo } from '../store/jobs-repo.ts';
+import { newJob, type JobsRepo } from '../store/jobs-repo.ts';
 import type { InboundRecord, JobRecord } from '../store/records.ts';
 import type { Store } from '../store/store.ts';
-import { newIdAt } from '../util/ids.ts';
 import { iso, type Clock } from '../util/time.ts';
 import type { Accepted } from './policy.ts';
 
@@ -113,7 +112,7 @@ export class Intake {
         const record = await this.d.repo.get(id);
         try {
           if (record) await this.takeIn(record);
-          else await this.d.store.commit([{ type: 'del', family: 'inbound', key: `p:${id}` }]);
+          else await this.d.store.commit(this.d.repo.dropPending(id));
         } catch (err) {
           this.d.log.error({ err, inbound_id: id }, 'could not take in an inbound bounce or complaint; it is left for the next start');
           return done;
@@ -137,23 +136,7 @@ export class Intake {
     const jobs: JobRecord[] = [];
     for (const [routeId, { accountId, addresses }] of byRoute) {
       const groups = (await this.d.groupsByMessageId(routeId)) ? [addresses] : addresses.map((a) => [a]);
-      for (const recipients of groups) {
-        jobs.push({
-          v: 1,
-          id: newIdAt(now),
-          kind: 'route',
-          accountId,
-          targetId: routeId,
-          eventId: record.id,
-          recipients,
-          state: 'pending',
-          attempts: 0,
-          dueAt: iso(now),
-          createdAt: iso(now),
-          updatedAt: iso(now),
-          lastAttempt: null,
-        });
-      }
+      for (const recipients of groups) jobs.push(newJob('route', { accountId, targetId: routeId, eventId: record.id, recipients }, now));
     }
     return jobs;
   }

@@ -198,8 +198,41 @@ export class Outcomes {
   }
 
   private event(m: MessageRecord, type: OutcomeEvent, attempt: DeliveryAttemptData | undefined): WriteOp[] {
-    return this.events.record({ type, accountId: m.accountId, data: messageEventData(m, EVENT_NAMES[type], attempt) }, { message: m });
+    return outcomeEvent(this.events, m, type, attempt);
   }
+}
+
+/** Why a purged message failed: no remote server refused it, so no classification applies. */
+const PURGE_CLASSIFICATION = 'Uncategorized';
+const PURGE_LOG = 'purged by operator';
+
+/**
+ * The operator's purge of a queued message (control/queue-admin.ts decides which may go: not
+ * final, not in delivery): it becomes Failed with a "purged by operator" attempt line, off the
+ * due-time index (or its account's held list), with `message.failed` and no delivery_attempt (no
+ * server answered this decision). The change for Messages.update, which writes it in one batch.
+ */
+export function purgedByOperator(
+  current: MessageRecord,
+  now: number,
+  repo: Pick<MessagesRepo, 'unhold' | 'unschedule'>,
+  events: EventRecorder,
+): { next: MessageRecord; extra: WriteOp[] } {
+  const next: MessageRecord = {
+    ...current,
+    status: 'Failed',
+    heldAt: null,
+    updatedAt: iso(now),
+    bounceClassification: PURGE_CLASSIFICATION,
+    attempts: [...current.attempts, { time: iso(now), log: PURGE_LOG, status: 'Failed' }],
+  };
+  const off = current.heldAt ? repo.unhold(current) : repo.unschedule(current);
+  return { next, extra: [...off, ...outcomeEvent(events, next, 'message.failed', undefined)] };
+}
+
+/** The ops of a message event about `m` as it is after the change (with its observers': the counters). */
+function outcomeEvent(events: EventRecorder, m: MessageRecord, type: OutcomeEvent, attempt: DeliveryAttemptData | undefined): WriteOp[] {
+  return events.record({ type, accountId: m.accountId, data: messageEventData(m, EVENT_NAMES[type], attempt) }, { message: m });
 }
 
 type OutcomeEvent = Exclude<Event['type'], 'domain.dns_error' | 'message.reception' | 'suppression.created' | 'message.opened' | 'message.clicked'>;

@@ -1,5 +1,6 @@
 import type { WriteOp } from '../store/group-commit.ts';
-import type { Store, Family } from '../store/store.ts';
+import type { Store } from '../store/store.ts';
+import type { Family } from '../store/types.ts';
 
 export interface TargetCounts {
   successCount: number;

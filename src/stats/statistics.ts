@@ -1,6 +1,6 @@
+import { encodeTag, pairValue, tagsOf, type Dimension, type Series } from '../store/counter-keys.ts';
+import type { CountersRepo } from '../store/counters-repo.ts';
 import type { Counts } from '../store/group-commit.ts';
-import type { Store } from '../store/store.ts';
-import { encodeTag, hourKey, keyTime } from './counters.ts';
 
 export const GROUPS = ['hour', 'day', 'week', 'month'] as const;
 export type Group = (typeof GROUPS)[number];
@@ -14,7 +14,7 @@ const DAY_MS = 24 * HOUR_MS;
 export interface StatsQuery {
   accountId: string;
   /** Which series of the rows: the counts, or the delivery times by recipient domain (`dt`). */
-  series: 'counts' | 'times';
+  series: Series;
   fromMs: number;
   toMs: number;
   group: Group;
@@ -31,7 +31,7 @@ export interface Bucket {
 }
 
 /**
- * Answers statistics questions from the counter rows (stats/counters.ts), never from messages.
+ * Answers statistics questions from the counter rows (store/counter-keys.ts), never from messages.
  * The window is whole hours: `from` rounded down, `to` rounded up. Buckets are UTC hours, days,
  * weeks starting on Monday, or calendar months, cut to the window at both ends; every bucket of
  * the window is returned, empty ones too.
@@ -46,11 +46,11 @@ export interface Bucket {
  * and the partial days at the window's ends; daily rows the whole days between.
  */
 export class Statistics {
-  constructor(private readonly store: Store) {}
+  constructor(private readonly counters: CountersRepo) {}
 
   async buckets(q: StatsQuery): Promise<Bucket[]> {
     // Whatever the counters' log holds goes into the rows first: the answer counts every event on disk.
-    await this.store.foldCounters();
+    await this.counters.fold();
     const start = Math.floor(q.fromMs / HOUR_MS) * HOUR_MS;
     const end = Math.ceil(q.toMs / HOUR_MS) * HOUR_MS;
     const buckets = bucketsOf(start, end, q.group);
@@ -68,8 +68,8 @@ export class Statistics {
     const recipients = q.recipientDomains ? [...new Set(q.recipientDomains)] : null;
     const tags = q.tags ? [...new Set(q.tags.map(encodeTag))] : null;
     const oneTag = tags?.length === 1 ? tags[0]! : null;
-    const pairs = (xs: string[], ys: string[]) => (xs.length * ys.length <= PAIR_VALUES ? xs.flatMap((x) => ys.map((y) => `${x},${y}`)) : null);
-    const rollup = (dim: string, values: string[], factor = 1) => this.rollup(q, dim, values, start, end, (at, c) => into(at, c, factor));
+    const pairs = (xs: string[], ys: string[]) => (xs.length * ys.length <= PAIR_VALUES ? xs.flatMap((x) => ys.map((y) => pairValue(x, y))) : null);
+    const rollup = (dim: Dimension, values: string[], factor = 1) => this.rollup(q, dim, values, start, end, (at, c) => into(at, c, factor));
     let plan: Promise<void> | null = null;
     if (!senders && !recipients && !tags) plan = rollup('a', ['']);
     else if (senders && !recipients && !tags) plan = rollup('s', senders);
@@ -85,37 +85,28 @@ export class Statistics {
       const values = pairs(recipients, [oneTag]);
       if (values) plan = rollup('rt', values);
     }
-    await (plan ?? this.fine(q, senders ?? (await this.indexedSenderDomains(q.accountId)), start, end, into));
+    await (plan ?? this.fine(q, senders ?? (await this.counters.senderDomains(q.accountId)), start, end, into));
     return buckets;
   }
 
   /** The sender domains the account has counts for. */
   async senderDomains(accountId: string): Promise<string[]> {
-    await this.store.foldCounters();
-    return this.indexedSenderDomains(accountId);
-  }
-
-  /** The sender domains of the account's index rows (the log folded by the caller). */
-  private async indexedSenderDomains(accountId: string): Promise<string[]> {
-    const prefix = `i|${accountId}|`;
-    const keys = (await this.store.families.counters.keys({ gt: prefix, lt: `${prefix}\xff` }).all()) as string[];
-    return keys.map((k) => k.slice(prefix.length));
+    await this.counters.fold();
+    return this.counters.senderDomains(accountId);
   }
 
   /** The account's tag sets (encoded) that hold any of `tags` (encoded as in keys). */
   async tagSetsWithAny(accountId: string, tags: string[]): Promise<string[]> {
-    await this.store.foldCounters();
+    await this.counters.fold();
     return (await this.tagSetOverlaps(accountId, tags)).map(([set]) => set);
   }
 
   /** The account's tag sets holding any of `tags`, each with how many of them it holds. */
   private async tagSetOverlaps(accountId: string, tags: string[]): Promise<Array<[string, number]>> {
     const wanted = new Set(tags);
-    const prefix = `j|${accountId}|`;
     const out: Array<[string, number]> = [];
-    for await (const key of this.store.families.counters.keys({ gt: prefix, lt: `${prefix}\xff` })) {
-      const set = (key as string).slice(prefix.length);
-      const overlap = set.split(',').filter((t) => wanted.has(t)).length;
+    for await (const set of this.counters.tagSets(accountId)) {
+      const overlap = tagsOf(set).filter((t) => wanted.has(t)).length;
       if (overlap > 0) out.push([set, overlap]);
     }
     return out;
@@ -126,7 +117,7 @@ export class Statistics {
    * them, or, when that reads fewer rows, the tags' own rows minus the sets holding k ≥ 2 of them
    * taken k − 1 times (a message with two of the tags is in two tag rows and must count once).
    */
-  private async severalTags(accountId: string, tags: string[], rollup: (dim: string, values: string[], factor?: number) => Promise<void>): Promise<void> {
+  private async severalTags(accountId: string, tags: string[], rollup: (dim: Dimension, values: string[], factor?: number) => Promise<void>): Promise<void> {
     const overlaps = await this.tagSetOverlaps(accountId, tags);
     const several = overlaps.filter(([, k]) => k >= 2);
     if (overlaps.length <= tags.length + several.length) return rollup('g', overlaps.map(([set]) => set));
@@ -135,28 +126,19 @@ export class Statistics {
   }
 
   /** Rollup rows of one dimension: hourly at the window's partial days (or throughout for hours), daily between. */
-  private async rollup(q: StatsQuery, dim: string, values: string[], start: number, end: number, into: (at: number, c: Counts) => void): Promise<void> {
+  private async rollup(q: StatsQuery, dim: Dimension, values: string[], start: number, end: number, into: (at: number, c: Counts) => void): Promise<void> {
     const firstDay = Math.ceil(start / DAY_MS) * DAY_MS;
     const lastDay = Math.floor(end / DAY_MS) * DAY_MS;
     const daily = q.group !== 'hour' && firstDay < lastDay;
-    const [hourly, dailyRows] = q.series === 'counts' ? ['h', 'd'] : ['ht', 'dt'];
     for (const value of [...new Set(values)]) {
-      const row = `${q.accountId}|${dim}|${value}|`;
+      const row = { accountId: q.accountId, series: q.series, dimension: dim, value };
       if (!daily) {
-        await this.scan(`${hourly}|${row}`, hourKey(start), hourKey(end), into);
+        await this.counters.rollup(row, 'hour', start, end, into);
         continue;
       }
-      await this.scan(`${hourly}|${row}`, hourKey(start), hourKey(firstDay), into);
-      await this.scan(`${dailyRows}|${row}`, hourKey(firstDay).slice(0, 8), hourKey(lastDay).slice(0, 8), into);
-      await this.scan(`${hourly}|${row}`, hourKey(lastDay), hourKey(end), into);
-    }
-  }
-
-  /** Rows `<prefix><time>` with time in [from, to). */
-  private async scan(prefix: string, from: string, to: string, into: (at: number, c: Counts) => void): Promise<void> {
-    if (from >= to) return;
-    for await (const [key, value] of this.store.families.counters.iterator({ gte: prefix + from, lt: prefix + to })) {
-      into(keyTime((key as string).slice(prefix.length)), value as Counts);
+      await this.counters.rollup(row, 'hour', start, firstDay, into);
+      await this.counters.rollup(row, 'day', firstDay, lastDay, into);
+      await this.counters.rollup(row, 'hour', lastDay, end, into);
     }
   }
 
@@ -167,29 +149,18 @@ export class Statistics {
    */
   private async fine(q: StatsQuery, senders: string[], start: number, end: number, into: (at: number, c: Counts) => void): Promise<void> {
     const tags = q.tags ? new Set(q.tags.map(encodeTag)) : null;
-    const wanted = (set: string) => !tags || (set !== '' && set.split(',').some((t) => tags.has(t)));
-    const from = hourKey(start);
-    const to = hourKey(end);
+    const wanted = (set: string) => !tags || tagsOf(set).some((t) => tags.has(t));
+    const row = (at: number, set: string, counts: Counts) => {
+      if (wanted(set)) into(at, counts);
+    };
     const recipients = q.recipientDomains ? [...new Set(q.recipientDomains)] : null;
     if (recipients) {
       for (const sender of new Set(senders)) {
-        for (const recipient of recipients) {
-          const prefix = `e|${q.accountId}|${sender}|${recipient}|`;
-          for await (const [key, value] of this.store.families.counters.iterator({ gte: prefix + from, lt: prefix + to })) {
-            const rest = (key as string).slice(prefix.length);
-            if (wanted(rest.slice(11))) into(keyTime(rest.slice(0, 10)), value as Counts);
-          }
-        }
+        for (const recipient of recipients) await this.counters.finestTo(q.accountId, sender, recipient, start, end, row);
       }
       return;
     }
-    for (const sender of new Set(senders)) {
-      const prefix = `f|${q.accountId}|${sender}|`;
-      for await (const [key, value] of this.store.families.counters.iterator({ gte: prefix + from, lt: prefix + to })) {
-        const [hour, , set] = (key as string).slice(prefix.length).split('|') as [string, string, string];
-        if (wanted(set)) into(keyTime(hour), value as Counts);
-      }
-    }
+    for (const sender of new Set(senders)) await this.counters.finest(q.accountId, sender, start, end, row);
   }
 }
 

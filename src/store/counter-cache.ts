@@ -1,4 +1,4 @@
-import type { Counts, WriteOp } from './group-commit.ts';
+import type { Counts, WriteOp } from './types.ts';
 
 type AddOp = Extract<WriteOp, { type: 'add' }>;
 

@@ -1,5 +1,5 @@
 import { addCounts, cloneCounts, type CounterCache } from './counter-cache.ts';
-import type { Counts, WriteOp } from './group-commit.ts';
+import type { Counts, WriteOp } from './types.ts';
 
 /** Distinct rows (and counted tuples) waiting past which a fold starts at once (memory stays bounded). */
 const MAX_PENDING_ROWS = 50_000;
@@ -32,10 +32,10 @@ export class CounterLog {
 
   constructor(
     private readonly cache: CounterCache,
-    /** Starts a fold in the background (the store's; it reports its own failure). */
+    /** Starts a fold in the background (the counters repository's; it reports its own failure). */
     private readonly foldSoon: () => void,
-    /** Expands `count` ops; without it (a store opened by a tool) logs holding counts are not folded. */
-    private readonly expand: ExpandCounts | null,
+    /** Expands `count` ops into their rows (store/counter-keys.ts). */
+    private readonly expand: ExpandCounts,
   ) {}
 
   /** The key of the next log row. */
@@ -44,7 +44,7 @@ export class CounterLog {
   }
 
   /** The adds and counts of one batch, summed per row and per counted key (the value of its log row). */
-  static sum(ops: WriteOp[]): LogEntry | null {
+  static sum(ops: readonly WriteOp[]): LogEntry | null {
     let entry: LogEntry | null = null;
     for (const op of ops) {
       if (op.type !== 'add' && op.type !== 'count') continue;
@@ -77,7 +77,7 @@ export class CounterLog {
    */
   async fold(commit: (ops: WriteOp[]) => Promise<void>): Promise<void> {
     while (this.folding) await this.folding.catch(() => undefined);
-    if (this.keys.length === 0 || (this.counted.size > 0 && !this.expand)) return;
+    if (this.keys.length === 0) return;
     const pending = this.pending;
     const counted = this.counted;
     const keys = this.keys;
@@ -89,7 +89,7 @@ export class CounterLog {
         const adds = new Map<string, Counts>();
         for (const [row, value] of pending) adds.set(row, cloneCounts(value));
         for (const [key, value] of counted) {
-          for (const add of this.expand!(key, value)) {
+          for (const add of this.expand(key, value)) {
             const current = adds.get(add.key);
             if (current) addCounts(current, add.value);
             else adds.set(add.key, cloneCounts(add.value));

@@ -4,15 +4,41 @@ import type { Store } from './store.ts';
 import { idFloor, newId } from '../util/ids.ts';
 
 /**
- * Events in the order they landed (ids are UUIDv7). An event's id is made when its batch is
- * committed, not when the event is: the webhook fan-out reads on from the newest event it has
- * done (its cursor), and an event made earlier whose batch landed later would sort behind it.
+ * Events in the order they landed (ids are UUIDv7): the outbox its consumers (the webhook
+ * fan-out, the metrics) read. An event's id is made when its batch is committed, not when the
+ * event is: a consumer reads on from the newest event it has done (its cursor), and an event made
+ * earlier whose batch landed later would sort behind it.
  */
 export class EventsRepo {
   constructor(private readonly store: Store) {}
 
   put(event: EventRecord): WriteOp[] {
     return [{ type: 'put', family: 'events', key: event.id, value: event, keyAtCommit: () => (event.id = newId()) }];
+  }
+
+  /** Several events by id in one read, in the order asked (undefined where absent: purged). */
+  getMany(ids: readonly string[]): Promise<Array<EventRecord | undefined>> {
+    return this.store.getMany<EventRecord>('events', ids);
+  }
+
+  /** The id of the newest event stored (null: none): where a new consumer's cursor starts. */
+  async newestId(): Promise<string | null> {
+    const [newest] = (await this.store.families.events.keys({ reverse: true, limit: 1 }).all()) as string[];
+    return newest ?? null;
+  }
+
+  /** Up to `limit` events after the cursor (null: from the oldest), in id order: the order their batches landed. */
+  async after(cursor: string | null, limit: number): Promise<EventRecord[]> {
+    const range = cursor === null ? {} : { gt: cursor };
+    return (await this.store.families.events.values({ ...range, limit }).all()) as EventRecord[];
+  }
+
+  /**
+   * Calls `listener` (which must not throw) with every event stored, once the batch holding it
+   * is on disk (Store.onPut): the events of a batch after those of the batches that landed before it.
+   */
+  onLanded(listener: (event: EventRecord) => void): void {
+    this.store.onPut('events', (_key, value) => listener(value as EventRecord));
   }
 
   /**

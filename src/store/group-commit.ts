@@ -1,33 +1,7 @@
-import type { Family } from './store.ts';
+import type { WriteOp } from './types.ts';
 
-/** A tree of counts: numbers, or named counts nested (see store/counter-cache.ts). */
-export interface Counts {
-  [name: string]: number | Counts;
-}
-
-export type WriteOp =
-  /**
-   * `latest`: the value is the whole current state of the key (a counter row written at each
-   * change), so a later put of the same key in the same batch supersedes it and only that one
-   * is written.
-   *
-   * `keyAtCommit`: the key is made when the batch is handed to the committer (Store.commit), so
-   * that keys made this way sort in the order their batches land, whenever the op was built.
-   */
-  | { type: 'put'; family: Family; key: string; value: unknown; latest?: true; keyAtCommit?: () => string }
-  | { type: 'del'; family: Family; key: string }
-  /**
-   * Adds `value` to the counts stored under `key` (absent: zero): logged in its batch, and added
-   * to the row when the counters' log is folded (store/counter-log.ts), so that concurrent
-   * writers never lose an increment.
-   */
-  | { type: 'add'; family: 'counters'; key: string; value: Counts }
-  /**
-   * A counted event: `key` names what it is attributed to (its account, hour, dimensions), and
-   * the store's `expandCounts` turns it into the adds of every counter row it belongs to when the
-   * counters' log is folded (store/counter-log.ts): one small entry per event on the hot path.
-   */
-  | { type: 'count'; family: 'counters'; key: string; value: Counts };
+// What callers build batches of; defined in store/types.ts.
+export type { Counts, WriteOp } from './types.ts';
 
 interface Pending {
   ops: WriteOp[];

@@ -21,6 +21,11 @@ export class InboundRepo {
     return ops;
   }
 
+  /** Ops taking a record off the pending list (its record is gone). */
+  dropPending(id: string): WriteOp[] {
+    return [{ type: 'del', family: 'inbound', key: `p:${id}` }];
+  }
+
   /** Ids of records with something still to take in. */
   async pending(limit: number): Promise<string[]> {
     return (await this.store.families.inbound.values({ gt: 'p:', lt: 'p:\xff', limit }).all()) as string[];

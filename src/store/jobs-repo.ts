@@ -3,7 +3,8 @@ import type { DueEntry, JobIndex } from './job-index.ts';
 import type { JobRecord } from './records.ts';
 import type { Store } from './store.ts';
 import { Handover } from '../util/handover.ts';
-import { timeKey } from '../util/time.ts';
+import { newIdAt } from '../util/ids.ts';
+import { iso, timeKey } from '../util/time.ts';
 
 /** Jobs just created kept for their first read (a few MB): the engine reads them moments later. */
 const FRESH_JOBS = 10_000;
@@ -179,6 +180,29 @@ export class JobsRepo {
     for await (const id of this.store.families.jobsParked.values()) yield id as string;
     for await (const id of this.store.families.jobsFailed.values()) yield id as string;
   }
+}
+
+/**
+ * A new HTTP job, pending and due at `now`: a webhook's delivery of one event, or a route's POST
+ * of an inbound message (`eventId`: the message's id) to `recipients`. Stored by `create`.
+ */
+export function newJob(kind: JobRecord['kind'], of: { accountId: string; targetId: string; eventId: string; recipients?: string[] }, now: number): JobRecord {
+  const at = iso(now);
+  return {
+    v: 1,
+    id: newIdAt(now),
+    kind,
+    accountId: of.accountId,
+    targetId: of.targetId,
+    eventId: of.eventId,
+    ...(of.recipients === undefined ? {} : { recipients: of.recipients }),
+    state: 'pending',
+    attempts: 0,
+    dueAt: at,
+    createdAt: at,
+    updatedAt: at,
+    lastAttempt: null,
+  };
 }
 
 function heldKey(job: JobRecord): string {

@@ -1,5 +1,6 @@
 import { BloomFilter } from '../util/bloom.ts';
-import type { Family, Store } from './store.ts';
+import type { Store } from './store.ts';
+import type { Family } from './types.ts';
 
 /** The smallest filter built: 64 Ki keys in 80 KiB. */
 const DEFAULT_MIN_KEYS = 65_536;

@@ -111,6 +111,11 @@ export class MessagesRepo {
     ];
   }
 
+  /** Every stored message, in id order, read around the cache (a rebuild of the statistics counters). */
+  async *all(): AsyncGenerator<MessageRecord> {
+    for await (const value of this.store.families.messages.values()) yield value as MessageRecord;
+  }
+
   /** The account's newest message (ids are time-sortable), or undefined when it has none stored. */
   async newest(accountId: string): Promise<MessageRecord | undefined> {
     const prefix = indexPrefix('a', accountId);

@@ -9,7 +9,7 @@ export const SCHEMA_VERSION = 4;
 /** Migration steps that need more than the store (given by the caller, which owns them). */
 export interface MigrationSteps {
   /** 2 → 3: builds the statistics counters from the stored messages; how many it counted. */
-  buildCounters(store: Store): Promise<number>;
+  buildCounters(): Promise<number>;
 }
 
 export class SchemaError extends Error {}
@@ -90,7 +90,7 @@ export async function migrate(store: Store, hooks: MigrationSteps): Promise<stri
   }
   if (found < 3) {
     // 2 → 3: the statistics read counters, which the messages stored so far never wrote.
-    const counted = await hooks.buildCounters(store);
+    const counted = await hooks.buildCounters();
     await store.commit([{ type: 'put', family: 'meta', key: 'schema', value: 3 }]);
     steps.push(`schema 2 → 3: statistics counters built from ${counted} stored messages`);
   }

@@ -1,58 +1,10 @@
 import { mkdirSync } from 'node:fs';
 import { Level } from 'level';
 import type { AbstractSublevel } from 'abstract-level';
-import { CounterCache } from './counter-cache.ts';
-import { CounterLog, type ExpandCounts, type LogEntry } from './counter-log.ts';
-import { GroupCommitter, type Counts, type WriteOp } from './group-commit.ts';
+import { GroupCommitter } from './group-commit.ts';
 import { ReadCache, type CacheLimits } from './read-cache.ts';
+import { FAMILIES, type Family, type WriteOp } from './types.ts';
 
-/** The families of records, one sublevel each. Only store/ knows their keys. */
-export const FAMILIES = [
-  'meta',
-  'accounts',
-  'accountsByParent',
-  'users',
-  'usersByEmail',
-  'members',
-  'apiKeys',
-  'apiKeysByHash',
-  'idempotency',
-  'idempotencyByExpiry',
-  'domains',
-  'domainsByName',
-  'domainsByAccount',
-  'events',
-  // Written by earlier releases (an index nothing read); emptied by the events' purge.
-  'eventsByAccount',
-  'messages',
-  'messageIndex',
-  'messageExpiry',
-  'bodies',
-  'bodyRefs',
-  'schedule',
-  'messagesHeld',
-  'suppressions',
-  'suppressionIndex',
-  'smtpCredentials',
-  'smtpCredentialsByAccount',
-  'smtpCredentialsByUsername',
-  'smtpCredentialsByDomain',
-  'webhooks',
-  'webhooksByAccount',
-  'webhookCounters',
-  'routes',
-  'routesByAccount',
-  'routeCounters',
-  'inbound',
-  'jobs',
-  'jobsHeld',
-  'jobsParked',
-  'jobsFailed',
-  'counters',
-  'counterLog',
-  'links',
-  'messageHits',
-] as const;
 /**
  * Families kept in memory after the first read (see ReadCache), with how many records of each at
  * most. This process is the only one with the store open.
@@ -79,13 +31,30 @@ const WRITE_BUFFER_BYTES = 32 * 1024 * 1024;
 const MAX_OPEN_FILES = 64;
 /** Families whose values are raw bytes (message bodies); the others hold JSON. */
 const BINARY: ReadonlySet<Family> = new Set<Family>(['bodies']);
-export type Family = (typeof FAMILIES)[number];
 
 type Db = Level<string, unknown>;
 export type Sublevel = AbstractSublevel<Db, string | Buffer | Uint8Array, string, unknown>;
 
 export class StoreLockedError extends Error {
   override name = 'StoreLockedError';
+}
+
+/** A put op, as a journal adds one to a batch. */
+export type PutOp = Extract<WriteOp, { type: 'put' }>;
+
+/**
+ * What a batch writes about itself, in that same synced batch: the statistics counters' log
+ * (store/counters-repo.ts). Handed to Store.open, so that the store writes it without importing it.
+ */
+export interface BatchJournal {
+  /** The store is open and has taken no write yet: the journal reads back what it logged before. */
+  opened(store: Store): Promise<void>;
+  /** The put this batch adds (null: none), made as the batch is written. */
+  entry(ops: readonly WriteOp[]): PutOp | null;
+  /** The batch that held `entry` is on disk. */
+  landed(entry: PutOp): void;
+  /** The store closes, its queued batches landed: the journal's last writes go in now. */
+  close(): Promise<void>;
 }
 
 export class Store {
@@ -98,38 +67,17 @@ export class Store {
     readonly families: Record<Family, Sublevel>,
     private readonly committer: GroupCommitter,
     readonly dir: string,
-    private readonly counterLog: CounterLog,
+    private readonly journal: BatchJournal | null,
     private readonly health: WriteHealth,
-  ) {
-    this.foldTimer = setInterval(() => this.foldSoon(), FOLD_INTERVAL_MS);
-    this.foldTimer.unref();
-  }
-
-  private readonly foldTimer: NodeJS.Timeout;
-
-  /**
-   * Moves the logged counter adds into the counter rows (store/counter-log.ts); resolves once
-   * that is on disk. Whoever reads the counters folds first.
-   */
-  foldCounters(): Promise<void> {
-    return this.counterLog.fold((ops) => this.commit(ops));
-  }
-
-  /** A fold in the background (the timer's, or a log grown large); a failure is told, and retried by the next. */
-  private foldSoon(): void {
-    // After a failed write the fold waits for the store's recovery: it would only fail again.
-    if (this.closing || this.counterLog.isEmpty || this.health.error !== null) return;
-    this.foldCounters().catch((err: unknown) => {
-      if (!(err instanceof StoreClosedError)) process.emitWarning(`folding the statistics counters failed: ${(err as Error).message}`);
-    });
-  }
+  ) {}
 
   /**
    * Opens (creating if needed) the store; fails clearly when another process holds it.
-   * `expandCounts` turns the statistics' `count` ops into counter rows (the daemon gives it);
-   * without it, counted events stay in the counters' log until a store that has it folds them.
+   * `journal`: the statistics counters (store/counters-repo.ts), written with every batch that
+   * holds `add` or `count` ops; a store opened without them (a tool) refuses such ops, and leaves
+   * the counters' log on disk as it is.
    */
-  static async open(dir: string, options: { expandCounts?: ExpandCounts } = {}): Promise<Store> {
+  static async open(dir: string, options: { journal?: BatchJournal } = {}): Promise<Store> {
     mkdirSync(dir, { recursive: true });
     // LevelDB's 4 MB write buffer dates from small machines. Each accepted message writes its body,
     // record, index entries and event, and its outcome rewrites the record: with 4 MB memtables
@@ -160,9 +108,7 @@ export class Store {
     // public batch clones, checks and re-encodes every operation, which cost more per accept than
     // the write itself. Only this committer writes, and close() drains it before the db closes.
     const raw = db as unknown as RawBatch;
-    const counters = new CounterCache((keys) => families.counters.getMany(keys) as Promise<Array<Counts | undefined>>);
-    let store: Store | null = null;
-    const log = new CounterLog(counters, () => store?.foldSoon(), options.expandCounts ?? null);
+    const journal = options.journal ?? null;
     const health = new WriteHealth();
     const committer = new GroupCommitter(async (ops) => {
       // A reopen after a failed write (Store.recover) finishes before the next batch.
@@ -176,9 +122,8 @@ export class Store {
         else if (op.type === 'put' && !superseded?.has(i)) encoded.push({ type: 'put', key, value: encodeValue(op) });
       }
       // The batch's adds and counts, summed, as one row of the counters' log (store/counter-log.ts).
-      const entry = CounterLog.sum(ops);
-      const logKey = entry ? log.nextKey() : null;
-      if (entry) encoded.push({ type: 'put', key: prefixes.counterLog + logKey, value: JSON.stringify(entry) });
+      const entry = journal === null ? null : journal.entry(ops);
+      if (entry) encoded.push({ type: 'put', key: prefixes[entry.family] + entry.key, value: encodeValue(entry) });
       try {
         const fault = health.faultFor(ops);
         if (fault) throw fault;
@@ -192,11 +137,10 @@ export class Store {
       } finally {
         health.writing = null;
       }
-      if (entry) log.logged(logKey!, entry);
+      if (entry) journal!.landed(entry);
     });
-    // Adds logged before the last stop (or a crash) and not folded yet.
-    for await (const [key, value] of families.counterLog.iterator()) log.logged(key as string, value as LogEntry);
-    store = new Store(db, families, committer, dir, log, health);
+    const store = new Store(db, families, committer, dir, journal, health);
+    await journal?.opened(store);
     return store;
   }
 
@@ -204,7 +148,13 @@ export class Store {
   commit(ops: WriteOp[]): Promise<void> {
     // classic-level's raw batch does not check that the database is open: a write after close must not reach it.
     if (this.closing) return Promise.reject(new StoreClosedError());
-    for (const op of ops) if (op.type === 'put' && op.keyAtCommit) op.key = op.keyAtCommit();
+    for (const op of ops) {
+      if (op.type === 'put') {
+        if (op.keyAtCommit) op.key = op.keyAtCommit();
+      } else if (op.type !== 'del' && this.journal === null) {
+        return Promise.reject(new TypeError(`a ${op.type} op needs the store opened with the counters (store/counters-repo.ts)`));
+      }
+    }
     const written = this.cache.writing(ops, () => this.committer.submit(ops));
     if (this.putListeners.size === 0) return written;
     return written.then(() => this.landed(ops));
@@ -260,16 +210,9 @@ export class Store {
     return this.cache.caches(family) ? this.cache.getMany<T>(family, keys, readMany) : readMany(keys as string[]);
   }
 
-  /**
-   * Deletes every counter row (the statistics counters are rebuilt from the messages): only
-   * before anything adds to them.
-   */
-  async clearCounters(): Promise<void> {
-    await this.foldCounters();
-    await this.committer.drain();
-    await this.families.counters.clear();
-    await this.families.counterLog.clear();
-    this.counterLog.clear();
+  /** Resolves once every batch committed so far has landed (or failed). */
+  drain(): Promise<void> {
+    return this.committer.drain();
   }
 
   /**
@@ -396,11 +339,9 @@ export class Store {
 
   /** Stops taking writes (they are refused with StoreClosedError), lets the queued ones land, closes. */
   async close(): Promise<void> {
-    clearInterval(this.foldTimer);
-    // What the counters' log holds goes into the counter rows before the last batch: unless the
-    // writes fail (a full disk), when a fold would only fail again.
+    // What the counters' log holds goes into the counter rows before the last batch.
     await this.committer.drain();
-    if (this.health.error === null) await this.foldCounters().catch(() => undefined);
+    await this.journal?.close();
     this.closing = true;
     await this.committer.drain();
     await this.health.reopening?.catch(() => undefined);
@@ -470,8 +411,6 @@ interface RawBatch {
   _batch(ops: RawOp[], options: { sync: boolean }): Promise<void>;
 }
 const SYNC = { sync: true };
-/** How often the counters' log is folded into the counter rows. */
-const FOLD_INTERVAL_MS = 1000;
 
 /** The positions of `latest` puts that a later `latest` put of the same key in the batch supersedes (null: none). */
 function supersededPuts(ops: readonly WriteOp[]): Set<number> | null {
@@ -489,7 +428,7 @@ function supersededPuts(ops: readonly WriteOp[]): Set<number> | null {
   return superseded;
 }
 
-function encodeValue(op: WriteOp & { type: 'put' }): string | Buffer {
+function encodeValue(op: PutOp): string | Buffer {
   const value = BINARY.has(op.family) ? op.value : JSON.stringify(op.value);
   if (typeof value !== 'string' && !Buffer.isBuffer(value)) {
     throw new TypeError(`cannot store ${typeof op.value} under ${op.family}/${op.key}`);

@@ -1,7 +1,7 @@
 import { HTTP_SCHEDULES } from '../queue/retry-policy.ts';
 import type { HttpTargets } from '../queue/http-jobs.ts';
+import type { EventsRepo } from '../store/events-repo.ts';
 import type { EventRecord, WebhookRecord } from '../store/records.ts';
-import type { Store } from '../store/store.ts';
 import type { WebhooksRepo } from '../store/webhooks-repo.ts';
 import type { TargetCounters } from '../queue/target-counters.ts';
 import { envelope } from './payload.ts';
@@ -12,7 +12,7 @@ import type { RecentEvents } from './recent-events.ts';
  * body built from the stored event when the request is made.
  */
 export function webhookTargets(d: {
-  store: Store;
+  events: Pick<EventsRepo, 'getMany'>;
   webhooks: WebhooksRepo;
   counters: TargetCounters;
   secretOf: (webhook: WebhookRecord) => string;
@@ -30,7 +30,7 @@ export function webhookTargets(d: {
       else if (!found.has(job.eventId)) found.set(job.eventId, undefined);
     }
     const unread = [...found].filter(([, event]) => event === undefined).map(([id]) => id);
-    const read = await d.store.getMany<EventRecord>('events', unread);
+    const read = await d.events.getMany(unread);
     for (const [i, id] of unread.entries()) found.set(id, read[i]);
     return items.map(({ job, target }) => {
       const event = found.get(job.eventId);

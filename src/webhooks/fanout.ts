@@ -1,11 +1,11 @@
 import type { Logger } from 'pino';
+import type { EventsRepo } from '../store/events-repo.ts';
 import type { WriteOp } from '../store/group-commit.ts';
-import type { JobsRepo } from '../store/jobs-repo.ts';
+import { newJob, type JobsRepo } from '../store/jobs-repo.ts';
 import type { MetaRepo } from '../store/meta.ts';
 import type { EventRecord, JobRecord, WebhookRecord } from '../store/records.ts';
 import type { Store } from '../store/store.ts';
-import { newIdAt } from '../util/ids.ts';
-import { iso, type Clock } from '../util/time.ts';
+import type { Clock } from '../util/time.ts';
 import { FLAG_OF_EVENT, wants } from './payload.ts';
 import type { Webhooks } from './webhooks.ts';
 import type { RecentEvents } from './recent-events.ts';
@@ -44,6 +44,7 @@ export class WebhookFanout {
 
   constructor(
     private readonly store: Store,
+    private readonly events: EventsRepo,
     private readonly meta: MetaRepo,
     private readonly webhooks: Pick<Webhooks, 'ofAccount' | 'domainsOf'>,
     private readonly jobs: JobsRepo,
@@ -60,8 +61,8 @@ export class WebhookFanout {
     this.saved = this.cursor;
     if (this.cursor === null) {
       // A new store, or one written before webhooks were delivered: no backlog to send.
-      const [newest] = (await this.store.families.events.keys({ reverse: true, limit: 1 }).all()) as string[];
-      if (newest !== undefined) {
+      const newest = await this.events.newestId();
+      if (newest !== null) {
         this.cursor = newest;
         await this.store.commit([this.meta.setCursor(FANOUT_CONSUMER, newest)]);
         this.saved = newest;
@@ -69,7 +70,7 @@ export class WebhookFanout {
     }
     this.stopped = false;
     this.overflow = true;
-    this.store.onPut('events', (_key, value) => this.landed(value as EventRecord));
+    this.events.onLanded((event) => this.landed(event));
     this.poke();
   }
 
@@ -121,8 +122,7 @@ export class WebhookFanout {
       if (this.overflow) {
         // Read back from the store: every event after the cursor, in id order. What lands
         // meanwhile is also buffered; `recent` keeps it from being done twice.
-        const range = this.cursor === null ? {} : { gt: this.cursor };
-        events = (await this.store.families.events.values({ ...range, limit: BATCH }).all()) as EventRecord[];
+        events = await this.events.after(this.cursor, BATCH);
         if (events.length < BATCH) this.overflow = false;
         for (const e of events) this.remember(e.id);
       } else {
@@ -164,20 +164,7 @@ export class WebhookFanout {
         if (!wants(webhook, event, domains)) continue;
         if (!mine) wanted.push((mine = { event, jobs: 0 }));
         mine.jobs += 1;
-        const job: JobRecord = {
-          v: 1,
-          id: newIdAt(now),
-          kind: 'webhook',
-          accountId: event.accountId,
-          targetId: webhook.id,
-          eventId: event.id,
-          state: 'pending',
-          attempts: 0,
-          dueAt: iso(now),
-          createdAt: iso(now),
-          updatedAt: iso(now),
-          lastAttempt: null,
-        };
+        const job = newJob('webhook', { accountId: event.accountId, targetId: webhook.id, eventId: event.id }, now);
         ops.push(...this.jobs.create(job));
         created.push(job);
       }

@@ -7,14 +7,15 @@
  * first deferred (5 %), then delivered (seconds to an hour later), bounced (3 %, six
  * classifications), failed (0.5 %) or suppressed (1 %); a quarter of the delivered are opened and
  * a fifth of those clicked. The rows are exactly those the daemon writes for such events
- * (stats/counters.ts `counterAdds`), summed per row here and written as puts: the statistics
+ * (store/counter-keys.ts `counterAdds`), summed per row here and written as puts: the statistics
  * endpoints cannot tell them from counted traffic.
  *
  *   BENCH_STATS_MESSAGES=1000000 node --import tsx test/bench/stats-server.ts
  */
 import { addCounts } from '../../src/store/counter-cache.ts';
 import type { Counts, WriteOp } from '../../src/store/group-commit.ts';
-import { counterAdds, type CounterDelta } from '../../src/stats/counters.ts';
+import type { CounterDelta } from '../../src/stats/counters.ts';
+import { counterAdds } from '../../src/store/counter-keys.ts';
 import { startServer } from '../helpers/harness.ts';
 import { serveUntilDone } from './serve.ts';
 import { DAYS, END, RECIPIENTS, SENDERS, TAGS } from './stats-data.ts';

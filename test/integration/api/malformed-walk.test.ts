@@ -425,14 +425,14 @@ describe('malformed-request walk over every operation', function () {
     const narrowSample = walk.filter((c, i) => i % 7 === 0 && c.op !== V1 && !c.raw);
     expect(walk.length + narrowSample.length, 'the walk must stay bounded').to.be.at.most(MAX_REQUESTS);
 
-    const store = bed.server.daemon.core.store;
+    const core = bed.server.daemon.core;
     // An API key's last_used_at is written (store.putRelaxed, ApiKeys.authenticate) by any
     // authenticated request, malformed or not, at most once a resolution window: it is the one
     // field that legitimately changes without the request being accepted. Nothing else is left out.
-    const normalize = withoutField(store.families.apiKeys.prefix, 'lastUsedAt');
+    const normalize = withoutField(core.store.families.apiKeys.prefix, 'lastUsedAt');
     const failures: Array<{ cause: string; line: string }> = [];
     const accepted: string[] = [];
-    let snapshot: StoreSnapshot = await snapshotStore(store, normalize);
+    let snapshot: StoreSnapshot = await snapshotStore(core, normalize);
     let raw = await RawConnection.open(bed.server.url);
     let rawSent = 0;
     let requests = 0;
@@ -500,7 +500,7 @@ describe('malformed-request walk over every operation', function () {
       }
 
       if (process.env.WALK_DUMP) dump.push(`${status} ${(performance.now() - sent).toFixed(0)}ms ${label} ${text.slice(0, 400)}`);
-      const next = await snapshotStore(store, normalize);
+      const next = await snapshotStore(core, normalize);
       const changes = diffSnapshots(snapshot, next);
       snapshot = next;
       if (changes.length > 0) {

@@ -2,8 +2,9 @@ import { expect } from 'chai';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { counterAdds } from '../../../src/stats/counters.ts';
 import { bucketCount, bucketsOf, GROUPS, Statistics, type Bucket, type Group, type StatsQuery } from '../../../src/stats/statistics.ts';
+import { counterAdds } from '../../../src/store/counter-keys.ts';
+import { CountersRepo } from '../../../src/store/counters-repo.ts';
 import type { Counts } from '../../../src/store/group-commit.ts';
 import { Store } from '../../../src/store/store.ts';
 
@@ -156,8 +157,9 @@ describe('statistics buckets', () => {
 
     before(async () => {
       dir = mkdtempSync(join(tmpdir(), 'postilion-stats-'));
-      store = await Store.open(dir);
-      stats = new Statistics(store);
+      const counters = new CountersRepo();
+      store = await Store.open(dir, { journal: counters });
+      stats = new Statistics(counters);
       for (const e of EVENTS) {
         await store.commit(counterAdds({ accountId: e.account ?? 'acc', at: T(e.at), senderDomain: e.sender, recipientDomain: e.recipient, tags: e.tags }, e.delta));
       }

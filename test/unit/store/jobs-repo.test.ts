@@ -3,7 +3,7 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { entryKey, JobIndex } from '../../../src/store/job-index.ts';
-import { JobsRepo } from '../../../src/store/jobs-repo.ts';
+import { JobsRepo, newJob } from '../../../src/store/jobs-repo.ts';
 import type { JobRecord } from '../../../src/store/records.ts';
 import { Store } from '../../../src/store/store.ts';
 
@@ -133,5 +133,41 @@ describe('JobsRepo: a new job is kept in its due-time entry', () => {
     await store.commit(repo.change(read!, null));
     expect(await all('jobs')).to.deep.equal([]);
     expect(await all('schedule')).to.deep.equal([]);
+  });
+});
+
+describe('newJob: the one builder of a new HTTP job', () => {
+  const now = Date.parse(AT);
+
+  it('builds a webhook delivery of one event and a route POST with its recipients, pending and due now', () => {
+    const webhook = newJob('webhook', { accountId: 'acc', targetId: 'wh', eventId: 'ev1' }, now);
+    expect(Object.keys(webhook)).to.deep.equal(['v', 'id', 'kind', 'accountId', 'targetId', 'eventId', 'state', 'attempts', 'dueAt', 'createdAt', 'updatedAt', 'lastAttempt']);
+    expect(webhook).to.deep.include({ v: 1, kind: 'webhook', accountId: 'acc', targetId: 'wh', eventId: 'ev1', state: 'pending', attempts: 0, dueAt: AT, createdAt: AT, updatedAt: AT, lastAttempt: null });
+    const route = newJob('route', { accountId: 'acc', targetId: 'rt', eventId: 'in1', recipients: ['a@example.com'] }, now);
+    expect(Object.keys(route)).to.deep.equal(['v', 'id', 'kind', 'accountId', 'targetId', 'eventId', 'recipients', 'state', 'attempts', 'dueAt', 'createdAt', 'updatedAt', 'lastAttempt']);
+    expect(route).to.deep.include({ kind: 'route', targetId: 'rt', eventId: 'in1', recipients: ['a@example.com'], state: 'pending', dueAt: AT });
+  });
+
+  it('gives time-ordered ids (UUIDv7 at `now`), distinct within one millisecond', () => {
+    const ids = Array.from({ length: 3 }, () => newJob('webhook', { accountId: 'acc', targetId: 'wh', eventId: 'ev' }, now).id);
+    expect(new Set(ids).size).to.equal(3);
+    expect([...ids].sort()).to.deep.equal(ids);
+    const later = newJob('webhook', { accountId: 'acc', targetId: 'wh', eventId: 'ev' }, now + 1000).id;
+    expect(later > ids[2]!).to.equal(true);
+  });
+
+  it('is stored by create and read back as built', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'postilion-new-job-'));
+    const store = await Store.open(dir);
+    try {
+      const repo = new JobsRepo(store, new JobIndex(store));
+      const job = newJob('route', { accountId: 'acc', targetId: 'rt', eventId: 'in1', recipients: ['a@example.com', 'b@example.com'] }, now);
+      await store.commit(repo.create(job));
+      const [read] = await repo.getMany([job.id], [entryKey('route', job.id, now)]);
+      expect(read).to.deep.equal({ ...job, inEntry: true });
+    } finally {
+      await store.close();
+      rmSync(dir, { recursive: true, force: true });
+    }
   });
 });

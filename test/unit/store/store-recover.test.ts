@@ -2,6 +2,7 @@ import { expect } from 'chai';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { CountersRepo } from '../../../src/store/counters-repo.ts';
 import { Store, StoreWriteError } from '../../../src/store/store.ts';
 
 /**
@@ -60,9 +61,11 @@ describe('store recovery after a failed write', () => {
 describe('the counters fold while writes fail', () => {
   let dir: string;
   let store: Store;
+  let counters: CountersRepo;
   beforeEach(async () => {
     dir = mkdtempSync(join(tmpdir(), 'postilion-recover-fold-'));
-    store = await Store.open(dir);
+    counters = new CountersRepo();
+    store = await Store.open(dir, { journal: counters });
   });
   afterEach(async () => {
     await store.close();
@@ -78,14 +81,14 @@ describe('the counters fold while writes fail', () => {
       await store.commit([{ type: 'add', family: 'counters', key: 'acct:1', value: { d: 2 } }]);
       // The fold's batch (the counter rows) fails; the batches that log adds do not.
       store.injectFault((ops) => (ops.some((op) => op.family === 'counters' && op.type === 'put') ? new Error('IO error: No space left on device') : null));
-      expect(await store.foldCounters().catch((err: unknown) => err)).to.be.instanceOf(Error);
+      expect(await counters.fold().catch((err: unknown) => err)).to.be.instanceOf(Error);
       await store.commit([{ type: 'add', family: 'counters', key: 'acct:1', value: { d: 4 } }]).catch(() => undefined);
       // Three turns of the fold timer (1 s): no fold is tried while the store has a failed write.
       await new Promise((r) => setTimeout(r, 3200));
       expect(warnings.filter((w) => w.includes('folding'))).to.have.length.at.most(1);
       store.injectFault(null);
       await store.recover();
-      await store.foldCounters();
+      await counters.fold();
       expect(await store.get('counters', 'acct:1')).to.deep.equal({ d: 7 });
     } finally {
       process.off('warning', onWarning);

@@ -1,5 +1,4 @@
 import { expect } from 'chai';
-import type { Store } from '../../../src/store/store.ts';
 import type { EventRecord, JobRecord, WebhookRecord } from '../../../src/store/records.ts';
 import { webhookTargets } from '../../../src/webhooks/deliveries.ts';
 import { RecentEvents } from '../../../src/webhooks/recent-events.ts';
@@ -25,11 +24,10 @@ describe('RecentEvents', () => {
     const recent = new RecentEvents();
     recent.add(event('kept'), 2);
     const reads: string[] = [];
-    const store = {
-      get: async (_family: string, key: string) => (reads.push(key), key === 'stored' ? event('stored') : undefined),
-      getMany: async (_family: string, keys: string[]) => keys.map((key) => (reads.push(key), key === 'stored' ? event('stored') : undefined)),
-    } as unknown as Store;
-    const targets = webhookTargets({ store, webhooks: {} as never, counters: {} as never, secretOf: () => '', disable: async () => false, recent });
+    const events = {
+      getMany: async (keys: readonly string[]) => keys.map((key) => (reads.push(key), key === 'stored' ? event('stored') : undefined)),
+    };
+    const targets = webhookTargets({ events, webhooks: {} as never, counters: {} as never, secretOf: () => '', disable: async () => false, recent });
     const job = (eventId: string) => ({ eventId }) as JobRecord;
     const hook = { id: 'w' } as WebhookRecord;
     expect(JSON.parse(String(await targets.body(job('kept'), hook)))).to.include({ type: 'message.reception', webhook_id: 'w' });
@@ -49,10 +47,10 @@ describe('RecentEvents', () => {
     const recent = new RecentEvents();
     recent.add(event('kept'), 2);
     const reads: string[] = [];
-    const store = {
-      getMany: async (_family: string, keys: string[]) => keys.map((key) => (reads.push(key), key === 'kept' ? event('kept') : undefined)),
-    } as unknown as Store;
-    const targets = webhookTargets({ store, webhooks: {} as never, counters: {} as never, secretOf: () => '', disable: async () => false, recent });
+    const events = {
+      getMany: async (keys: readonly string[]) => keys.map((key) => (reads.push(key), key === 'kept' ? event('kept') : undefined)),
+    };
+    const targets = webhookTargets({ events, webhooks: {} as never, counters: {} as never, secretOf: () => '', disable: async () => false, recent });
     const hook = { id: 'w' } as WebhookRecord;
     // Both webhooks' jobs of the event, read together: neither reads the store.
     const bodies = await targets.bodies!(['kept', 'kept'].map((eventId) => ({ job: { eventId } as JobRecord, target: hook })));
