@@ -79,9 +79,10 @@ export class Daemon {
     try {
       boundHeapGrowth();
       assertRoomToStart(config.data.dir, storageSettings(config));
-      const data = await openData(config, options.clock);
+      const signals = new Signals<DaemonSignals>();
+      const data = await openData(config, options.clock, signals);
       try {
-        daemon = await Daemon.build(options, data, bound);
+        daemon = await Daemon.build(options, data, bound, signals);
       } catch (err) {
         await data.store.close();
         throw err;
@@ -99,15 +100,14 @@ export class Daemon {
     return daemon;
   }
 
-  private static async build(options: DaemonOptions, data: Awaited<ReturnType<typeof openData>>, bound: BoundListeners): Promise<Daemon> {
+  private static async build(options: DaemonOptions, data: Awaited<ReturnType<typeof openData>>, bound: BoundListeners, signals: Signals<DaemonSignals>): Promise<Daemon> {
     const { config, log } = options;
-    const signals = new Signals<DaemonSignals>();
     const storage = new StorageGuard(data.store.dir, storageSettings(config), {
       log,
       recover: () => data.store.recover(),
       onChange: (ok) => signals.emit('storage.writable', ok),
     });
-    data.store.watchWrites((err) => storage.writeFailed(err));
+    signals.on('store.write-failed', (err) => storage.writeFailed(err));
     const jobs = await JobsAssembly.build(data, log, signals, storage);
     const core = buildCore(data, { signals, delivering: (id) => jobs.engine.holds('message', id) });
     const metrics = instrument(config, core, { log, signals, storage, bound });

@@ -38,7 +38,7 @@ import { MessagesRepo } from '../store/messages-repo.ts';
 import { MetaRepo, migrate } from '../store/meta.ts';
 import { RoutesRepo } from '../store/routes-repo.ts';
 import type { StorageSettings } from '../store/storage-guard.ts';
-import { Store } from '../store/store.ts';
+import { Store, type StoreSignals } from '../store/store.ts';
 import { CountersRepo } from '../store/counters-repo.ts';
 import { SmtpCredentialsRepo } from '../store/smtp-credentials-repo.ts';
 import { SuppressionsRepo } from '../store/suppressions-repo.ts';
@@ -53,8 +53,8 @@ import { systemClock, type Clock } from '../util/time.ts';
 import { VerpTokens } from '../util/verp.ts';
 import { Webhooks, type WebhookSignals } from '../webhooks/webhooks.ts';
 
-/** Every signal the domain services give (util/signals.ts): the assemblies subscribe to them. */
-export interface CoreSignals extends AcceptSignals, AccountSignals, WebhookSignals, RouteSignals, SigningSignals {}
+/** Every signal the store and the domain services give (util/signals.ts): the assemblies subscribe to them. */
+export interface CoreSignals extends StoreSignals, AcceptSignals, AccountSignals, WebhookSignals, RouteSignals, SigningSignals {}
 
 /** The store, opened and migrated: what everything else is built on. */
 export interface Data {
@@ -138,9 +138,9 @@ export function storageSettings(config: Config): StorageSettings {
 }
 
 /** Opens and migrates the store. */
-export async function openData(config: Config, clock: Clock = systemClock): Promise<Data> {
+export async function openData(config: Config, clock: Clock = systemClock, signals?: Emitter<StoreSignals>): Promise<Data> {
   const counters = new CountersRepo();
-  const store = await Store.open(resolve(config.data.dir), { journal: counters });
+  const store = await Store.open(resolve(config.data.dir), { journal: counters, signals });
   try {
     const migrations = await migrate(store, { buildCounters: () => rebuildCounters(store, counters, new MessagesRepo(store)) });
     return { config, store, migrations, jobIndex: new JobIndex(store), meta: new MetaRepo(store), counters, clock };

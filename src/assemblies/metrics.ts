@@ -36,7 +36,7 @@ export function instrument(config: Config, core: Core, deps: { log: Logger; sign
     refreshMs: config.metrics.queue_refresh_seconds * 1000,
     now: () => core.clock.now(),
   }, async () => deps.bound.tracking?.sync());
-  core.store.observeCommits((seconds, operations, writers) => {
+  deps.signals.on('store.committed', ({ seconds, operations, writers }) => {
     metrics.storeCommitDuration.observe(seconds);
     metrics.storeBatchOps.observe(operations);
     metrics.storeBatchWriters.observe(writers);

@@ -4,6 +4,7 @@ import type { AbstractSublevel } from 'abstract-level';
 import { GroupCommitter } from './group-commit.ts';
 import { ReadCache, type CacheLimits } from './read-cache.ts';
 import { FAMILIES, type Family, type WriteOp } from './types.ts';
+import type { Emitter } from '../util/signals.ts';
 
 /**
  * Families kept in memory after the first read (see ReadCache), with how many records of each at
@@ -29,6 +30,12 @@ const CACHED: CacheLimits = new Map<Family, number>([
 const WRITE_BUFFER_BYTES = 32 * 1024 * 1024;
 /** LevelDB's open (and so mapped) files: 54 tables of 2 MB and its own files (see Store.open). */
 const MAX_OPEN_FILES = 64;
+/** What the store tells (given at open): every synced batch (for metrics) and every failed batch write (the storage guard). */
+export interface StoreSignals {
+  'store.committed': { seconds: number; operations: number; writers: number };
+  'store.write-failed': unknown;
+}
+
 /** Families whose values are raw bytes (message bodies); the others hold JSON. */
 const BINARY: ReadonlySet<Family> = new Set<Family>(['bodies']);
 
@@ -77,7 +84,7 @@ export class Store {
    * holds `add` or `count` ops; a store opened without them (a tool) refuses such ops, and leaves
    * the counters' log on disk as it is.
    */
-  static async open(dir: string, options: { journal?: BatchJournal } = {}): Promise<Store> {
+  static async open(dir: string, options: { journal?: BatchJournal; signals?: Emitter<StoreSignals> } = {}): Promise<Store> {
     mkdirSync(dir, { recursive: true });
     // LevelDB's 4 MB write buffer dates from small machines. Each accepted message writes its body,
     // record, index entries and event, and its outcome rewrites the record: with 4 MB memtables
@@ -139,6 +146,11 @@ export class Store {
       }
       if (entry) journal!.landed(entry);
     });
+    const { signals } = options;
+    if (signals) {
+      committer.observer = (seconds, operations, writers) => signals.emit('store.committed', { seconds, operations, writers });
+      health.onError = (err) => signals.emit('store.write-failed', err);
+    }
     const store = new Store(db, families, committer, dir, journal, health);
     await journal?.opened(store);
     return store;
@@ -247,16 +259,6 @@ export class Store {
 
   get commitStats(): { batches: number; writes: number } {
     return this.committer.stats;
-  }
-
-  /** Told of every synced batch (duration in seconds, operations, writers); one observer. */
-  observeCommits(observer: (seconds: number, operations: number, writers: number) => void): void {
-    this.committer.observer = observer;
-  }
-
-  /** Told of every failed batch write (the storage guard); one watcher. */
-  watchWrites(onError: (err: unknown) => void): void {
-    this.health.onError = onError;
   }
 
   /**

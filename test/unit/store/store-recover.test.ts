@@ -3,7 +3,8 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { CountersRepo } from '../../../src/store/counters-repo.ts';
-import { Store, StoreWriteError } from '../../../src/store/store.ts';
+import { Signals } from '../../../src/util/signals.ts';
+import { Store, StoreWriteError, type StoreSignals } from '../../../src/store/store.ts';
 
 /**
  * Store.recover after a failed write: LevelDB keeps a failed write as its state (a sticky
@@ -24,7 +25,10 @@ describe('store recovery after a failed write', () => {
 
   it('tells its watcher of a failed batch, keeps failing like LevelDB until reopened, and keeps what was acknowledged', async () => {
     const seen: unknown[] = [];
-    store.watchWrites((err) => seen.push(err));
+    await store.close();
+    const signals = new Signals<StoreSignals>();
+    signals.on('store.write-failed', (err) => seen.push(err));
+    store = await Store.open(dir, { signals });
     const body = Buffer.from('x'.repeat(10_000));
     await store.commit([{ type: 'put', family: 'accounts', key: 'a1', value: { id: 'a1', name: 'kept' } }, { type: 'put', family: 'bodies', key: 'b1', value: body }]);
     let full = true;
