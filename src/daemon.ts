@@ -64,7 +64,7 @@ import { HttpClient, type SignedPost } from './delivery/http.ts';
 import { HttpClientThread } from './delivery/http-thread.ts';
 import { TargetCounters } from './queue/target-counters.ts';
 import { webhookTargets } from './webhooks/deliveries.ts';
-import { HttpJobs } from './queue/http-jobs.ts';
+import { downOrigins, HttpJobs } from './queue/http-jobs.ts';
 import { WebhookFanout } from './webhooks/fanout.ts';
 import { DsnSender } from './queue/dsn-sender.ts';
 import { Suppressions } from './accounts/suppressions.ts';
@@ -528,7 +528,7 @@ export class Daemon {
       notify: (dueMs: number) => engine.notify(dueMs),
       pause: (destination: string, untilMs: number) => engine.pause(destination, untilMs),
       unpause: (destination: string) => engine.unpause(destination),
-      down: new Map<string, { probes: number; until: number }>(),
+      down: downOrigins(),
       observe: (kind: 'webhook' | 'route', outcome: string) => this.metrics.httpDeliveries.inc({ kind, outcome }),
       writer: this.httpOutcomes,
     };
