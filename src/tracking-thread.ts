@@ -12,6 +12,7 @@ import { trackingEndpoint } from './tracking/endpoint.ts';
 import { LeanHttpServer, type LeanAnswer, type LeanHandler, type LeanRequest } from './tracking/lean-http.ts';
 import type { FromThread, Lookup, MessageFacts, RequestCounts, ThreadHit, ThreadServe, ThreadStart, ToThread } from './tracking/thread-protocol.ts';
 import { TrackingTokens } from './tracking/tokens.ts';
+import { Lru } from './util/lru.ts';
 import { andThen, type Maybe } from './util/maybe.ts';
 
 /** Hits handed over and not yet written at most; past it, requests wait for the daemon to catch up. */
@@ -25,7 +26,6 @@ const FACTS_MS = 10 * 60_000;
 const FACTS_MAX = 20_000;
 
 interface Facts extends MessageFacts {
-  at: number;
   /** The stored links (null: none), their read in progress, or undefined: not asked yet. */
   links: readonly string[] | null | Promise<readonly string[] | null> | undefined;
 }
@@ -51,35 +51,31 @@ function ask<T>(lookup: Lookup): Promise<T> {
   });
 }
 
-const hosts = new Map<string, { id: string; at: number }>();
+const hosts = new Lru<string, string>(HOSTS_MAX, HOST_MS);
 function domainOfHost(host: string): Maybe<string | null> {
   const kept = hosts.get(host);
-  if (kept && Date.now() - kept.at < HOST_MS) return kept.id;
+  if (kept !== undefined) return kept;
   return ask<string | null>({ kind: 'host', host }).then((id) => {
     // Only known hosts are kept: any Host header can be sent, and must not grow memory.
     if (id === null) hosts.delete(host);
-    else {
-      if (hosts.size >= HOSTS_MAX) hosts.clear();
-      hosts.set(host, { id, at: Date.now() });
-    }
+    else hosts.set(host, id);
     return id;
   });
 }
 
-const facts = new Map<string, Facts>();
+const facts = new Lru<string, Facts>(FACTS_MAX, FACTS_MS);
 /** One question per message however many requests for it arrive meanwhile. */
 const reading = new Map<string, Promise<Facts | null>>();
 function factsOf(id: string): Maybe<Facts | null> {
   const kept = facts.get(id);
-  if (kept && Date.now() - kept.at < FACTS_MS) return kept;
+  if (kept) return kept;
   let read = reading.get(id);
   if (!read) {
     read = ask<MessageFacts | null>({ kind: 'message', id }).then((found) => {
       facts.delete(id);
       if (!found) return null;
-      const entry: Facts = { ...found, at: Date.now(), links: undefined };
+      const entry: Facts = { ...found, links: undefined };
       facts.set(id, entry);
-      if (facts.size > FACTS_MAX) facts.delete(facts.keys().next().value!);
       return entry;
     }).finally(() => reading.delete(id));
     reading.set(id, read);

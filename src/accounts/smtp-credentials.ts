@@ -7,6 +7,7 @@ import type { Store } from '../store/store.ts';
 import { isValidDomain, normalizeDomain } from '../util/domain-name.ts';
 import { badRequest, forbidden, notFound } from '../util/errors.ts';
 import { newId, randomAlphanumeric } from '../util/ids.ts';
+import { Lru } from '../util/lru.ts';
 import { isPrintable } from '../util/text.ts';
 import { iso, type Clock } from '../util/time.ts';
 
@@ -48,8 +49,8 @@ export type MayCreate = (domain: string | null) => boolean;
  * kept), global or scoped to domains of the account. Serves the API and the SMTP listener.
  */
 export class SmtpCredentials {
-  /** Recent successful logins: HMAC(username, password) → credential id and expiry. */
-  private readonly verified = new Map<string, { id: string; until: number }>();
+  /** Recent successful logins: HMAC(username, password) → credential id, for VERIFIED_TTL_MS. */
+  private readonly verified = new Lru<string, string>(VERIFIED_LIMIT, VERIFIED_TTL_MS, () => this.clock.now());
   /** Keys the verification cache, so it never holds anything a password could be guessed from. */
   private readonly cacheKey = randomBytes(32);
   /** Verified against on an unknown username, so that it costs as much as a wrong password. */
@@ -144,16 +145,14 @@ export class SmtpCredentials {
     }
     const credential = await this.byUsername(username);
     const key = createHmac('sha256', this.cacheKey).update(username.toLowerCase()).update('\0').update(password).digest('base64');
-    const now = this.clock.now();
     const remembered = this.verified.get(key);
-    if (credential && remembered && remembered.id === credential.id && remembered.until > now) return credential;
-    if (remembered) this.verified.delete(key);
+    if (credential && remembered === credential.id) return credential;
+    if (remembered !== undefined) this.verified.delete(key);
     const ok = await verifyPassword(password, credential?.password ?? (await this.decoy));
     if (!credential || !ok) return null;
     // Deleted while scrypt ran: do not remember a login for a credential that is gone.
     if (!(await this.exists(credential.id))) return null;
-    if (this.verified.size >= VERIFIED_LIMIT) this.verified.clear();
-    this.verified.set(key, { id: credential.id, until: now + VERIFIED_TTL_MS });
+    this.verified.set(key, credential.id);
     return credential;
   }
 
@@ -174,7 +173,7 @@ export class SmtpCredentials {
 
   /** A remembered login is only a shortcut past scrypt (the record is read anyway): drop it with the credential. */
   private forget(id: string): void {
-    for (const [key, entry] of this.verified) if (entry.id === id) this.verified.delete(key);
+    for (const [key, remembered] of this.verified) if (remembered === id) this.verified.delete(key);
   }
 
   /** A username no credential has: 24 random characters make a clash a formality, but check. */

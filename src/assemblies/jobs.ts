@@ -2,7 +2,7 @@ import type { Logger } from 'pino';
 import type { Config } from '../config/schema.ts';
 import type { Metrics } from '../metrics/metrics.ts';
 import { JobEngine } from '../queue/engine.ts';
-import type { HttpJobsDeps } from '../queue/http-jobs.ts';
+import { downOrigins, type HttpJobsDeps } from '../queue/http-jobs.ts';
 import { OutcomeWriter } from '../queue/outcome-writer.ts';
 import type { StorageGuard } from '../store/storage-guard.ts';
 import type { Signals } from '../util/signals.ts';
@@ -25,7 +25,7 @@ export class JobsAssembly implements Assembly {
   /** Its limits are those of delivery and webhooks, which own them. */
   readonly sections = [];
   readonly writer = new OutcomeWriter();
-  private readonly down = new Map<string, { probes: number; until: number }>();
+  private readonly down = downOrigins();
 
   private constructor(
     readonly engine: JobEngine,

@@ -5,6 +5,7 @@ import type { Socket } from 'node:net';
 import { urlToHttpOptions } from 'node:url';
 import { performance } from 'node:perf_hooks';
 import type { Cidr } from '../util/cidr.ts';
+import { Lru } from '../util/lru.ts';
 import { signatureHeaders } from '../webhooks/signing.ts';
 import { parseTargetUrl, TargetRefusedError, type HostResolver } from './http-target.ts';
 import { bareHost, isIpLiteral, isLocalName, refusedAddress, refusedTarget } from './target-address.ts';
@@ -107,7 +108,7 @@ export class HttpClient {
   private readonly settings: typeof DEFAULTS;
   /** Requests made and not ended, those waiting for a connection included: close cuts them. */
   private readonly live = new Map<http.ClientRequest, Live>();
-  private readonly checked = new Map<string, Target | { refused: string }>();
+  private readonly checked = new Lru<string, Target | { refused: string }>(CHECKED_URLS);
   private checkedFor: readonly Cidr[] | null = null;
 
   constructor(private readonly options: HttpClientOptions) {
@@ -208,7 +209,6 @@ export class HttpClient {
       } catch (err) {
         known = { refused: (err as Error).message };
       }
-      if (this.checked.size >= CHECKED_URLS) this.checked.clear();
       this.checked.set(target, known);
     }
     return known;

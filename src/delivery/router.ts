@@ -1,6 +1,7 @@
 import { isIP } from 'node:net';
 import type { Classification } from '../bounce/rules.ts';
 import { DnsUnavailableError, type DnsResolver } from '../domains/resolver.ts';
+import { Lru } from '../util/lru.ts';
 import type { Clock } from '../util/time.ts';
 
 export type TlsPolicy = 'required' | 'opportunistic' | 'off';
@@ -57,6 +58,9 @@ export function routerOptions(d: DeliveryRoutingConfig): RouterOptions {
   };
 }
 
+/** Domains whose MX answer is kept at most, and hops marked unreachable. */
+const DOMAINS_KEPT = 10_000;
+
 /**
  * Where mail for a domain goes: the transport map, else the smarthost, else its MX hosts in
  * preference order (equal preferences shuffled), the domain itself when it has no MX (implicit
@@ -64,8 +68,13 @@ export function routerOptions(d: DeliveryRoutingConfig): RouterOptions {
  * for a while, unless nothing else is left.
  */
 export class Router {
-  private readonly mxCache = new Map<string, { until: number; hops: Hop[] | RouteFailure }>();
-  private readonly unreachable = new Map<string, number>();
+  /**
+   * Per domain, its hops and until when they are reused. An answer past its time stays until it is
+   * replaced: after a DNS failure, mxSet still names the domain's last known MX set.
+   */
+  private readonly mxCache = new Lru<string, { until: number; hops: Hop[] | RouteFailure }>(DOMAINS_KEPT);
+  /** Per hop (address:port), until when it is skipped. */
+  private readonly unreachable = new Lru<string, number>(DOMAINS_KEPT);
 
   constructor(
     private readonly resolver: DnsResolver,
@@ -82,7 +91,6 @@ export class Router {
       found = cached.hops;
     } else {
       found = await this.resolve(domain);
-      if (this.mxCache.size > 10_000) this.mxCache.clear();
       // A DNS failure is not kept: the next message asks again.
       if (Array.isArray(found) || found.permanent) this.mxCache.set(domain, { until: now + this.options.cacheMs, hops: found });
     }

@@ -6,6 +6,7 @@ import type { WriteOp } from '../store/group-commit.ts';
 import type { JobsRepo } from '../store/jobs-repo.ts';
 import type { JobRecord } from '../store/records.ts';
 import type { Store } from '../store/store.ts';
+import { Lru } from '../util/lru.ts';
 import { iso, type Clock } from '../util/time.ts';
 import { urlOrigin } from '../util/url-origin.ts';
 import { OutcomeWriter } from './outcome-writer.ts';
@@ -15,6 +16,9 @@ export const AUTO_DISABLE_AFTER = 100;
 /** An origin found down is tried again after 1 s, doubling per probe that fails, at most 5 minutes. */
 const DOWN_FIRST_MS = 1000;
 const DOWN_MAX_MS = 300_000;
+/** Origins found down, and target secrets in clear, kept at most (then the least recently used go). */
+const ORIGINS_KEPT = 10_000;
+const SECRETS_KEPT = 10_000;
 /** Held jobs moved back onto the due-time index per batch when a target is enabled again. */
 const RELEASE_BATCH = 500;
 
@@ -77,7 +81,7 @@ export interface HttpJobsDeps {
   /** Withdraws the posts to an origin that wait in the client for a connection (with handOff). */
   withdraw?: (origin: string) => void;
   /** Origins found down, shared by every HTTP kind: a webhook and a route may share an origin. */
-  down?: Map<string, { probes: number; until: number }>;
+  down?: DownOrigins;
   /**
    * Wall-clock time for `webhook-timestamp`: receivers check it against their own clock (±5
    * minutes), so it is the machine's time even where scheduling runs on an injected clock.
@@ -106,16 +110,16 @@ export class HttpJobs implements JobKind<PreparedJob> {
   readonly name: 'webhook' | 'route';
   readonly dispatcher = 'http' as const;
   readonly handOff: number | undefined;
-  private readonly secrets = new Map<string, string>();
+  private readonly secrets = new Lru<string, string>(SECRETS_KEPT);
   /** Origins that answered nothing: consecutive probes failed, and when to probe next (shared by the HTTP kinds). */
-  private readonly down: Map<string, { probes: number; until: number }>;
+  private readonly down: DownOrigins;
 
   private readonly writer: OutcomeWriter;
 
   constructor(private readonly d: HttpJobsDeps) {
     this.name = d.targets.kind;
     this.handOff = d.handOff;
-    this.down = d.down ?? new Map();
+    this.down = d.down ?? downOrigins();
     this.writer = d.writer ?? new OutcomeWriter();
   }
 
@@ -335,7 +339,6 @@ export class HttpJobs implements JobKind<PreparedJob> {
     const delay = Math.min(DOWN_FIRST_MS * 2 ** (probes - 1), DOWN_MAX_MS);
     const until = now + Math.round(delay * (1 + 0.1 * (2 * (this.d.random ?? Math.random)() - 1)));
     this.down.set(origin, { probes, until });
-    if (this.down.size > 10_000) this.down.delete(this.down.keys().next().value!);
     return until;
   }
 
@@ -343,11 +346,18 @@ export class HttpJobs implements JobKind<PreparedJob> {
     let secret = this.secrets.get(target.secret);
     if (secret === undefined) {
       secret = this.d.targets.secretOf(target);
-      if (this.secrets.size > 10_000) this.secrets.clear();
       this.secrets.set(target.secret, secret);
     }
     return secret;
   }
+}
+
+/** Origins that answered nothing: consecutive probes failed, and when to probe next. */
+export type DownOrigins = Lru<string, { probes: number; until: number }>;
+
+/** A record of origins found down, for the HTTP kinds to share (HttpJobsDeps.down). */
+export function downOrigins(): DownOrigins {
+  return new Lru(ORIGINS_KEPT);
 }
 
 function originOf(url: string): string {

@@ -1,6 +1,7 @@
 import type { WriteOp } from '../store/group-commit.ts';
 import type { Store } from '../store/store.ts';
 import type { Family } from '../store/types.ts';
+import { Lru } from '../util/lru.ts';
 
 export interface TargetCounts {
   successCount: number;
@@ -10,6 +11,8 @@ export interface TargetCounts {
 }
 
 const ZERO: TargetCounts = { successCount: 0, errorCount: 0, errorsSinceLastSuccess: 0, lastRequestAt: null };
+/** Targets whose counters are kept at most (then the least recently used go, read again when next needed). */
+const TARGETS_KEPT = 20_000;
 
 /**
  * The delivery counters of webhooks or routes, apart from their records so that an attempt's
@@ -18,7 +21,7 @@ const ZERO: TargetCounts = { successCount: 0, errorCount: 0, errorsSinceLastSucc
  * (batches land in order, so the last value written is the newest).
  */
 export class TargetCounters {
-  private readonly known = new Map<string, TargetCounts>();
+  private readonly known = new Lru<string, TargetCounts>(TARGETS_KEPT);
 
   constructor(
     private readonly store: Store,
@@ -32,7 +35,6 @@ export class TargetCounters {
     // Another attempt may have loaded them while this read was under way.
     const now = this.known.get(targetId) ?? { ...stored };
     this.known.set(targetId, now);
-    if (this.known.size > 20_000) this.known.delete(this.known.keys().next().value!);
     return { ...now };
   }
 

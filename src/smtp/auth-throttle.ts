@@ -1,6 +1,7 @@
+import { Lru } from '../util/lru.ts';
 import type { Clock } from '../util/time.ts';
 
-/** Client addresses tracked at most: past it, the stalest is forgotten (memory stays bounded). */
+/** Client addresses tracked at most: past it, the least recently seen is forgotten (memory stays bounded). */
 const MAX_CLIENTS = 10_000;
 
 /**
@@ -8,7 +9,7 @@ const MAX_CLIENTS = 10_000;
  * refused AUTH until its oldest failure leaves the window; a success clears its record.
  */
 export class AuthThrottle {
-  private readonly failures = new Map<string, number[]>();
+  private readonly failures = new Lru<string, number[]>(MAX_CLIENTS);
 
   constructor(
     private readonly limit: number,
@@ -23,9 +24,7 @@ export class AuthThrottle {
   fail(address: string): void {
     const list = this.recent(address);
     list.push(this.clock.now());
-    this.failures.delete(address);
     this.failures.set(address, list);
-    if (this.failures.size > MAX_CLIENTS) this.failures.delete(this.failures.keys().next().value!);
   }
 
   succeed(address: string): void {

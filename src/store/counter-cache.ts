@@ -1,3 +1,4 @@
+import { Lru } from '../util/lru.ts';
 import type { Counts, WriteOp } from './types.ts';
 
 type AddOp = Extract<WriteOp, { type: 'add' }>;
@@ -11,13 +12,15 @@ type AddOp = Extract<WriteOp, { type: 'add' }>;
  * `max` rows the least recently used go, to be read again from the store when next needed).
  */
 export class CounterCache {
-  private readonly rows = new Map<string, Counts>();
+  private readonly rows: Lru<string, Counts>;
 
   constructor(
     /** Reads rows from the store (absent: undefined). */
     private readonly read: (keys: string[]) => Promise<Array<Counts | undefined>>,
-    private readonly max = 100_000,
-  ) {}
+    max = 100_000,
+  ) {
+    this.rows = new Lru(max);
+  }
 
   /**
    * The new totals of the rows the adds touch, not yet kept: `keep` them once the batch is on
@@ -52,14 +55,7 @@ export class CounterCache {
   }
 
   keep(totals: Map<string, Counts>): void {
-    for (const [key, total] of totals) {
-      this.rows.delete(key);
-      this.rows.set(key, total);
-    }
-    for (const key of this.rows.keys()) {
-      if (this.rows.size <= this.max) break;
-      this.rows.delete(key);
-    }
+    for (const [key, total] of totals) this.rows.set(key, total);
   }
 
   /** Forgets every row (after the counters family was rewritten outside adds). */

@@ -1,4 +1,6 @@
-/** A cached family and how many of its records are kept at most (then it starts again, empty). */
+import { Lru } from '../util/lru.ts';
+
+/** A cached family and how many of its records are kept at most (then the least recently used go). */
 export type CacheLimits = ReadonlyMap<string, number>;
 
 /**
@@ -9,7 +11,7 @@ export type CacheLimits = ReadonlyMap<string, number>;
  * throws. Nothing is held per key beyond the records and the reads and writes in progress.
  */
 export class ReadCache {
-  private readonly kept = new Map<string, Map<string, unknown>>();
+  private readonly kept = new Map<string, Lru<string, unknown>>();
   /** Per key: writes submitted and not yet landed. */
   private readonly inFlight = new Map<string, number>();
   /** Per key: the reads in progress, each told when a write of the key ended meanwhile (landed or failed). */
@@ -22,8 +24,8 @@ export class ReadCache {
   }
 
   async get<T>(family: string, key: string, read: () => Promise<T | undefined>): Promise<T | undefined> {
-    const kept = this.family(family);
-    if (kept.has(key)) return kept.get(key) as T;
+    const hit = this.family(family).get(key);
+    if (hit !== undefined) return hit as T;
     const reading = this.track(family, key);
     let value: T | undefined;
     try {
@@ -44,8 +46,8 @@ export class ReadCache {
     const out: Array<T | undefined> = new Array(keys.length);
     const missing: number[] = [];
     for (let i = 0; i < keys.length; i++) {
-      const key = keys[i]!;
-      if (kept.has(key)) out[i] = kept.get(key) as T;
+      const hit = kept.get(keys[i]!);
+      if (hit !== undefined) out[i] = hit as T;
       else missing.push(i);
     }
     if (missing.length === 0) return out;
@@ -82,9 +84,7 @@ export class ReadCache {
   /** Keeps what a read found, unless it is absent or a write of its key overtook it or is under way. */
   private keep(family: string, key: string, { id, token }: Reading, value: unknown): void {
     if (value === undefined || token.overtaken || this.inFlight.has(id)) return;
-    const kept = this.family(family);
-    if (kept.size >= this.limits.get(family)!) kept.clear();
-    kept.set(key, deepFreeze(value));
+    this.family(family).set(key, deepFreeze(value));
   }
 
   /** Runs a write of these keys (those of uncached families are ignored). */
@@ -110,10 +110,10 @@ export class ReadCache {
     }
   }
 
-  private family(family: string): Map<string, unknown> {
+  private family(family: string): Lru<string, unknown> {
     let kept = this.kept.get(family);
     if (!kept) {
-      kept = new Map();
+      kept = new Lru(this.limits.get(family)!);
       this.kept.set(family, kept);
     }
     return kept;

@@ -1,5 +1,6 @@
 import { isbot } from 'isbot';
 import ipaddr from 'ipaddr.js';
+import { Lru } from '../util/lru.ts';
 
 /** What is known of one open or click, to tell a person from a machine. */
 export interface Hit {
@@ -35,15 +36,13 @@ export function botReason(hit: Hit, scannerMs: number): string | null {
 }
 
 /** User agents recently judged (a handful of browsers make most hits), at most this many. */
-const AGENTS_KEPT = 2_000;
-const agents = new Map<string, 'proxy' | 'bot' | 'person'>();
+const agents = new Lru<string, 'proxy' | 'bot' | 'person'>(2_000);
 
 /** What a user agent says it is; `isbot` runs one large expression, so verdicts are kept. */
 function agentOf(ua: string): 'proxy' | 'bot' | 'person' {
   let verdict = agents.get(ua);
   if (verdict === undefined) {
     verdict = IMAGE_PROXIES.test(ua) ? 'proxy' : isbot(ua) ? 'bot' : 'person';
-    if (agents.size >= AGENTS_KEPT) agents.clear();
     agents.set(ua, verdict);
   }
   return verdict;

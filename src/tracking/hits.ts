@@ -3,6 +3,7 @@ import type { WriteOp } from '../store/group-commit.ts';
 import type { MessagesRepo } from '../store/messages-repo.ts';
 import type { MessageHitsRecord, MessageRecord } from '../store/records.ts';
 import { StoreClosedError } from '../store/store.ts';
+import { Lru } from '../util/lru.ts';
 import { iso, type Clock } from '../util/time.ts';
 import { botReason } from './bots.ts';
 import type { ThreadHit } from './thread-protocol.ts';
@@ -42,7 +43,7 @@ export class TrackingHits {
   /** Told when a batch has landed (or failed): drain(). */
   private readonly landed: Array<() => void> = [];
   /** Counts of recently hit messages, as written by the last batch. */
-  private readonly counts = new Map<string, MessageHitsRecord>();
+  private readonly counts = new Lru<string, MessageHitsRecord>(COUNTS_MAX);
 
   constructor(
     private readonly repo: MessagesRepo,
@@ -129,7 +130,6 @@ export class TrackingHits {
     if (ops.length === 0) return;
     await this.commit(ops);
     for (const [id, counts] of next) this.counts.set(id, counts);
-    while (this.counts.size > COUNTS_MAX) this.counts.delete(this.counts.keys().next().value!);
   }
 
   // Field order of the events as in the contract's examples (webhooks.yaml).

@@ -1,5 +1,6 @@
 import { createHmac, timingSafeEqual } from 'node:crypto';
 import { isUuid } from '../util/ids.ts';
+import { Lru } from '../util/lru.ts';
 
 /** Bytes of the MAC in a token: 96 bits, so a token cannot be forged by guessing. */
 const MAC_BYTES = 12;
@@ -25,7 +26,7 @@ export const MAX_LINK_INDEX = 0xffff;
  */
 export class TrackingTokens {
   /** Tokens recently verified, and what they name: a hit on a known token costs no MAC. */
-  private readonly verified = new Map<string, Verified>();
+  private readonly verified = new Lru<string, Verified>(VERIFIED_KEPT);
 
   constructor(private readonly key: Buffer) {
     if (key.length < 32) throw new Error('the tracking key must be at least 32 bytes');
@@ -67,7 +68,6 @@ export class TrackingTokens {
 
   /** Remembers a token that verified (only those: a forged one is checked every time). */
   private keep(token: string, read: Verified): void {
-    if (this.verified.size >= VERIFIED_KEPT) this.verified.clear();
     this.verified.set(token, read);
   }
 

@@ -1,6 +1,7 @@
+import { Lru } from './lru.ts';
+
 /** Origins of the URLs seen last (every delivery to a target asks for the same URL's origin). */
-const known = new Map<string, string | null>();
-const KEPT = 1000;
+const known = new Lru<string, string | null>(1000);
 
 /** The URL's origin (scheme, host, port), or null when it is not a URL; kept per URL. */
 export function urlOrigin(url: string): string | null {
@@ -11,7 +12,6 @@ export function urlOrigin(url: string): string | null {
     } catch {
       origin = null;
     }
-    if (known.size >= KEPT) known.clear();
     known.set(url, origin);
   }
   return origin;

@@ -5,6 +5,7 @@ import { newJob, type JobsRepo } from '../store/jobs-repo.ts';
 import type { MetaRepo } from '../store/meta.ts';
 import type { EventRecord, JobRecord, WebhookRecord } from '../store/records.ts';
 import type { Store } from '../store/store.ts';
+import { Lru } from '../util/lru.ts';
 import type { Clock } from '../util/time.ts';
 import { FLAG_OF_EVENT, wants } from './payload.ts';
 import type { Webhooks } from './webhooks.ts';
@@ -40,7 +41,7 @@ export class WebhookFanout {
   private again = false;
   private stopped = true;
   /** Ids already fanned out while reading back from the store, so a landed one is not done twice. */
-  private readonly recent = new Set<string>();
+  private readonly recent = new Lru<string, true>(BUFFER_LIMIT);
 
   constructor(
     private readonly store: Store,
@@ -137,8 +138,7 @@ export class WebhookFanout {
   }
 
   private remember(id: string): void {
-    this.recent.add(id);
-    if (this.recent.size > BUFFER_LIMIT) this.recent.delete(this.recent.values().next().value!);
+    this.recent.set(id, true);
   }
 
   /** One batch: the jobs of these events and the cursor past them. */

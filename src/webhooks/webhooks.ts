@@ -9,6 +9,7 @@ import { isValidDomain, normalizeDomain } from '../util/domain-name.ts';
 import { badRequest, conflict, forbidden, notFound } from '../util/errors.ts';
 import { newId } from '../util/ids.ts';
 import { KeyedMutex } from '../util/keyed-mutex.ts';
+import { Lru } from '../util/lru.ts';
 import type { SecretBox } from '../util/secret-box.ts';
 import { isPrintable } from '../util/text.ts';
 import { iso, type Clock } from '../util/time.ts';
@@ -28,7 +29,7 @@ export interface WebhookSignals {
 
 /** Webhooks per account: the listing and the fan-out read an account's webhooks whole. */
 export const MAX_WEBHOOKS_PER_ACCOUNT = 1000;
-/** Accounts whose list of webhooks is kept at most (then they are all read again). */
+/** Accounts whose list of webhooks is kept at most (then the least recently used go). */
 const ACCOUNT_LISTS_KEPT = 10_000;
 /** Domains one scoped webhook may name. */
 export const MAX_WEBHOOK_DOMAINS = 100;
@@ -79,7 +80,7 @@ export interface WebhookSettings {
  */
 export class Webhooks {
   /** Per account, the ids of its webhooks (see ofAccount). */
-  private readonly accountLists = new Map<string, string[]>();
+  private readonly accountLists = new Lru<string, string[]>(ACCOUNT_LISTS_KEPT);
   private listGeneration = 0;
   private listWrites = 0;
 
@@ -247,10 +248,7 @@ export class Webhooks {
       const generation = this.listGeneration;
       ids = await this.repo.idsOfAccount(accountId);
       // A list read while a creation or deletion was on its way may be the old one: not kept.
-      if (generation === this.listGeneration && this.listWrites === 0) {
-        if (this.accountLists.size >= ACCOUNT_LISTS_KEPT) this.accountLists.clear();
-        this.accountLists.set(accountId, ids);
-      }
+      if (generation === this.listGeneration && this.listWrites === 0) this.accountLists.set(accountId, ids);
     }
     const found = await Promise.all(ids.map((id) => this.repo.get(id)));
     return found.filter((w): w is WebhookRecord => w !== undefined);

@@ -84,17 +84,19 @@ describe('ReadCache', () => {
     expect(inside.reads.size).to.equal(0);
   });
 
-  it('starts a family again, empty, past its limit, and keeps nothing per key once reads and writes are done', async () => {
+  it('keeps a family to its limit, the least recently read going first, and keeps nothing per key once reads and writes are done', async () => {
     const s = source({ a: { n: 1 }, b: { n: 2 }, c: { n: 3 } });
     const cache = new ReadCache(new Map([['messages', 2], ['accounts', 10]]));
     await cache.get('accounts', 'a', s.read('a'));
-    for (const key of ['a', 'b', 'c', 'a', 'b']) await cache.get('messages', key, s.read(key));
-    // a, b (kept); c (full: starts again with c); a (kept with c); b (full again): every one read.
-    expect(s.reads).to.equal(6);
+    for (const key of ['a', 'b', 'a', 'c']) await cache.get('messages', key, s.read(key));
+    // a, b (read and kept); a (kept: now the most recent); c (read; b, the least recent, goes).
+    expect(s.reads).to.equal(4);
+    expect(await cache.getMany('messages', ['a', 'c'], async () => [])).to.deep.equal([{ n: 1 }, { n: 3 }]);
     await cache.get('messages', 'b', s.read('b'));
-    // The other family was not emptied with it.
+    expect(s.reads).to.equal(5);
+    // The other family kept its own.
     await cache.get('accounts', 'a', s.read('a'));
-    expect(s.reads).to.equal(6);
+    expect(s.reads).to.equal(5);
     await Promise.all(['a', 'b', 'c'].map((key) => cache.writing([{ family: 'messages', key }], async () => undefined)));
     const inside = cache as unknown as { inFlight: Map<string, number>; reads: Map<string, unknown> };
     expect(inside.inFlight.size).to.equal(0);
