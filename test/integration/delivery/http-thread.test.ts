@@ -4,7 +4,7 @@ import { fileURLToPath } from 'node:url';
 import type { Worker } from 'node:worker_threads';
 import { HttpClientThread } from '../../../src/delivery/http-thread.ts';
 import type { SignedPost } from '../../../src/delivery/http.ts';
-import { newWebhookSecret } from '../../../src/webhooks/signing.ts';
+import { newWebhookSecret } from '../../../src/delivery/signing.ts';
 import { WebhookReceiver } from '../../helpers/webhook-receiver.ts';
 
 const ENTRY = new URL(`../../../src/http-thread${extname(fileURLToPath(import.meta.url))}`, import.meta.url);

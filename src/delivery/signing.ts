@@ -4,6 +4,8 @@ import { createHmac, randomInt } from 'node:crypto';
  * Standard-Webhooks-shaped signatures with one deliberate deviation (reference-api §5.3): the
  * HMAC key is the UTF-8 bytes of the whole secret string, prefix included, not a base64-decoded
  * `whsec_` value. Stock verifiers work in raw-key mode (`new Webhook(secret, { format: 'raw' })`).
+ * The HTTP dispatcher signs webhook deliveries and route POSTs alike, so the scheme and its secrets
+ * live here, below webhooks/ and inbound/, which make the secrets.
  */
 
 export const WEBHOOK_SECRET_PREFIX = 'aha-whsec-';

@@ -1,6 +1,6 @@
 import { expect } from 'chai';
 import { Webhook } from 'standardwebhooks';
-import { newWebhookSecret, signPayload, WEBHOOK_SECRET_PATTERN } from '../../../src/webhooks/signing.ts';
+import { newWebhookSecret, signPayload, WEBHOOK_SECRET_PATTERN } from '../../../src/delivery/signing.ts';
 
 describe('webhook signing', () => {
   it('makes secrets of aha-whsec- and 64 alphanumerics, each different', () => {
