@@ -6,7 +6,7 @@ import { countersObserver, expandCount } from './stats/counters.ts';
 import { rebuildCounters } from './stats/rebuild.ts';
 import { Statistics } from './stats/statistics.ts';
 import { readFileSync } from 'node:fs';
-import { extname, join, resolve } from 'node:path';
+import { join, resolve } from 'node:path';
 import { schedule, type ScheduledTask } from 'node-cron';
 import { boundHeapGrowth } from './util/heap.ts';
 import { Accounts } from './accounts/accounts.ts';
@@ -61,7 +61,7 @@ import { JobIndex } from './store/job-index.ts';
 import { JobsRepo } from './store/jobs-repo.ts';
 import { MetaRepo, migrate } from './store/meta.ts';
 import { HttpClient, type SignedPost } from './delivery/http.ts';
-import { HttpClientThread } from './delivery/http-thread.ts';
+import { HttpClientThread } from './delivery/http-client-thread.ts';
 import { TargetCounters } from './queue/target-counters.ts';
 import { webhookTargets } from './webhooks/deliveries.ts';
 import { HttpJobs } from './queue/http-jobs.ts';
@@ -512,7 +512,6 @@ export class Daemon {
     // the engine and the fan-out keep this event loop. Route POSTs, few and up to tens of MB
     // each (a copy to a thread would cost their size again), are requested from here.
     const webhookHttp = new HttpClientThread(
-      new URL(`./http-thread${extname(fileURLToPath(import.meta.url))}`, import.meta.url),
       { dns: { servers: config.dns.servers, timeoutMs: config.dns.timeout_ms, tries: config.dns.tries }, allowNetworks: config.webhooks.allow_networks, maxSocketsPerOrigin: config.webhooks.per_origin, originSockets },
       (err, message) => log.error({ err }, message),
     );
