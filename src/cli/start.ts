@@ -6,7 +6,7 @@ import { bindListeners } from '../bind-phase.ts';
 import { Daemon, storageSettings } from '../daemon.ts';
 import { assertRoomToStart } from '../store/storage-guard.ts';
 import { createLogger, type Logger } from '../logging/logger.ts';
-import type { CliIo } from './main.ts';
+import type { CliIo } from './io.ts';
 
 export { ListenError } from '../bind-phase.ts';
 
