@@ -111,7 +111,7 @@ export class Acceptor {
     for (const listener of this.listeners) listener(records, bodies);
   }
 
-  /** Called with every durably accepted batch (the scheduler learns of new due work this way). */
+  /** Called with every durably accepted batch (the job engine learns of new due work this way). */
   onAccepted(listener: (records: MessageRecord[], bodies: readonly StoredBody[]) => void): void {
     this.listeners.push(listener);
   }

@@ -10,10 +10,10 @@ import { OutcomeWriter } from './outcome-writer.ts';
 
 /**
  * What happens to one due message: its account not active → held (queue/held-mail.ts); expired → failed; sandbox → simulated; a suppressed
- * recipient → suppressed, unsent; otherwise one delivery attempt and its outcome. A deferral re-arms the scheduler for the new due time.
+ * recipient → suppressed, unsent; otherwise one delivery attempt and its outcome. A deferral re-arms the job engine for the new due time.
  */
 export class DeliveryQueue {
-  private scheduler: { notify(dueMs: number): void } | null = null;
+  private engine: { notify(dueMs: number): void } | null = null;
   private readonly writer = new OutcomeWriter();
 
   constructor(
@@ -27,8 +27,8 @@ export class DeliveryQueue {
     private readonly held?: Pick<HeldMail, 'mayDeliver' | 'hold'>,
   ) {}
 
-  attach(scheduler: { notify(dueMs: number): void }): void {
-    this.scheduler = scheduler;
+  attach(engine: { notify(dueMs: number): void }): void {
+    this.engine = engine;
   }
 
   /**
@@ -40,7 +40,7 @@ export class DeliveryQueue {
   }
 
   /**
-   * `transactionDone` is called once no connection is used any more (the scheduler's slot).
+   * `transactionDone` is called once no connection is used any more (the engine's slot).
    * `destination`: the engine's (MX set, transport or smarthost host), named on the log lines;
    * absent, the recipient domain.
    */
@@ -104,6 +104,6 @@ export class DeliveryQueue {
       { status: next?.status ?? 'unchanged', host: attempt.host, response: attempt.response, classification: attempt.classification, next_attempt_at: next?.status === 'Deferred' ? next.dueAt : undefined },
       'delivery attempt',
     );
-    if (next?.status === 'Deferred') this.scheduler?.notify(Date.parse(next.dueAt));
+    if (next?.status === 'Deferred') this.engine?.notify(Date.parse(next.dueAt));
   }
 }

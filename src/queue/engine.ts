@@ -19,7 +19,7 @@ export type DispatcherName = 'smtp' | 'http';
 /**
  * A kind of job: which dispatcher runs it, how its record is read, where it goes (the
  * destination whose limits apply) and what one attempt is. The attempt writes its outcome (new
- * state, next due entry, events) in one batch, through `queue/transition.ts`.
+ * state, next due entry, events) in one batch, through its kind (`queue/outcomes.ts`, `queue/http-jobs.ts`).
  */
 export interface JobKind<J = unknown> {
   readonly name: JobKindName;
