@@ -9,7 +9,6 @@ import { createHmac, randomInt } from 'node:crypto';
  */
 
 export const WEBHOOK_SECRET_PREFIX = 'aha-whsec-';
-export const WEBHOOK_SECRET_PATTERN = /^aha-whsec-[A-Za-z0-9]{64}$/;
 const ALPHANUMERIC = 'ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789';
 
 /** Route secrets: `aha-rsec-` + 64 characters, signed with the same scheme. */

@@ -443,10 +443,6 @@ export class JobEngine {
     void this.pumpSoon();
   }
 
-  isSuspended(destination: string): boolean {
-    return this.suspended.has(destination);
-  }
-
   /** Suspended by the operator, or paused as down. */
   private held(destination: string, now: number): boolean {
     return this.suspended.has(destination) || (this.paused.get(destination) ?? 0) > now;
