@@ -1,6 +1,5 @@
 import { mkdirSync, rmdirSync, existsSync } from 'node:fs';
-import { dirname, extname } from 'node:path';
-import { fileURLToPath } from 'node:url';
+import { dirname } from 'node:path';
 import type { Config } from './config/schema.ts';
 import { controlSocketPath } from './control/protocol.ts';
 import { ControlServer } from './control/server.ts';
@@ -65,7 +64,7 @@ export async function bindListeners(config: Config): Promise<BoundListeners> {
       // A thread of its own, which binds its socket itself: a listening socket cannot cross to a thread.
       const tls = t.tls.enabled ? readTlsFiles(config.keys.dir, t.tls, 'tracking.tls') : null;
       try {
-        tracking = await TrackingListenerThread.bind(new URL(`./tracking-thread${extname(fileURLToPath(import.meta.url))}`, import.meta.url), { host: t.host, port: t.port, tls });
+        tracking = await TrackingListenerThread.bind({ host: t.host, port: t.port, tls });
       } catch (err) {
         throw listenError('tracking', hostPort(t.host, t.port), err, t.port);
       }

@@ -165,12 +165,6 @@ export class SmtpCredentials {
     return found.filter((d): d is DomainRecord => d !== undefined && d.accountId === credential.accountId).map((d) => d.name);
   }
 
-  /** Whether mail from `domain` may be submitted with this credential (ownership is checked by accept). */
-  async authorises(credential: SmtpCredentialRecord, domain: string): Promise<boolean> {
-    if (credential.scope === 'global') return true;
-    return (await this.domainsOf(credential)).includes(normalizeDomain(domain));
-  }
-
   /** A remembered login is only a shortcut past scrypt (the record is read anyway): drop it with the credential. */
   private forget(id: string): void {
     for (const [key, remembered] of this.verified) if (remembered === id) this.verified.delete(key);

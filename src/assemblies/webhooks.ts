@@ -1,7 +1,5 @@
-import { extname } from 'node:path';
-import { fileURLToPath } from 'node:url';
 import type { SignedPost } from '../delivery/http.ts';
-import { HttpClientThread } from '../delivery/http-thread.ts';
+import { HttpClientThread } from '../delivery/http-client-thread.ts';
 import { HttpJobs } from '../queue/http-jobs.ts';
 import { webhookTargets } from '../webhooks/deliveries.ts';
 import { WebhookFanout } from '../webhooks/fanout.ts';
@@ -34,7 +32,6 @@ export class WebhooksAssembly implements Assembly {
     const { config, core, log, signals, metrics } = ctx;
     const { engine } = jobs;
     const http = new HttpClientThread(
-      new URL(`../http-thread${extname(fileURLToPath(import.meta.url))}`, import.meta.url),
       {
         dns: { servers: config.dns.servers, timeoutMs: config.dns.timeout_ms, tries: config.dns.tries },
         allowNetworks: config.webhooks.allow_networks,

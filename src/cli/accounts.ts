@@ -1,6 +1,6 @@
 import { Command } from 'commander';
 import { onAdmin } from './admin.ts';
-import type { CliIo } from './main.ts';
+import type { CliIo } from './io.ts';
 
 /** `postilion accounts …`: on the running daemon, or on the store when it is stopped. */
 export function accountCommands(program: Command, io: CliIo): Command {

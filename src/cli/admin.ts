@@ -47,7 +47,7 @@ export async function onAdmin<T>(program: Command, op: (admin: AdminOperations) 
   return (await onDaemonOrStore(program, ({ admin }) => op(admin))).result;
 }
 
-/** The operations over a store this process opened: no daemon, so no scheduler to ask or wake. */
+/** The operations over a store this process opened: no daemon, so no job engine to ask or wake. */
 async function localOperations(core: Core): Promise<Operations> {
   const [{ jobStore }, { QueueAdmin }, { CoreAdmin }, { Router, routerOptions }, { deliveryRouting }] = await Promise.all([
     import('../assemblies/core.ts'),

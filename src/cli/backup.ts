@@ -9,8 +9,8 @@ import { controlSocketPath } from '../control/protocol.ts';
 import { Store } from '../store/store.ts';
 import { badRequest } from '../util/errors.ts';
 import { systemClock } from '../util/time.ts';
-import type { CliIo } from './main.ts';
 import { configFrom } from './config-option.ts';
+import type { CliIo } from './io.ts';
 
 /**
  * `postilion backup <dir>`: a consistent copy of the store and every key file, taken from the

@@ -1,5 +1,5 @@
 import type { Command } from 'commander';
-import type { CliIo } from './main.ts';
+import type { CliIo } from './io.ts';
 
 /** What a command's builder is given: the program (for --config), the output, the exit status. */
 export interface CommandContext {

@@ -3,7 +3,7 @@ import { ConfigError, loadConfig } from '../config/load.ts';
 import { identityOf } from '../assemblies/core.ts';
 import { exitCodeOf, STATUSES, worst, type Check } from '../doctor/check.ts';
 import { configFailed, runDoctor } from '../doctor/doctor.ts';
-import type { CliIo } from './main.ts';
+import type { CliIo } from './io.ts';
 
 /** Exit status for a configuration that does not load: nothing else can be checked. */
 const CONFIG_DOES_NOT_LOAD = 2;

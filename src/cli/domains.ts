@@ -2,7 +2,7 @@ import { Command } from 'commander';
 import type { DomainView, RecordView } from '../control/admin-protocol.ts';
 import { badRequest } from '../util/errors.ts';
 import { onAdmin } from './admin.ts';
-import type { CliIo } from './main.ts';
+import type { CliIo } from './io.ts';
 
 function wholeNumber(value: string): number {
   const n = Number(value);

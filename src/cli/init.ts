@@ -7,7 +7,7 @@ import { openCore } from '../assemblies/core.ts';
 import { StoreLockedError } from '../store/store.ts';
 import { AppError } from '../util/errors.ts';
 import { configFrom } from './config-option.ts';
-import type { CliIo } from './main.ts';
+import type { CliIo } from './io.ts';
 
 const ALREADY = 'postilion: this data directory is already initialised; use `postilion accounts create` and `postilion keys create`\n';
 

@@ -1,6 +1,6 @@
 import { Command } from 'commander';
 import { onAdmin } from './admin.ts';
-import type { CliIo } from './main.ts';
+import type { CliIo } from './io.ts';
 
 /** A repeatable option; no default given to commander, which would print "(default: [])". */
 const collect = (value: string, previous: string[] | undefined) => [...(previous ?? []), value];

@@ -1,11 +1,7 @@
 import { readFileSync } from 'node:fs';
 import { Command, CommanderError } from 'commander';
 import { COMMANDS, commandNamed } from './commands.ts';
-
-export interface CliIo {
-  out: (text: string) => void;
-  err: (text: string) => void;
-}
+import type { CliIo } from './io.ts';
 
 const stdio: CliIo = {
   out: (text) => process.stdout.write(text),

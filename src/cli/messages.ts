@@ -1,7 +1,7 @@
 import { Command } from 'commander';
 import type { MessageTrace } from '../control/resource-protocol.ts';
 import { onAdmin } from './admin.ts';
-import type { CliIo } from './main.ts';
+import type { CliIo } from './io.ts';
 import { json } from './print.ts';
 
 /** `postilion messages show <id>`: where a message is, and everything that happened to it. */

@@ -2,7 +2,7 @@ import { Command } from 'commander';
 import type { QueueOperations, Selection } from '../control/protocol.ts';
 import { badRequest } from '../util/errors.ts';
 import { onDaemonOrStore } from './admin.ts';
-import type { CliIo } from './main.ts';
+import type { CliIo } from './io.ts';
 import { formatList, formatPurge, formatRetry, formatStatus, formatSuspend } from './queue-format.ts';
 
 /** One queue operation on the running daemon or, when none answers, on the store opened directly. */

@@ -2,7 +2,7 @@ import { Command } from 'commander';
 import type { AdminOperations } from '../control/admin-protocol.ts';
 import type { ResourceInput } from '../control/resource-protocol.ts';
 import { onAdmin } from './admin.ts';
-import type { CliIo } from './main.ts';
+import type { CliIo } from './io.ts';
 import { fields, json } from './print.ts';
 
 /** What a resource of the API with ids (SMTP credentials, webhooks, routes) gives its commands. */

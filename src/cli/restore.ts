@@ -2,8 +2,8 @@ import { Command } from 'commander';
 import { restoreBackup } from '../backup/restore.ts';
 import { ControlClient } from '../control/client.ts';
 import { controlSocketPath } from '../control/protocol.ts';
-import type { CliIo } from './main.ts';
 import { configFrom } from './config-option.ts';
+import type { CliIo } from './io.ts';
 
 /**
  * `postilion restore <dir>`: a backup (`postilion backup`) put back into the configured data

@@ -1,5 +1,5 @@
 import type { Command } from 'commander';
-import type { CliIo } from './main.ts';
+import type { CliIo } from './io.ts';
 import { resourceCommands } from './resource-commands.ts';
 
 /** `postilion routes list|show|enable|disable|delete`: inbound mail POSTed to a URL. */

@@ -4,7 +4,7 @@ import { join, resolve } from 'node:path';
 import { pipeline } from 'node:stream/promises';
 import { Command, InvalidArgumentError } from 'commander';
 import { SMTPServer } from 'smtp-server';
-import type { CliIo } from './main.ts';
+import type { CliIo } from './io.ts';
 
 /** The sink's address cannot be listened on: one line naming it, exit status 2 (see main.ts). */
 export class SinkListenError extends Error {

@@ -1,5 +1,5 @@
 import type { Command } from 'commander';
-import type { CliIo } from './main.ts';
+import type { CliIo } from './io.ts';
 import { resourceCommands } from './resource-commands.ts';
 
 /** `postilion smtp-credentials list|show|delete`: the credentials SMTP submission authenticates with. */

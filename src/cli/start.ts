@@ -7,7 +7,7 @@ import { storageSettings } from '../assemblies/core.ts';
 import { Daemon } from '../daemon.ts';
 import { assertRoomToStart } from '../store/storage-guard.ts';
 import { createLogger, type Logger } from '../logging/logger.ts';
-import type { CliIo } from './main.ts';
+import type { CliIo } from './io.ts';
 
 export { ListenError } from '../bind-phase.ts';
 

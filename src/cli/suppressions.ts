@@ -1,7 +1,7 @@
 import { Command } from 'commander';
 import type { SuppressionView } from '../control/resource-protocol.ts';
 import { onAdmin } from './admin.ts';
-import type { CliIo } from './main.ts';
+import type { CliIo } from './io.ts';
 import { json } from './print.ts';
 
 interface Options {

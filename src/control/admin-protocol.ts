@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { RESOURCE_INPUTS, type ResourceOperations } from './resource-protocol.ts';
+import { RESOURCE_INPUTS, type AccountInput, type ResourceOperations } from './resource-protocol.ts';
 
 /**
  * The operator's administration of accounts, API keys and domains: what the `postilion
@@ -160,10 +160,6 @@ export interface NewDomainInput {
   name: string;
   rotation_days?: number | undefined;
   selector?: string | undefined;
-}
-
-export interface AccountInput {
-  account: string;
 }
 
 export interface KeyInput {

@@ -3,7 +3,6 @@ import { connect } from 'node:net';
 import type { DomainRecord } from '../store/records.ts';
 import { AppError } from '../util/errors.ts';
 import type {
-  AccountInput,
   AccountView,
   AdminOperation,
   AdminOperations,
@@ -21,6 +20,7 @@ import type {
   VerifyDomainInput,
 } from './admin-protocol.ts';
 import type {
+  AccountInput,
   AddressInput,
   CredentialView,
   EnableInput,

@@ -11,7 +11,6 @@ import { DnsUnavailableError } from '../domains/resolver.ts';
 import { isUuid } from '../util/ids.ts';
 import { ResourceAdmin, type ResourceAdminServices } from './resource-admin.ts';
 import type {
-  AccountInput,
   AccountView,
   AdminOperations,
   CreatedKey,
@@ -28,6 +27,7 @@ import type {
   SuspendAccountInput,
   VerifyDomainInput,
 } from './admin-protocol.ts';
+import type { AccountInput } from './resource-protocol.ts';
 
 /** The domain services the operator's administration works on (a Core has them all). */
 export interface CoreAdminServices extends ResourceAdminServices {

@@ -16,8 +16,8 @@ import { isEmailAddress } from '../util/email.ts';
 import { badRequest, notFound } from '../util/errors.ts';
 import { isUuid } from '../util/ids.ts';
 import type { Webhooks } from '../webhooks/webhooks.ts';
-import type { AccountInput } from './admin-protocol.ts';
 import type {
+  AccountInput,
   AddressInput,
   CredentialView,
   EnableInput,

@@ -4,7 +4,6 @@ import type { presentRoute } from '../api/routes/routes/presenter.ts';
 import type { presentSmtpCredential } from '../api/routes/smtp-credentials/presenter.ts';
 import type { presentSuppression } from '../api/routes/suppressions/presenter.ts';
 import type { presentWebhook } from '../api/routes/webhooks/presenter.ts';
-import type { AccountInput } from './admin-protocol.ts';
 
 /**
  * The operator's view of the resources the API manages: SMTP credentials, webhooks, routes and
@@ -55,6 +54,11 @@ export interface MessageTrace {
   message: ReturnType<typeof presentSummary>;
   /** Events and attempts, oldest first (an attempt before the event it caused). */
   trace: TraceEntry[];
+}
+
+/** An account's id, as the operator typed it (accounts, keys and domains take it too). */
+export interface AccountInput {
+  account: string;
 }
 
 export interface ResourceInput {

@@ -6,7 +6,7 @@ import { urlToHttpOptions } from 'node:url';
 import { performance } from 'node:perf_hooks';
 import type { Cidr } from '../util/cidr.ts';
 import { Lru } from '../util/lru.ts';
-import { signatureHeaders } from '../webhooks/signing.ts';
+import { signatureHeaders } from './signing.ts';
 import { parseTargetUrl, TargetRefusedError, type HostResolver } from './http-target.ts';
 import { bareHost, isIpLiteral, isLocalName, refusedAddress, refusedTarget } from './target-address.ts';
 

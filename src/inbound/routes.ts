@@ -1,4 +1,5 @@
 import { checkTargetUrl, TargetRefusedError, type HostResolver } from '../delivery/http-target.ts';
+import { newSecret, ROUTE_SECRET_PREFIX } from '../delivery/signing.ts';
 import type { TargetCounters, TargetCounts } from '../queue/target-counters.ts';
 import type { DomainsRepo } from '../store/domains-repo.ts';
 import { pageOfItems, type Page, type PageRequest } from '../store/page.ts';
@@ -13,7 +14,6 @@ import { KeyedMutex } from '../util/keyed-mutex.ts';
 import type { SecretBox } from '../util/secret-box.ts';
 import { isPrintable } from '../util/text.ts';
 import { iso, type Clock } from '../util/time.ts';
-import { newSecret, ROUTE_SECRET_PREFIX } from '../webhooks/signing.ts';
 import type { InboundRoute } from './policy.ts';
 import type { RouteTarget } from './route-jobs.ts';
 import type { Emitter } from '../util/signals.ts';

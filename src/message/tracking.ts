@@ -88,11 +88,6 @@ export function finishTracking(planned: string, messageId: string, urls: Trackin
     .replace(CLICK_MARK, (_, index: string) => escapeAttribute(urls.click(messageId, Number(index))));
 }
 
-/** Whether a planned (or finished) HTML still holds stand-ins (templating must not have moved them). */
-export function hasStandIns(text: string): boolean {
-  return text.includes('\u0001p');
-}
-
 function trackable(href: string): boolean {
   const target = href.trim();
   if (target.length > MAX_TRACKED_URL || !/^https?:\/\/[^\s/?#]+/i.test(target)) return false;

@@ -10,7 +10,7 @@ import { OutcomeWriter } from './outcome-writer.ts';
 
 /**
  * What happens to one due message: its account not active → held (queue/held-mail.ts); expired → failed; sandbox → simulated; a suppressed
- * recipient → suppressed, unsent; otherwise one delivery attempt and its outcome. A deferral re-arms the scheduler for the new due time.
+ * recipient → suppressed, unsent; otherwise one delivery attempt and its outcome. A deferral re-arms the job engine for the new due time.
  */
 export class DeliveryQueue {
   constructor(

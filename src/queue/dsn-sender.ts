@@ -80,7 +80,7 @@ export class DsnSender {
     });
   }
 
-  /** Tells the scheduler (through the acceptor's listeners) that the DSN is queued. */
+  /** Tells the job engine (through the acceptor's listeners) that the DSN is queued. */
   announce(dsn: PreparedDsn): void {
     this.acceptor.announce(dsn.records);
   }

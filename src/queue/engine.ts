@@ -19,7 +19,7 @@ export type DispatcherName = 'smtp' | 'http';
 /**
  * A kind of job: which dispatcher runs it, how its record is read, where it goes (the
  * destination whose limits apply) and what one attempt is. The attempt writes its outcome (new
- * state, next due entry, events) in one batch, through `queue/transition.ts`.
+ * state, next due entry, events) in one batch, through its kind (`queue/outcomes.ts`, `queue/http-jobs.ts`).
  */
 export interface JobKind<J = unknown> {
   readonly name: JobKindName;
@@ -441,10 +441,6 @@ export class JobEngine {
     if (!this.suspended.delete(destination)) return;
     this.unskip(destination);
     void this.pumpSoon();
-  }
-
-  isSuspended(destination: string): boolean {
-    return this.suspended.has(destination);
   }
 
   /** Suspended by the operator, or paused as down. */

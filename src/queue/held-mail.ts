@@ -24,7 +24,7 @@ export class HeldMail {
     private readonly messages: Messages,
     private readonly repo: MessagesRepo,
     private readonly log: Logger,
-    /** A released message is due at this time (the scheduler is woken). */
+    /** A released message is due at this time (the job engine is woken). */
     private readonly due: (dueMs: number) => void,
   ) {}
 

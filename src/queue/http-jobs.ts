@@ -38,7 +38,7 @@ export interface HttpTarget {
   secret: string;
 }
 
-/** A target's delivery counters (webhooks/counters.ts). */
+/** A target's delivery counters (queue/target-counters.ts). */
 export interface TargetCounters {
   count(targetId: string, ok: boolean, at: string): Promise<{ counts: { errorsSinceLastSuccess: number }; op: WriteOp }>;
 }

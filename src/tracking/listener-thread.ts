@@ -2,13 +2,16 @@ import type { Worker } from 'node:worker_threads';
 import type { Logger } from 'pino';
 import type { DomainsRepo } from '../store/domains-repo.ts';
 import type { MessagesRepo } from '../store/messages-repo.ts';
-import { startModuleWorker } from '../util/module-worker.ts';
+import { moduleBeside, startModuleWorker } from '../util/module-worker.ts';
 import { domainOfTrackingHost } from './endpoint.ts';
 import type { TrackingHits } from './hits.ts';
 import type { FromThread, Lookup, MessageFacts, ThreadServe, ThreadStart, ToThread, TrackingObserver } from './thread-protocol.ts';
 
 /** How long a closing thread may take beyond the grace period before it is stopped. */
 const CLOSE_SLACK_MS = 2_000;
+
+/** The thread's composition root, beside this file. */
+const WORKER = moduleBeside(import.meta.url, 'listener-worker');
 
 export interface ListenerThreadDeps {
   domains: DomainsRepo;
@@ -20,7 +23,7 @@ export interface ListenerThreadDeps {
 }
 
 /**
- * The tracking listener, run in a worker thread of its own (src/tracking-thread.ts): a
+ * The tracking listener, run in a worker thread of its own (listener-worker.ts): a
  * burst of opens and clicks parses, verifies and answers there, and never holds up the API,
  * SMTP or delivery on the daemon's event loop, which only answers the thread's lookups (from the
  * store's cache, mostly) and records the hits in batches (TrackingHits).
@@ -51,10 +54,10 @@ export class TrackingListenerThread {
   /**
    * Starts the thread, which binds its address at once (the daemon's bind phase: before the
    * store is opened); rejects with the listen error (its `code`: EADDRINUSE, …) once the thread
-   * has ended. `entry`: the thread's composition root (src/tracking-thread.ts, or its .js in dist/).
+   * has ended.
    */
-  static async bind(entry: URL, spec: ThreadStart): Promise<TrackingListenerThread> {
-    const worker = startModuleWorker(entry, spec);
+  static async bind(spec: ThreadStart): Promise<TrackingListenerThread> {
+    const worker = startModuleWorker(WORKER, spec);
     let unlisten = () => {};
     const url = await new Promise<string>((resolve, reject) => {
       const onMessage = (message: FromThread) => {

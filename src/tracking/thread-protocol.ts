@@ -1,6 +1,6 @@
 /**
  * The messages between the daemon and its tracking listener thread (tracking/listener-thread.ts
- * and src/tracking-thread.ts). The thread answers the requests; the daemon looks up what it
+ * and tracking/listener-worker.ts). The thread answers the requests; the daemon looks up what it
  * cannot know (domains, messages, links: the store is the daemon's alone) and records the hits.
  */
 

@@ -5,6 +5,14 @@ import { fileURLToPath, pathToFileURL } from 'node:url';
 import { Worker } from 'node:worker_threads';
 
 /**
+ * The URL of the worker module `name` in the folder of the module at `base` (its
+ * `import.meta.url`), with that module's extension: .ts from src/, .js in dist/.
+ */
+export function moduleBeside(base: string, name: string): URL {
+  return new URL(`./${name}${extname(fileURLToPath(base))}`, base);
+}
+
+/**
  * A worker thread running the module at `entry`. Compiled (dist/, .js) it is run as it is. From
  * src/ (development and tests, under tsx) it is a .ts file, which a worker cannot load by itself
  * on Node 20 (the parent's loader hooks do not reach it): tsx is registered in the thread first.

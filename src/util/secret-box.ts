@@ -9,11 +9,6 @@ import { dirname } from 'node:path';
 export class SecretBox {
   private constructor(private readonly key: Buffer) {}
 
-  static fromKey(key: Buffer): SecretBox {
-    if (key.length !== 32) throw new Error('secret box key must be 32 bytes');
-    return new SecretBox(key);
-  }
-
   /** Loads the key file, creating it with a fresh random key on first use. */
   static loadOrCreate(path: string): SecretBox {
     if (!existsSync(path)) {

@@ -4,6 +4,7 @@ import { WEBHOOK_FLAGS, type DomainRecord, type WebhookFlag, type WebhookRecord 
 import type { Store } from '../store/store.ts';
 import type { WebhooksRepo } from '../store/webhooks-repo.ts';
 import { checkTargetUrl, TargetRefusedError, type HostResolver } from '../delivery/http-target.ts';
+import { newWebhookSecret } from '../delivery/signing.ts';
 import type { Cidr } from '../util/cidr.ts';
 import { isValidDomain, normalizeDomain } from '../util/domain-name.ts';
 import { badRequest, conflict, forbidden, notFound } from '../util/errors.ts';
@@ -13,7 +14,6 @@ import { Lru } from '../util/lru.ts';
 import type { SecretBox } from '../util/secret-box.ts';
 import { isPrintable } from '../util/text.ts';
 import { iso, type Clock } from '../util/time.ts';
-import { newWebhookSecret } from './signing.ts';
 import type { TargetCounters } from '../queue/target-counters.ts';
 import type { Emitter } from '../util/signals.ts';
 

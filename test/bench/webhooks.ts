@@ -22,7 +22,7 @@ import { Agent, request } from 'node:http';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { createWebhook, Daemon, peakRss, rssParts, startReceiver } from './webhooks-child.ts';
-import { signatureHeaders, newWebhookSecret } from '../../src/webhooks/signing.ts';
+import { signatureHeaders, newWebhookSecret } from '../../src/delivery/signing.ts';
 import { envNumber, withCleanup, type Defer } from './deliver-child.ts';
 import { freePort, smtpSinkPath, startNodeSink, startPostfixSink, until, type Sink } from './deliver-sink.ts';
 

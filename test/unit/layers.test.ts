@@ -28,7 +28,7 @@ const RULES: Array<{ folder: string; may: string[] }> = [
   { folder: 'config', may: ['util'] },
   { folder: 'bounce', may: ['util'] },
   { folder: 'events', may: ['store', 'util'] },
-  { folder: 'delivery', may: ['bounce', 'domains', 'store', 'util', 'webhooks'] },
+  { folder: 'delivery', may: ['bounce', 'domains', 'store', 'util'] },
   { folder: 'stats', may: ['events', 'store', 'util'] },
   { folder: 'tracking', may: ['events', 'message', 'store', 'util'] },
 ];

@@ -14,11 +14,6 @@ export class BodyBudget {
 
   constructor(private readonly capBytes: () => number) {}
 
-  /** Bytes held now. */
-  get inUse(): number {
-    return this.used;
-  }
-
   /** Holds `bytes` more if the cap allows it. */
   reserve(bytes: number): boolean {
     if (this.used + bytes > this.capBytes()) return false;

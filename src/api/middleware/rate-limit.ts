@@ -81,11 +81,6 @@ export class RefusalLimiter {
     if (++this.sinceSweep >= 10_000) this.sweep(now);
   }
 
-  /** How many addresses are remembered (for tests of the sweep). */
-  get size(): number {
-    return this.buckets.size;
-  }
-
   /** Forgets buckets that have refilled: memory stays bounded by the recently refused addresses. */
   private sweep(now: number): void {
     this.sinceSweep = 0;

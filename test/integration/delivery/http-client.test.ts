@@ -6,7 +6,7 @@ import { HttpClient, type HttpClientOptions } from '../../../src/delivery/http.t
 import { checkTargetUrl } from '../../../src/delivery/http-target.ts';
 import { createResolver } from '../../../src/domains/resolver.ts';
 import { parseCidr } from '../../../src/util/cidr.ts';
-import { newWebhookSecret, signatureHeaders } from '../../../src/webhooks/signing.ts';
+import { newWebhookSecret, signatureHeaders } from '../../../src/delivery/signing.ts';
 import { startDnsServer, type TestDnsServer } from '../../helpers/dns-server.ts';
 
 interface Received {

@@ -2,7 +2,7 @@ import { expect } from 'chai';
 import { matches } from '../../../src/inbound/policy.ts';
 import { parseRecipient } from '../../../src/inbound/routes.ts';
 import { AppError } from '../../../src/util/errors.ts';
-import { newSecret, ROUTE_SECRET_PREFIX } from '../../../src/webhooks/signing.ts';
+import { newSecret, ROUTE_SECRET_PREFIX } from '../../../src/delivery/signing.ts';
 
 function refusal(text: string): string {
   try {

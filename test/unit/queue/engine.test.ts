@@ -367,7 +367,7 @@ describe('job engine', function () {
     await until(() => kind.runningAt('mx.other.test') === 2, 'the other destination running');
     await sleep(50);
     expect(kind.startedAt('mx.held.test')).to.deep.equal([]);
-    expect(engine.isSuspended('mx.held.test')).to.equal(true);
+    expect(engine.destinations().find((d) => d.destination === 'mx.held.test')?.suspended).to.equal(true);
     // New work for it waits too.
     await kind.add('mx.held.test-new', 'mx.held.test', T0);
     engine.notify(T0);

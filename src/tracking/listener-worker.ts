@@ -1,19 +1,19 @@
 /**
  * The composition root of the tracking listener's thread, as daemon.ts is of the daemon (which
- * starts it through tracking/listener-thread.ts): the thread parses the requests, checks the
- * tokens, answers with the pixel or the redirect, and hands the hits to the daemon, which
- * records them. What it must know of domains, messages and links it asks the
+ * starts it through TrackingListenerThread, listener-thread.ts): the thread parses the requests,
+ * checks the tokens, answers with the pixel or the redirect, and hands the hits to the daemon,
+ * which records them. What it must know of domains, messages and links it asks the
  * daemon, and keeps: a message's facts and links never change once it is accepted (kept 10
  * minutes, so a deleted message stops answering soon), a domain's tracking host may (kept 5 s).
  */
 import { parentPort, workerData } from 'node:worker_threads';
-import { parseCidr, type Cidr } from './util/cidr.ts';
-import { trackingEndpoint } from './tracking/endpoint.ts';
-import { LeanHttpServer, type LeanAnswer, type LeanHandler, type LeanRequest } from './tracking/lean-http.ts';
-import type { FromThread, Lookup, MessageFacts, RequestCounts, ThreadHit, ThreadServe, ThreadStart, ToThread } from './tracking/thread-protocol.ts';
-import { TrackingTokens } from './tracking/tokens.ts';
-import { Lru } from './util/lru.ts';
-import { andThen, type Maybe } from './util/maybe.ts';
+import { parseCidr, type Cidr } from '../util/cidr.ts';
+import { Lru } from '../util/lru.ts';
+import { andThen, type Maybe } from '../util/maybe.ts';
+import { trackingEndpoint } from './endpoint.ts';
+import { LeanHttpServer, type LeanAnswer, type LeanHandler, type LeanRequest } from './lean-http.ts';
+import type { FromThread, Lookup, MessageFacts, RequestCounts, ThreadHit, ThreadServe, ThreadStart, ToThread } from './thread-protocol.ts';
+import { TrackingTokens } from './tokens.ts';
 
 /** Hits handed over and not yet written at most; past it, requests wait for the daemon to catch up. */
 const MAX_PENDING = 10_000;

@@ -4,10 +4,11 @@ import { createHmac, randomInt } from 'node:crypto';
  * Standard-Webhooks-shaped signatures with one deliberate deviation (reference-api §5.3): the
  * HMAC key is the UTF-8 bytes of the whole secret string, prefix included, not a base64-decoded
  * `whsec_` value. Stock verifiers work in raw-key mode (`new Webhook(secret, { format: 'raw' })`).
+ * The HTTP dispatcher signs webhook deliveries and route POSTs alike, so the scheme and its secrets
+ * live here, below webhooks/ and inbound/, which make the secrets.
  */
 
 export const WEBHOOK_SECRET_PREFIX = 'aha-whsec-';
-export const WEBHOOK_SECRET_PATTERN = /^aha-whsec-[A-Za-z0-9]{64}$/;
 const ALPHANUMERIC = 'ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789';
 
 /** Route secrets: `aha-rsec-` + 64 characters, signed with the same scheme. */

@@ -1,5 +1,5 @@
 import type { Worker } from 'node:worker_threads';
-import { startModuleWorker } from '../util/module-worker.ts';
+import { moduleBeside, startModuleWorker } from '../util/module-worker.ts';
 import { urlOrigin } from '../util/url-origin.ts';
 import type { HttpOutcome, SignedPost } from './http.ts';
 
@@ -26,9 +26,12 @@ export type FromHttpThread =
 /** How long a closing thread may take to hand back the outcomes of its cut requests. */
 const CLOSE_MS = 2_000;
 
+/** The thread's composition root, beside this file. */
+const WORKER = moduleBeside(import.meta.url, 'http-worker');
+
 /**
  * The HTTP dispatcher's client (delivery/http.ts) run in a worker thread of its own
- * (src/http-thread.ts): the requests of webhook deliveries are signed, sent and read there (route
+ * (http-worker.ts): the requests of webhook deliveries are signed, sent and read there (route
  * POSTs, few and large, are not: daemon.ts), and the daemon's event loop, which the store, the
  * engine and the fan-out share, only hands it posts and takes outcomes back, a batch of each per
  * turn of its loop.
@@ -46,7 +49,6 @@ export class HttpClientThread {
   private closing: Promise<void> | null = null;
 
   constructor(
-    private readonly entry: URL,
     private readonly spec: HttpThreadStart,
     private readonly onError: (err: unknown, message: string) => void,
   ) {}
@@ -118,7 +120,7 @@ export class HttpClientThread {
 
   private thread(): Worker {
     if (this.worker) return this.worker;
-    const worker = startModuleWorker(this.entry, this.spec);
+    const worker = startModuleWorker(WORKER, this.spec);
     worker.on('message', (message: FromHttpThread) => {
       if (message.type !== 'outcomes') return;
       for (const { seq, outcome } of message.outcomes) {

@@ -1,13 +1,9 @@
 import { expect } from 'chai';
-import { extname } from 'node:path';
-import { fileURLToPath } from 'node:url';
 import type { Worker } from 'node:worker_threads';
-import { HttpClientThread } from '../../../src/delivery/http-thread.ts';
+import { HttpClientThread } from '../../../src/delivery/http-client-thread.ts';
 import type { SignedPost } from '../../../src/delivery/http.ts';
-import { newWebhookSecret } from '../../../src/webhooks/signing.ts';
+import { newWebhookSecret } from '../../../src/delivery/signing.ts';
 import { WebhookReceiver } from '../../helpers/webhook-receiver.ts';
-
-const ENTRY = new URL(`../../../src/http-thread${extname(fileURLToPath(import.meta.url))}`, import.meta.url);
 
 describe('the HTTP client thread', function () {
   this.timeout(30_000);
@@ -29,7 +25,7 @@ describe('the HTTP client thread', function () {
     for (const path of ['/ok', '/hang']) receiver.secrets.set(path, secret);
     receiver.answer = (d) => (d.path === '/hang' ? 'hang' : d.payload ? 204 : 400);
     errors.length = 0;
-    client = new HttpClientThread(ENTRY, { dns: { servers: [], timeoutMs: 1000, tries: 1 }, allowNetworks: ['127.0.0.0/8'], maxSocketsPerOrigin: 4 }, (_err, message) => errors.push(message));
+    client = new HttpClientThread({ dns: { servers: [], timeoutMs: 1000, tries: 1 }, allowNetworks: ['127.0.0.0/8'], maxSocketsPerOrigin: 4 }, (_err, message) => errors.push(message));
   });
 
   afterEach(async () => {
@@ -46,7 +42,7 @@ describe('the HTTP client thread', function () {
   });
 
   it('refuses a private address in the thread as in the daemon (allow_networks is handed over)', async () => {
-    const refused = new HttpClientThread(ENTRY, { dns: { servers: [], timeoutMs: 1000, tries: 1 }, allowNetworks: [], maxSocketsPerOrigin: 4 }, () => {});
+    const refused = new HttpClientThread({ dns: { servers: [], timeoutMs: 1000, tries: 1 }, allowNetworks: [], maxSocketsPerOrigin: 4 }, () => {});
     try {
       const outcome = await refused.postSigned(post('/ok', 1));
       expect(outcome.ok).to.equal(false);

@@ -1,12 +1,12 @@
 import { expect } from 'chai';
 import { Webhook } from 'standardwebhooks';
-import { newWebhookSecret, signPayload, WEBHOOK_SECRET_PATTERN } from '../../../src/webhooks/signing.ts';
+import { newWebhookSecret, signPayload } from '../../../src/delivery/signing.ts';
 
 describe('webhook signing', () => {
   it('makes secrets of aha-whsec- and 64 alphanumerics, each different', () => {
     const secrets = new Set(Array.from({ length: 200 }, newWebhookSecret));
     expect(secrets.size).to.equal(200);
-    for (const secret of secrets) expect(secret).to.match(WEBHOOK_SECRET_PATTERN);
+    for (const secret of secrets) expect(secret).to.match(/^aha-whsec-[A-Za-z0-9]{64}$/);
   });
 
   it('signs "{id}.{timestamp}.{body}" with HMAC-SHA256 keyed by the secret\'s UTF-8 bytes, as the standard library in raw-key mode', () => {

@@ -1,14 +1,14 @@
 /**
  * The composition root of the HTTP dispatcher's thread, as daemon.ts is of the daemon (which
- * starts it through delivery/http-thread.ts): the thread holds the HttpClient (its connections
- * per origin, its DNS resolver, the target rules), signs and sends the posts the daemon hands it,
- * and hands back each one's outcome. It stores nothing.
+ * starts it through HttpClientThread, http-client-thread.ts): the thread holds the HttpClient
+ * (its connections per origin, its DNS resolver, the target rules), signs and sends the posts
+ * the daemon hands it, and hands back each one's outcome. It stores nothing.
  */
 import { parentPort, workerData } from 'node:worker_threads';
-import { HttpClient, type HttpOutcome } from './delivery/http.ts';
-import type { FromHttpThread, HttpThreadStart, ToHttpThread } from './delivery/http-thread.ts';
-import { createResolver } from './domains/resolver.ts';
-import { parseCidr } from './util/cidr.ts';
+import { createResolver } from '../domains/resolver.ts';
+import { parseCidr } from '../util/cidr.ts';
+import type { FromHttpThread, HttpThreadStart, ToHttpThread } from './http-client-thread.ts';
+import { HttpClient, type HttpOutcome } from './http.ts';
 
 const start = workerData as HttpThreadStart;
 const port = parentPort!;
