@@ -7,6 +7,12 @@ import type { IndexReader } from './index-reader.ts';
 import type { DestinationLimits, DispatcherLimits, DispatcherName, JobKind } from './job-kind.ts';
 import { ReadyQueues, type QueueSnapshot } from './ready-queues.ts';
 
+/**
+ * A job whose destination could not be looked up is read again after this long (ms), its entry
+ * left on the index meanwhile: a fixed back-off, the same for every kind (no attempt was made).
+ */
+export const LOOKUP_RETRY_MS = 10_000;
+
 export interface DispatchOptions {
   dispatchers: Record<DispatcherName, DispatcherLimits>;
   destinations: Record<string, DestinationLimits>;
@@ -17,9 +23,26 @@ export interface DispatchOptions {
 /** What the dispatcher tells the rest of the engine. */
 export interface DispatchLinks {
   /** The jobs taken off the index: let go, held, capped, ended. */
-  claims: Pick<IndexReader, 'letGo' | 'skip' | 'unskip' | 'cap' | 'uncap' | 'end'>;
+  claims: Pick<IndexReader, 'letGo' | 'skip' | 'unskip' | 'retryLater' | 'cap' | 'uncap' | 'end'>;
   /** Reads the index now (coalesced). */
   wake(): void;
+}
+
+/** A destination lookup that failed (a rejected JobKind.destination). */
+class LookupFailure {
+  constructor(readonly err: unknown) {}
+}
+
+function lookUp(claim: Claim): Promise<string | LookupFailure> {
+  try {
+    return claim.kind.destination(claim.job).catch(failed);
+  } catch (err) {
+    return Promise.resolve(failed(err));
+  }
+}
+
+function failed(err: unknown): LookupFailure {
+  return new LookupFailure(err);
 }
 
 /**
@@ -144,13 +167,14 @@ export class Dispatcher implements Placer {
 
   /**
    * Files the jobs of one read under their destinations: into the ready queues; set aside
-   * (the destination is down and their kind parks jobs); or left on the index (the destination's
-   * share of ready memory is full). Then starts what the limits allow.
+   * (the destination is down and their kind parks jobs); left on the index (the destination's
+   * share of ready memory is full); or, when their destination cannot be looked up, let go to
+   * be read again after LOOKUP_RETRY_MS. Then starts what the limits allow.
    */
   async place(fill: Fill, found: Claim[]): Promise<Visit[] | null> {
     const { kind, now } = fill;
     const pool = this.pools[kind.dispatcher];
-    const destinations = await Promise.all(found.map(({ job }) => kind.destination(job).catch(() => 'unknown')));
+    const destinations = await Promise.all(found.map(lookUp));
     const aside = new Map<string, Claim[]>();
     const ready: Claim[] = [];
     const readyTo: string[] = [];
@@ -159,6 +183,13 @@ export class Dispatcher implements Placer {
     let past: Visit[] | null = null;
     for (const [i, claim] of found.entries()) {
       const destination = destinations[i]!;
+      if (typeof destination !== 'string') {
+        const message = `could not look up the destination of a job; it is read again in ${LOOKUP_RETRY_MS / 1000} s`;
+        this.log.warn({ err: destination.err, kind: kind.name, id: claim.entry.id }, message);
+        this.links.claims.retryLater(claim, now + LOOKUP_RETRY_MS);
+        fill.fresh -= 1;
+        continue;
+      }
       if (kind.setAside && this.states.down(destination, now)) {
         const list = aside.get(destination);
         if (list) list.push(claim);

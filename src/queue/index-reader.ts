@@ -34,8 +34,8 @@ interface Taken {
  * hands the due jobs it takes (its claims) to the dispatcher, as far as there is room. It keeps
  * what a read needs so as not to read the same entries again and again: where each kind's next
  * read begins (its floor), the entries before a floor to read again by key, the jobs let go
- * (held destinations, capped), and what changed while a read ran (jobs done, floors lowered),
- * so that a read does not step past it.
+ * (held destinations, capped, waiting for a destination lookup), and what changed while a read
+ * ran (jobs done, floors lowered), so that a read does not step past it.
  */
 export class IndexReader {
   private readonly taken = new Set<string>();
@@ -51,6 +51,8 @@ export class IndexReader {
   private readonly cappedRefs = new Map<string, string>();
   /** Destinations whose released jobs the next read has not taken yet. */
   private readonly uncapping = new Set<string>();
+  /** Jobs whose destination could not be looked up, with when to read them again (their entries stay). */
+  private readonly retries = new Map<string, number>();
   /**
    * Jobs whose outcome landed while the index was being read and its entries taken: the read
    * may still hold their entries, which are not loaded again (their record is gone or moved on).
@@ -58,10 +60,10 @@ export class IndexReader {
   private doneDuringFill: Set<string> | null = null;
   /**
    * Per kind, where the next read of the index begins (absent: at the kind's start). Every
-   * entry before it is known here (taken, skipped, left capped) or gone, so a fill does not read
-   * past the jobs in memory again and again. An entry put before it moves it back (`notify`,
-   * `lower`); one of those known let go while its entry stays is read again by key (`revisit`);
-   * and now and then every kind is read from its start (`reread`).
+   * entry before it is known here (taken, skipped, left capped, waiting for a lookup) or gone,
+   * so a fill does not read past the jobs in memory again and again. An entry put before it
+   * moves it back (`notify`, `lower`); one of those known let go while its entry stays is read
+   * again by key (`revisit`); and now and then every kind is read from its start (`reread`).
    */
   private readonly floors = new Map<JobKindName, string>();
   /**
@@ -110,6 +112,7 @@ export class IndexReader {
    */
   async read(now: number, to: Placer): Promise<{ again: boolean; next: number | null }> {
     if (performance.now() - this.lastFullRead >= (this.options.fullReadMs ?? FULL_READ_MS)) this.reread();
+    this.endRetries(now);
     let again = false;
     let next: number | null = null;
     for (const kind of this.kinds.values()) {
@@ -117,6 +120,7 @@ export class IndexReader {
       const due = await this.index.nextDue(kind.name, now);
       if (due !== null && (next === null || due < next)) next = due;
     }
+    for (const at of this.retries.values()) if (next === null || at < next) next = at;
     return { again, next };
   }
 
@@ -144,6 +148,12 @@ export class IndexReader {
       any = true;
     }
     if (any) this.reread();
+  }
+
+  /** The job's destination could not be looked up: let go, and not read again before `atMs`. */
+  retryLater(claim: Claim, atMs: number): void {
+    this.letGo(claim);
+    this.retries.set(claim.ref, atMs);
   }
 
   /**
@@ -211,6 +221,18 @@ export class IndexReader {
     let visits = this.revisits.get(visit.entry.kind);
     if (!visits) this.revisits.set(visit.entry.kind, (visits = new Map()));
     visits.set(visit.entry.key, visit);
+  }
+
+  /** Waits for a destination lookup that are over: their jobs are read again (from the start: their entries may have moved). */
+  private endRetries(now: number): void {
+    if (this.retries.size === 0) return;
+    let any = false;
+    for (const [ref, at] of this.retries) {
+      if (at > now) continue;
+      this.retries.delete(ref);
+      any = true;
+    }
+    if (any) this.reread();
   }
 
   /** Takes due jobs of one kind into its dispatcher's ready queues, as far as there is room. True: read again. */
@@ -286,7 +308,7 @@ export class IndexReader {
     const taken = this.counts[kind.dispatcher];
     const entries = all.filter(({ entry }) => {
       const ref = `${kind.name}:${entry.id}`;
-      return !this.taken.has(ref) && !this.skipped.has(ref) && !this.cappedRefs.has(ref) && !done.has(ref);
+      return !this.taken.has(ref) && !this.skipped.has(ref) && !this.cappedRefs.has(ref) && !this.retries.has(ref) && !done.has(ref);
     });
     const left: Visit[] = [];
     // Read a few records at once and start what can start after each read: the first attempts

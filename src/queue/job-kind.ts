@@ -23,7 +23,10 @@ export interface JobKind<J = unknown> {
   prepare?(jobs: J[]): Promise<void>;
   /** When the record says the job is due; an entry at another time is stale and skipped. */
   dueMs(job: J): number;
-  /** The destination whose limits apply: an MX set for SMTP, a URL origin for HTTP. */
+  /**
+   * The destination whose limits apply: an MX set for SMTP, a URL origin for HTTP. A lookup that
+   * fails is logged and the job is read again after a short back-off (dispatcher.ts, LOOKUP_RETRY_MS).
+   */
   destination(job: J): Promise<string>;
   /**
    * One attempt and its outcome. `release` frees the slot once no connection is used any more.
