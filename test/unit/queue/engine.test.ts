@@ -3,6 +3,7 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { createLogger } from '../../../src/logging/logger.ts';
+import { LOOKUP_RETRY_MS } from '../../../src/queue/dispatcher.ts';
 import { JobEngine, type DestinationLimits, type DispatcherLimits, type JobKind } from '../../../src/queue/engine.ts';
 import { HTTP_SCHEDULES, nextHttpAttemptAt } from '../../../src/queue/retry-policy.ts';
 import { JobIndex, type JobKindName } from '../../../src/store/job-index.ts';
@@ -580,6 +581,59 @@ describe('job engine', function () {
     }
     expect(new Set(http.finished).size).to.equal(20);
     expect(await entries('webhook')).to.deep.equal([]);
+  });
+
+  it('logs a job whose destination lookup fails, keeps it queued, and runs it under its destination once the lookup works', async () => {
+    const lines: Array<{ level: string; msg: string; kind?: string; id?: string; err?: { message: string } }> = [];
+    const log = createLogger('info', { write: (line: string) => void lines.push(JSON.parse(line)) });
+    const engine = new JobEngine(index, { dispatchers: { smtp: limits(), http: limits() }, destinations: {}, suspended: [] }, clock, log);
+    let failing = true;
+    const lookups: string[] = [];
+    const ranAt = new Map<string, string>();
+    /** The lookup of the job 'lost' fails while `failing` holds; each attempt records its destination. */
+    class LookupKind extends FakeKind {
+      override async destination(job: FakeJob): Promise<string> {
+        lookups.push(job.id);
+        if (failing && job.id === 'lost') throw new Error('MX lookup timed out');
+        return super.destination(job);
+      }
+
+      override run(job: FakeJob, release: () => void, destination?: string): Promise<void | 'withdrawn'> {
+        ranAt.set(job.id, destination!);
+        return super.run(job, release);
+      }
+    }
+    const kind = new LookupKind('message', store, index);
+    engine.register(kind);
+    engines.push(engine);
+    kinds.push(kind);
+    kind.instant = () => true;
+    await kind.add('lost', 'mx.a.test', T0);
+    await kind.add('found', 'mx.a.test', T0);
+    engine.start();
+    await until(() => kind.finished.includes('found'), 'the job whose lookup works run');
+    await until(() => lines.some((l) => l.id === 'lost'), 'a log line naming the job');
+    const line = lines.find((l) => l.id === 'lost')!;
+    expect(line).to.include({ level: 'warn', kind: 'message' });
+    expect(line.err?.message).to.equal('MX lookup timed out');
+    // Neither run (under a made-up destination) nor dropped: its entry waits on the index, and
+    // the engine wakes for it when the back-off is over. Read again meanwhile, it is not looked up.
+    await engine.wake();
+    await sleep(50);
+    expect(kind.started).to.deep.equal(['found']);
+    expect(lookups.filter((id) => id === 'lost')).to.have.length(1);
+    expect(await entries('message')).to.deep.equal(['lost']);
+    expect(engine.holds('message', 'lost')).to.equal(false);
+    expect(engine.destinations()).to.deep.equal([]);
+    expect(engine.snapshot().nextWakeAt).to.equal(T0 + LOOKUP_RETRY_MS);
+
+    failing = false;
+    clock.ms = T0 + LOOKUP_RETRY_MS;
+    await engine.wake();
+    await until(() => kind.finished.includes('lost'), 'the job run once its lookup works');
+    expect(kind.started).to.deep.equal(['found', 'lost']);
+    expect(ranAt.get('lost')).to.equal('mx.a.test');
+    expect(await entries('message')).to.deep.equal([]);
   });
 
   it('drops an entry whose job is gone (load finds nothing) and never runs it', async () => {
