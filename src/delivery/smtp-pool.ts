@@ -1,3 +1,4 @@
+import { Readable } from 'node:stream';
 import SMTPConnection from 'nodemailer/lib/smtp-connection';
 import { needsSmtpUtf8 } from '../util/email.ts';
 import type { Hop } from './router.ts';
@@ -50,8 +51,12 @@ export class SmtpPool {
 
   constructor(private readonly options: PoolOptions) {}
 
-  /** Sends `message` from `from` to one recipient over a session with `hop`. */
-  async send(hop: Hop, from: string, to: string, message: Buffer): Promise<SendReply> {
+  /**
+   * Sends `message` from `from` to one recipient over a session with `hop`: one buffer, or parts
+   * written one after another (nodemailer's data stream fixes line ends and stuffs dots across
+   * them as it does within one buffer).
+   */
+  async send(hop: Hop, from: string, to: string, message: Buffer | readonly Buffer[]): Promise<SendReply> {
     let session: Session;
     try {
       session = (await this.take(hop)) ?? (await this.open(hop));
@@ -66,7 +71,7 @@ export class SmtpPool {
     }
     try {
       const info = await new Promise<SMTPConnection.SentMessageInfo>((resolve, reject) =>
-        session.connection.send({ from, to: [to] }, message, (err, result) => (err ? reject(err) : resolve(result))),
+        session.connection.send({ from, to: [to] }, Buffer.isBuffer(message) ? message : partsStream(message), (err, result) => (err ? reject(err) : resolve(result))),
       );
       session.sent += 1;
       const reply = replyOf(info.response, 'DATA');
@@ -177,6 +182,17 @@ export class SmtpPool {
 }
 
 const key = (hop: Hop) => `${hop.address}:${hop.port}`;
+
+/** The parts as a byte stream, without copying them: a new one per send (a stream is read once). */
+function partsStream(parts: readonly Buffer[]): Readable {
+  let next = 0;
+  return new Readable({
+    read() {
+      while (next < parts.length) if (!this.push(parts[next++])) return;
+      this.push(null);
+    },
+  });
+}
 const isName = (host: string) => /[a-z]/i.test(host) && !host.includes(':');
 
 /** The extensions the server listed in its EHLO reply (nodemailer keeps them on a private field). */
