@@ -1,5 +1,5 @@
-import { Readable } from 'node:stream';
 import SMTPConnection from 'nodemailer/lib/smtp-connection';
+import { chunksStream } from '../util/chunks-stream.ts';
 import { needsSmtpUtf8 } from '../util/email.ts';
 import type { Hop } from './router.ts';
 
@@ -71,7 +71,7 @@ export class SmtpPool {
     }
     try {
       const info = await new Promise<SMTPConnection.SentMessageInfo>((resolve, reject) =>
-        session.connection.send({ from, to: [to] }, Buffer.isBuffer(message) ? message : partsStream(message), (err, result) => (err ? reject(err) : resolve(result))),
+        session.connection.send({ from, to: [to] }, Buffer.isBuffer(message) ? message : chunksStream(message), (err, result) => (err ? reject(err) : resolve(result))),
       );
       session.sent += 1;
       const reply = replyOf(info.response, 'DATA');
@@ -182,17 +182,6 @@ export class SmtpPool {
 }
 
 const key = (hop: Hop) => `${hop.address}:${hop.port}`;
-
-/** The parts as a byte stream, without copying them: a new one per send (a stream is read once). */
-function partsStream(parts: readonly Buffer[]): Readable {
-  let next = 0;
-  return new Readable({
-    read() {
-      while (next < parts.length) if (!this.push(parts[next++])) return;
-      this.push(null);
-    },
-  });
-}
 const isName = (host: string) => /[a-z]/i.test(host) && !host.includes(':');
 
 /** The extensions the server listed in its EHLO reply (nodemailer keeps them on a private field). */
