@@ -6,6 +6,7 @@ import type { DomainRecord, MessageRecord } from '../store/records.ts';
 import type { Clock } from '../util/time.ts';
 import { domainOf } from '../util/email.ts';
 import { retryHintMs } from '../bounce/retry-hint.ts';
+import { BodyDigests } from './body-digests.ts';
 import { RecentBodies } from './recent-bodies.ts';
 import type { Router } from './router.ts';
 import type { SendReply, SmtpPool } from './smtp-pool.ts';
@@ -42,6 +43,8 @@ export class Deliverer {
     clock: Clock,
     /** The VERP token of a message's return path (util/verp.ts). */
     private readonly verpToken: (messageId: string) => string,
+    /** What signing needs of each body, kept so that a body is hashed once for all its sends. */
+    private readonly digests = new BodyDigests(),
   ) {
     this.bodies = new RecentBodies((bodyId) => this.messages.body(bodyId), undefined, () => clock.now());
   }
@@ -70,9 +73,9 @@ export class Deliverer {
     const route = await this.router.hops(domainOf(message.recipient));
     if (!Array.isArray(route)) return internal(route.permanent ? 'bounced' : 'deferred', route.classification, route.text);
 
-    let raw: Buffer;
+    let content: Buffer[];
     try {
-      raw = await this.signed(message, domain);
+      content = await this.signed(message, domain);
     } catch (err) {
       return internal('deferred', 'Uncategorized', `could not prepare the message: ${(err as Error).message}`);
     }
@@ -80,7 +83,7 @@ export class Deliverer {
     const from = message.isBounceNotification ? '' : returnPath(message, domain, this.verpToken);
     let last: { reply: SendReply; host: string } | null = null;
     for (const hop of route) {
-      const reply = await this.pool.send(hop, from, message.recipient, raw);
+      const reply = await this.pool.send(hop, from, message.recipient, content);
       last = { reply, host: hop.name };
       if (reply.kind === 'unsupported') {
         // Permanent: another MX host of the same domain is run by the same operator, as a rule.
@@ -113,11 +116,17 @@ export class Deliverer {
     return { ...internal('deferred', classification, reply.text), host: last!.host };
   }
 
-  /** The per-message headers, the shared body, and the DKIM-Signature(s) in front. */
-  private async signed(message: MessageRecord, domain: DomainRecord): Promise<Buffer> {
-    const unsigned = Buffer.concat([Buffer.from(message.head, 'utf8'), await this.bodies.get(message.bodyId)]);
-    const signature = await this.signer.sign(domain.name, unsigned);
-    return Buffer.concat([Buffer.from(signature, 'utf8'), unsigned]);
+  /**
+   * The message as it is sent, in parts never joined: the DKIM-Signature(s), the per-message
+   * headers, and the shared body's chunks as they are kept or read. The body's hash comes from
+   * its digest, made once per body.
+   */
+  private async signed(message: MessageRecord, domain: DomainRecord): Promise<Buffer[]> {
+    const head = Buffer.from(message.head, 'utf8');
+    const body = await this.bodies.parts(message.bodyId);
+    const { header, bodyHash } = this.digests.view(message.bodyId, head, body);
+    const signature = Buffer.from(await this.signer.signHeader(domain.name, header, bodyHash), 'utf8');
+    return head.length > 0 ? [signature, head, ...body] : [signature, ...body];
   }
 }
 

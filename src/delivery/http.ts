@@ -43,11 +43,16 @@ export interface HttpClientOptions {
   userAgent?: string;
 }
 
+/**
+ * A JSON request body, exactly as signed and sent: text, or its UTF-8 bytes; a large one (a
+ * route payload) as a list of buffers, signed and written one after another, never joined.
+ */
+export type PostBody = string | Buffer | readonly Buffer[];
+
 /** One signed delivery: the same `id` on every attempt, a fresh `timestampSeconds` on each. */
 export interface SignedPost {
   url: string;
-  /** The JSON body, exactly as signed and sent: its UTF-8 bytes, for a large one (route payloads), so that it is not copied again. */
-  body: string | Buffer;
+  body: PostBody;
   id: string;
   timestampSeconds: number;
   /** The webhook's (or route's) secret in clear: the HMAC key is its UTF-8 bytes. */
@@ -146,7 +151,7 @@ export class HttpClient {
   }
 
   /** POSTs a JSON body with extra headers; never throws, every failure is an outcome. */
-  async postJson(target: string, body: string | Buffer, headers: Record<string, string>): Promise<HttpOutcome> {
+  async postJson(target: string, body: PostBody, headers: Record<string, string>): Promise<HttpOutcome> {
     const started = performance.now();
     const outcome = (status: number | null, error: string | null, responseText = '', unreachable = false): HttpOutcome => ({
       ok: error === null,
@@ -227,9 +232,11 @@ export class HttpClient {
     }
   }
 
-  private exchange(target: Target, body: string | Buffer, headers: Record<string, string>): Promise<{ status: number; text: string }> {
+  private exchange(target: Target, body: PostBody, headers: Record<string, string>): Promise<{ status: number; text: string }> {
     const { timeoutMs, keepResponseBytes, drainResponseBytes } = this.settings;
-    const payload = typeof body === 'string' ? Buffer.from(body, 'utf8') : body;
+    const payload = typeof body === 'string' ? [Buffer.from(body, 'utf8')] : Buffer.isBuffer(body) ? [body] : body;
+    let length = 0;
+    for (const part of payload) length += part.length;
     return new Promise((resolve, reject) => {
       const req = (target.https ? https : http).request({
         ...target.options,
@@ -238,7 +245,7 @@ export class HttpClient {
         headers: {
           ...headers,
           'content-type': 'application/json',
-          'content-length': String(payload.length),
+          'content-length': String(length),
           'user-agent': this.options.userAgent ?? 'Postilion-Webhooks/1',
         },
       });
@@ -295,7 +302,8 @@ export class HttpClient {
         });
         res.on('error', fail);
       });
-      req.end(payload);
+      for (const part of payload) req.write(part);
+      req.end();
     });
   }
 

@@ -11,7 +11,8 @@ export interface RecentBodiesLimits {
 const DEFAULT_LIMITS: RecentBodiesLimits = { totalBytes: 32 * 1024 * 1024, bodyBytes: 1024 * 1024, holdMs: 10 * 60_000 };
 
 interface Kept {
-  body: Promise<Buffer>;
+  /** The body as it was stored or read, chunk by chunk: never joined. */
+  body: Promise<readonly Buffer[]>;
   /** Its read from the store is in progress: it counts no bytes yet, and is never dropped. */
   reading: boolean;
   bytes: number;
@@ -54,7 +55,17 @@ export class RecentBodies {
     private readonly now: () => number = Date.now,
   ) {}
 
-  get(bodyId: string): Promise<Buffer> {
+  /** The body in one buffer. */
+  async get(bodyId: string): Promise<Buffer> {
+    const chunks = await this.parts(bodyId);
+    return chunks.length === 1 ? chunks[0]! : Buffer.concat(chunks);
+  }
+
+  /**
+   * The body as its chunks, in order: what delivery writes to the connection one after another,
+   * so that no attempt copies it. A body too large to keep is read for each call.
+   */
+  parts(bodyId: string): Promise<readonly Buffer[]> {
     const held = this.held.get(bodyId);
     if (held) return held.body;
     const loose = this.loose.get(bodyId);
@@ -68,13 +79,14 @@ export class RecentBodies {
     entry.body.then(
       (body) => {
         if (this.loose.get(bodyId) !== entry) return;
-        if (body.length > this.limits.bodyBytes) {
+        const bytes = byteLength(body);
+        if (bytes > this.limits.bodyBytes) {
           this.loose.delete(bodyId);
           return;
         }
         entry.reading = false;
-        entry.bytes = body.length;
-        this.looseBytes += body.length;
+        entry.bytes = bytes;
+        this.looseBytes += bytes;
         // Always possible: this body alone is droppable and at most as large as the excess.
         this.makeRoom(0);
       },
@@ -90,7 +102,7 @@ export class RecentBodies {
    * Keeps a body just stored for `sends` deliveries about to ask for it, unless it is too large
    * or the cache is full of bodies still awaited.
    */
-  put(bodyId: string, chunks: Buffer[], sends = 1): void {
+  put(bodyId: string, chunks: readonly Buffer[], sends = 1): void {
     const heldUntil = this.now() + this.limits.holdMs;
     const present = this.held.get(bodyId) ?? this.loose.get(bodyId);
     if (present) {
@@ -100,10 +112,9 @@ export class RecentBodies {
       this.keep(bodyId, { ...present, awaited: present.awaited + sends, heldUntil });
       return;
     }
-    const bytes = chunks.reduce((sum, chunk) => sum + chunk.length, 0);
+    const bytes = byteLength(chunks);
     if (bytes > this.limits.bodyBytes || !this.makeRoom(bytes)) return;
-    const body = chunks.length === 1 ? chunks[0]! : Buffer.concat(chunks, bytes);
-    this.keep(bodyId, { body: Promise.resolve(body), reading: false, bytes, awaited: sends, heldUntil });
+    this.keep(bodyId, { body: Promise.resolve(chunks), reading: false, bytes, awaited: sends, heldUntil });
   }
 
   /** One announced send of the body is done (sent, or not to be sent): it holds the body no more. */
@@ -165,9 +176,15 @@ export class RecentBodies {
     return true;
   }
 
-  private async readAll(bodyId: string): Promise<Buffer> {
+  private async readAll(bodyId: string): Promise<readonly Buffer[]> {
     const chunks: Buffer[] = [];
     for await (const chunk of this.read(bodyId)) chunks.push(chunk);
-    return chunks.length === 1 ? chunks[0]! : Buffer.concat(chunks);
+    return chunks;
   }
+}
+
+function byteLength(chunks: readonly Buffer[]): number {
+  let bytes = 0;
+  for (const chunk of chunks) bytes += chunk.length;
+  return bytes;
 }

@@ -26,11 +26,15 @@ export function newSecret(prefix: string): string {
   return out;
 }
 
-/** `v1,<base64 HMAC-SHA256 of "{id}.{timestamp}.{body}">`, keyed with the secret's UTF-8 bytes. */
-export function signPayload(secret: string, id: string, timestampSeconds: number, body: string | Buffer): string {
+/**
+ * `v1,<base64 HMAC-SHA256 of "{id}.{timestamp}.{body}">`, keyed with the secret's UTF-8 bytes;
+ * a body in parts is signed part by part, as it is sent.
+ */
+export function signPayload(secret: string, id: string, timestampSeconds: number, body: string | Buffer | readonly Buffer[]): string {
   const mac = createHmac('sha256', Buffer.from(secret, 'utf8'));
   mac.update(`${id}.${timestampSeconds}.`);
-  mac.update(body);
+  if (typeof body === 'string' || Buffer.isBuffer(body)) mac.update(body);
+  else for (const part of body) mac.update(part);
   return `v1,${mac.digest('base64')}`;
 }
 
@@ -41,7 +45,7 @@ export interface SignatureHeaders {
   'webhook-signature': string;
 }
 
-export function signatureHeaders(secret: string, id: string, timestampSeconds: number, body: string | Buffer): SignatureHeaders {
+export function signatureHeaders(secret: string, id: string, timestampSeconds: number, body: string | Buffer | readonly Buffer[]): SignatureHeaders {
   return {
     'webhook-id': id,
     'webhook-timestamp': String(timestampSeconds),

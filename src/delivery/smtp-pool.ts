@@ -1,4 +1,5 @@
 import SMTPConnection from 'nodemailer/lib/smtp-connection';
+import { chunksStream } from '../util/chunks-stream.ts';
 import { needsSmtpUtf8 } from '../util/email.ts';
 import type { Hop } from './router.ts';
 
@@ -50,8 +51,12 @@ export class SmtpPool {
 
   constructor(private readonly options: PoolOptions) {}
 
-  /** Sends `message` from `from` to one recipient over a session with `hop`. */
-  async send(hop: Hop, from: string, to: string, message: Buffer): Promise<SendReply> {
+  /**
+   * Sends `message` from `from` to one recipient over a session with `hop`: one buffer, or parts
+   * written one after another (nodemailer's data stream fixes line ends and stuffs dots across
+   * them as it does within one buffer).
+   */
+  async send(hop: Hop, from: string, to: string, message: Buffer | readonly Buffer[]): Promise<SendReply> {
     let session: Session;
     try {
       session = (await this.take(hop)) ?? (await this.open(hop));
@@ -66,7 +71,7 @@ export class SmtpPool {
     }
     try {
       const info = await new Promise<SMTPConnection.SentMessageInfo>((resolve, reject) =>
-        session.connection.send({ from, to: [to] }, message, (err, result) => (err ? reject(err) : resolve(result))),
+        session.connection.send({ from, to: [to] }, Buffer.isBuffer(message) ? message : chunksStream(message), (err, result) => (err ? reject(err) : resolve(result))),
       );
       session.sent += 1;
       const reply = replyOf(info.response, 'DATA');

@@ -60,10 +60,28 @@ export class DkimSigner {
 
   /** The DKIM-Signature header lines to put in front of `message` (ends with CRLF). */
   async sign(domain: string, message: Buffer | string | Readable, signTime = new Date(this.clock.now())): Promise<string> {
+    const identity = await this.identity(domain);
+    const { header, bodyHash } = await read(message);
+    return this.signWith(identity, header, bodyHash, signTime);
+  }
+
+  /**
+   * The DKIM-Signature header lines of a message known by its header block (latin1, as
+   * `DkimMessageReader` gives it) and its relaxed body hash: a body sent many times (several
+   * recipients, retries) is hashed once, and the message need not be joined to be signed.
+   */
+  async signHeader(domain: string, header: string, bodyHash: string, signTime = new Date(this.clock.now())): Promise<string> {
+    return this.signWith(await this.identity(domain), header, bodyHash, signTime);
+  }
+
+  private async identity(domain: string): Promise<SigningIdentity> {
     const identity = await this.lookup(domain);
     if (!identity) throw new SigningError(`no DKIM keys: ${domain} is not a known domain`);
     if (identity.keys.length === 0) throw new SigningError(`no DKIM keys: ${domain} has no active key`);
-    const { header, bodyHash } = await read(message);
+    return identity;
+  }
+
+  private async signWith(identity: SigningIdentity, header: string, bodyHash: string, signTime: Date): Promise<string> {
     const { h, fields } = signedFields(parseHeaderFields(header), SIGNED, OVERSIGNED);
     if (fields.length === 0 || fields.every((f) => f.name !== 'from')) throw new SigningError('the message has no From field to sign');
     const signed = fields.map((f) => `${relaxedHeader(f.raw)}\r\n`).join('');

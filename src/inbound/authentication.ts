@@ -1,5 +1,6 @@
 import { authenticate } from 'mailauth';
 import type { DnsResolver } from '../domains/resolver.ts';
+import { chunksStream } from '../util/chunks-stream.ts';
 
 export interface Arrival {
   /** The client's address, HELO name and MAIL FROM as received. */
@@ -13,9 +14,9 @@ export interface Arrival {
  * resolver (`dns.servers`): the value of the `Authentication-Results` header it makes, or null
  * when the checks could not be run at all.
  */
-export async function authenticationResults(raw: Buffer, arrival: Arrival, hostname: string, resolver: DnsResolver): Promise<string | null> {
+export async function authenticationResults(raw: readonly Buffer[], arrival: Arrival, hostname: string, resolver: DnsResolver): Promise<string | null> {
   try {
-    const result = await authenticate(raw, {
+    const result = await authenticate(chunksStream(raw), {
       ip: arrival.ip.replace(/^::ffff:/, ''),
       helo: arrival.helo,
       sender: arrival.sender,

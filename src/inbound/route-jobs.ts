@@ -3,7 +3,7 @@ import { HTTP_SCHEDULES } from '../queue/retry-policy.ts';
 import type { InboundRepo } from '../store/inbound-repo.ts';
 import type { InboundRecord, JobRecord } from '../store/records.ts';
 import type { Arrival } from './authentication.ts';
-import { routePayload, type RouteOptions } from './route-payload.ts';
+import { parseRouted, routePayload, type RouteOptions } from './route-payload.ts';
 import { nanoseconds } from '../util/time.ts';
 import { Gate } from '../util/gate.ts';
 
@@ -18,10 +18,10 @@ export interface RouteJobsDeps {
   disable(id: string): Promise<boolean>;
   counters: TargetCounters;
   repo: InboundRepo;
-  /** The Authentication-Results value of an inbound message (SPF, DKIM, DMARC), or null. */
-  authenticate(raw: Buffer, arrival: Arrival): Promise<string | null>;
+  /** The Authentication-Results value of an inbound message (SPF, DKIM, DMARC), or null; `raw`: its stored chunks. */
+  authenticate(raw: readonly Buffer[], arrival: Arrival): Promise<string | null>;
   /** The spam score (0 when no spamd is configured). */
-  spamScore(raw: Buffer): Promise<number>;
+  spamScore(raw: readonly Buffer[]): Promise<number>;
   /** Payloads built at once (default 1): a 25 MiB message takes about 100 MB while its payload is built. */
   maxBuilding?: number;
 }
@@ -39,24 +39,28 @@ export function routeTargets(d: RouteJobsDeps): HttpTargets {
     // A payload can be tens of MB: built when it is sent, one at a time.
     prefetchBody: false,
     get: (id) => d.route(id),
-    async body(job: JobRecord, target: HttpTarget): Promise<Buffer | null> {
+    async body(job: JobRecord, target: HttpTarget): Promise<Buffer[] | null> {
       const route = target as RouteTarget;
       const record = await d.repo.get(job.eventId);
       if (!record) return null;
       return gate.run(async () => {
-        const raw = Buffer.concat(await collect(d.repo.body(record.bodyId)));
+        // The stored chunks, never joined: each reader streams them.
+        let raw: Buffer[] | null = await collect(d.repo.body(record.bodyId));
         const [auth, spam] = await Promise.all([
           route.headers ? d.authenticate(raw, arrivalOf(record)) : Promise.resolve(null),
           d.spamScore(raw),
         ]);
-        // As bytes: the string is let go at once, and the client sends these without a copy.
-        return Buffer.from(await routePayload(raw, route, {
+        const mail = await parseRouted(raw);
+        // Parsed: the message may go while the payload is made.
+        raw = null;
+        // Buffers the client signs and sends as they are.
+        return routePayload(mail, route, {
           id: record.id,
           size: record.size,
           receivedAt: nanoseconds(record.receivedAt),
           recipients: job.recipients ?? [],
           spamScore: spam,
-        }, auth), 'utf8');
+        }, auth);
       });
     },
     secretOf: (target) => d.secretOf(target as RouteTarget),

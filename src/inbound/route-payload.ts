@@ -1,5 +1,7 @@
 import EmailReplyParser from 'email-reply-parser';
 import { simpleParser, type AddressObject, type ParsedMail } from 'mailparser';
+import { chunksStream } from '../util/chunks-stream.ts';
+import { JsonBytes, jsonParts } from '../util/json-parts.ts';
 
 /** What a route asks to be sent (reference-api §6). */
 export interface RouteOptions {
@@ -24,14 +26,25 @@ export interface RouteMessage {
 
 /** Text of a plain body looked at for the quoted reply: past this the rest is kept as it is. */
 const REPLY_PARSE_LIMIT = 256 * 1024;
+/** Attachment bytes base64-encoded at a time (a multiple of 3: only the last slice is padded). */
+const BASE64_SLICE = 3 * 256 * 1024;
+const QUOTE = Buffer.from('"');
+
+/** An inbound message, read from its stored chunks (never joined), as a route POST needs it. */
+export function parseRouted(raw: readonly Buffer[]): Promise<ParsedMail> {
+  return simpleParser(chunksStream(raw), { skipImageLinks: true, skipTextToHtml: true, skipTextLinks: true, maxHtmlLengthToParse: 10 * 1024 * 1024 });
+}
 
 /**
  * The `message.routing` payload of one route POST: every `data` key always present (empty
  * strings, 0, false or [] when blank), attachments (inline parts and filename-bearing parts
  * included) only with the route's `attachments`, the header map only with its `headers`.
+ *
+ * The JSON comes as a list of buffers, the bytes `JSON.stringify` would make: a payload can be
+ * tens of MB, and is neither made into one string nor copied into one buffer; attachments are
+ * base64-encoded straight into buffers.
  */
-export async function routePayload(raw: Buffer, route: RouteOptions, m: RouteMessage, authenticationResults: string | null): Promise<string> {
-  const mail = await simpleParser(raw, { skipImageLinks: true, skipTextToHtml: true, skipTextLinks: true, maxHtmlLengthToParse: 10 * 1024 * 1024 });
+export function routePayload(mail: ParsedMail, route: RouteOptions, m: RouteMessage, authenticationResults: string | null): Buffer[] {
   const plain = mail.text ?? '';
   const data: Record<string, unknown> = {
     id: m.id,
@@ -58,7 +71,7 @@ export async function routePayload(raw: Buffer, route: RouteOptions, m: RouteMes
       content_type: a.contentType,
       content_id: contentId(a.contentId),
       disposition: (a.contentDisposition ?? '').toLowerCase(),
-      data: a.content.toString('base64'),
+      data: base64Json(a.content),
     }));
   } else data.attachments = [];
   if (route.headers) {
@@ -71,7 +84,15 @@ export async function routePayload(raw: Buffer, route: RouteOptions, m: RouteMes
     if (authenticationResults !== null) headers['Authentication-Results'] = authenticationResults;
     data.headers = headers;
   }
-  return JSON.stringify({ type: 'message.routing', route_id: route.id, timestamp: m.receivedAt, data });
+  return jsonParts({ type: 'message.routing', route_id: route.id, timestamp: m.receivedAt, data });
+}
+
+/** The base64 of `content` as a JSON string, a slice at a time. */
+function base64Json(content: Buffer): JsonBytes {
+  const parts = [QUOTE];
+  for (let at = 0; at < content.length; at += BASE64_SLICE) parts.push(Buffer.from(content.toString('base64', at, Math.min(at + BASE64_SLICE, content.length)), 'latin1'));
+  parts.push(QUOTE);
+  return new JsonBytes(parts);
 }
 
 /** A header as sent (decoded), `""` when absent. */

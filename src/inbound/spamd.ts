@@ -11,8 +11,9 @@ const MAX_ANSWER_BYTES = 16 * 1024;
  * say (unreachable, timed out, a malformed answer): a route POST never waits on it for long and
  * never fails because of it.
  */
-export async function spamdScore(address: { host: string; port: number }, raw: Buffer): Promise<number> {
-  const body = raw.subarray(0, MAX_CHECK_BYTES);
+export async function spamdScore(address: { host: string; port: number }, raw: Buffer | readonly Buffer[]): Promise<number> {
+  const body = firstBytes(Buffer.isBuffer(raw) ? [raw] : raw, MAX_CHECK_BYTES);
+  const length = body.reduce((sum, part) => sum + part.length, 0);
   return new Promise((resolve) => {
     let answer = '';
     let settled = false;
@@ -23,8 +24,9 @@ export async function spamdScore(address: { host: string; port: number }, raw: B
       resolve(score);
     };
     const socket = connect({ host: address.host, port: address.port }, () => {
-      socket.write(`CHECK SPAMC/1.5\r\nContent-length: ${body.length}\r\nUser: postilion\r\n\r\n`);
-      socket.end(body);
+      socket.write(`CHECK SPAMC/1.5\r\nContent-length: ${length}\r\nUser: postilion\r\n\r\n`);
+      for (const part of body) socket.write(part);
+      socket.end();
     });
     socket.setTimeout(TIMEOUT_MS, () => done(0));
     socket.on('error', () => done(0));
@@ -35,6 +37,18 @@ export async function spamdScore(address: { host: string; port: number }, raw: B
     socket.on('end', () => done(parseScore(answer)));
     socket.on('close', () => done(parseScore(answer)));
   });
+}
+
+/** The first `limit` bytes of the chunks, as views of them. */
+function firstBytes(chunks: readonly Buffer[], limit: number): Buffer[] {
+  const out: Buffer[] = [];
+  let left = limit;
+  for (const chunk of chunks) {
+    if (left <= 0) break;
+    out.push(chunk.length <= left ? chunk : chunk.subarray(0, left));
+    left -= chunk.length;
+  }
+  return out;
 }
 
 /** `Spam: True ; 7.3 / 5.0` → 7.3; 0 when there is no such line. */

@@ -1,5 +1,5 @@
 import type { Logger } from 'pino';
-import type { HttpOutcome, SignedPost } from '../delivery/http.ts';
+import type { HttpOutcome, PostBody, SignedPost } from '../delivery/http.ts';
 import type { JobKind } from './engine.ts';
 import { nextHttpAttemptAt, type HttpSchedule } from './retry-policy.ts';
 import type { WriteOp } from '../store/group-commit.ts';
@@ -53,7 +53,7 @@ export interface HttpTargets {
   schedule: HttpSchedule;
   get(id: string): Promise<HttpTarget | undefined>;
   /** The request body of the job, or null when what it was about is gone (the job is dropped). */
-  body(job: JobRecord, target: HttpTarget): Promise<string | Buffer | null>;
+  body(job: JobRecord, target: HttpTarget): Promise<PostBody | null>;
   secretOf(target: HttpTarget): string;
   counters: TargetCounters;
   /** Disables the target (false when it is gone or already disabled). */
@@ -103,7 +103,7 @@ export interface PreparedJob {
   job: JobRecord;
   target: HttpTarget | undefined;
   /** undefined: built when the request is made (large bodies: route payloads). */
-  body: string | Buffer | null | undefined;
+  body: PostBody | null | undefined;
 }
 
 export class HttpJobs implements JobKind<PreparedJob> {
