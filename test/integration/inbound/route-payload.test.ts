@@ -1,7 +1,7 @@
 import { expect } from 'chai';
 import { randomBytes } from 'node:crypto';
 import { createTransport } from 'nodemailer';
-import { signPayload } from '../../../src/webhooks/signing.ts';
+import { signPayload } from '../../../src/delivery/signing.ts';
 import { startMessageBed, type MessageBed } from '../../helpers/messages.ts';
 import { WebhookReceiver } from '../../helpers/webhook-receiver.ts';
 
@@ -35,7 +35,7 @@ describe('routes: a payload of several MiB', function () {
     const binary = randomBytes(3 * 1024 * 1024 + 2);
     // Text past several of the payload writer's slices, with characters JSON escapes and pairs of UTF-16 surrogates.
     const text = 'Grüße "quoted" \\ back\tslash 😀 emoji line\n'.repeat(40_000);
-    const info = await createTransport({ host: '127.0.0.1', port: bed.server.daemon.inboundPort!, secure: false, ignoreTLS: true }).sendMail({
+    const info = await createTransport({ host: '127.0.0.1', port: bed.server.daemon.parts.inbound.port!, secure: false, ignoreTLS: true }).sendMail({
       from: 'Customer <c@example.net>',
       to: 'large@example.com',
       subject: 'Große Datei',
