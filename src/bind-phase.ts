@@ -122,9 +122,13 @@ function reason(name: string, at: string, err: NodeJS.ErrnoException, port: numb
   switch (err.code) {
     case 'EADDRINUSE':
       // The control socket answers: another daemon holds this data directory (as the store's lock would say next).
-      return name === 'control' ? `address already in use: data directory ${dirname(at)} is in use by another process (a postilion daemon answers on its control socket)` : 'address already in use';
+      return name === 'control'
+        ? `address already in use: data directory ${dirname(at)} is in use by another process (a postilion daemon answers on its control socket)`
+        : 'address already in use';
     case 'EACCES':
-      return port > 0 && port < 1024 ? 'permission denied (ports below 1024 need root or CAP_NET_BIND_SERVICE, which the systemd unit grants)' : 'permission denied';
+      return port > 0 && port < 1024
+        ? 'permission denied (ports below 1024 need root or CAP_NET_BIND_SERVICE, which the systemd unit grants)'
+        : 'permission denied';
     case 'EADDRNOTAVAIL':
       return 'not an address of this machine';
     default:

@@ -100,7 +100,12 @@ export class Daemon {
     return daemon;
   }
 
-  private static async build(options: DaemonOptions, data: Awaited<ReturnType<typeof openData>>, bound: BoundListeners, signals: Signals<DaemonSignals>): Promise<Daemon> {
+  private static async build(
+    options: DaemonOptions,
+    data: Awaited<ReturnType<typeof openData>>,
+    bound: BoundListeners,
+    signals: Signals<DaemonSignals>,
+  ): Promise<Daemon> {
     const { config, log } = options;
     const storage = new StorageGuard(data.store.dir, storageSettings(config), {
       log,

@@ -48,9 +48,7 @@ export class AccountStatuses {
       if (account.status === 'parent-suspended' && by === 'parent') throw conflict(`account ${id} is suspended with its parent account`);
       const next: AccountRecord = { ...account, status: 'suspended', suspension: { reason: text, at: iso(now), by }, updatedAt: iso(now) };
       const children = account.parentAccountId === null ? await this.children(id) : [];
-      const cascaded = children
-        .filter((c) => c.status === 'active')
-        .map((c): AccountRecord => ({ ...c, status: 'parent-suspended', updatedAt: iso(now) }));
+      const cascaded = children.filter((c) => c.status === 'active').map((c): AccountRecord => ({ ...c, status: 'parent-suspended', updatedAt: iso(now) }));
       return { next, others: cascaded, activated: [] };
     });
   }
@@ -60,14 +58,13 @@ export class AccountStatuses {
       if (account.status === 'deleted') throw conflict(`account ${id} is deleted`);
       if (account.status === 'parent-suspended') throw conflict(`account ${id} is suspended because its parent account is suspended: unsuspend the parent`);
       if (account.status !== 'suspended') throw conflict(`account ${id} is not suspended`);
-      if (by === 'parent' && account.suspension?.by === 'operator') throw forbidden(`sub account ${id} was suspended by the operator of this server; only the operator can unsuspend it`);
+      if (by === 'parent' && account.suspension?.by === 'operator')
+        throw forbidden(`sub account ${id} was suspended by the operator of this server; only the operator can unsuspend it`);
       const parent = account.parentAccountId === null ? undefined : await this.repo.getAccount(account.parentAccountId);
       const status = parent && parent.status !== 'active' ? 'parent-suspended' : 'active';
       const next: AccountRecord = { ...account, status, suspension: null, updatedAt: iso(now) };
       const children = account.parentAccountId === null ? await this.children(id) : [];
-      const back = children
-        .filter((c) => c.status === 'parent-suspended')
-        .map((c): AccountRecord => ({ ...c, status: 'active', updatedAt: iso(now) }));
+      const back = children.filter((c) => c.status === 'parent-suspended').map((c): AccountRecord => ({ ...c, status: 'active', updatedAt: iso(now) }));
       return { next, others: back, activated: [...(status === 'active' ? [id] : []), ...back.map((c) => c.id)] };
     });
   }

@@ -129,7 +129,12 @@ export class ApiKeys {
       }
       if (patch.scopes !== undefined) {
         const scopes = await this.scopeRecords(accountId, patch.scopes, now, key.scopes, caller?.grants);
-        if (!sameStrings(scopes.map((s) => s.scope), key.scopes.map((s) => s.scope))) {
+        if (
+          !sameStrings(
+            scopes.map((s) => s.scope),
+            key.scopes.map((s) => s.scope),
+          )
+        ) {
           next.scopes = scopes;
           changed = true;
         }

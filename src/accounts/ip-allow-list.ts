@@ -30,7 +30,12 @@ export function normalizeAllowList(entries: string[]): string[] {
     throw new AllowListError(`ip_allow_list: at most ${MAX_ALLOW_LIST_ENTRIES} entries are allowed, got ${out.length}`);
   }
   for (const family of ['ipv4', 'ipv6'] as const) {
-    if (coversFamily(out.map(parseCidr).filter(([addr]) => addr.kind() === family), family)) {
+    if (
+      coversFamily(
+        out.map(parseCidr).filter(([addr]) => addr.kind() === family),
+        family,
+      )
+    ) {
       throw new AllowListError(`ip_allow_list: its entries together allow every ${family === 'ipv4' ? 'IPv4' : 'IPv6'} address`);
     }
   }

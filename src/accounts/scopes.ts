@@ -49,10 +49,7 @@ export const DOMAIN_FAMILIES = [
 export type DomainFamily = (typeof DOMAIN_FAMILIES)[number];
 
 export type Scope =
-  | { kind: 'wildcard' }
-  | { kind: 'static'; scope: string }
-  | { kind: 'all'; family: DomainFamily }
-  | { kind: 'domain'; family: DomainFamily; domain: string };
+  { kind: 'wildcard' } | { kind: 'static'; scope: string } | { kind: 'all'; family: DomainFamily } | { kind: 'domain'; family: DomainFamily; domain: string };
 
 /** Every scope a key can hold without naming a domain: what the bootstrap admin key gets. */
 export const EVERY_GLOBAL_SCOPE: string[] = [...STATIC_SCOPES, ...DOMAIN_FAMILIES.map((f) => `${f}:all`)];
@@ -189,11 +186,7 @@ export class ScopeError extends Error {}
  * Checks a requested scope list: every entry must parse, no duplicates, domain scopes only for
  * owned domains; a domain scope made redundant by the same family's `:all` is dropped.
  */
-export async function validateScopes(
-  requested: string[],
-  accountId: string,
-  ownership: DomainOwnership,
-): Promise<ValidatedScope[]> {
+export async function validateScopes(requested: string[], accountId: string, ownership: DomainOwnership): Promise<ValidatedScope[]> {
   const parsed: Scope[] = [];
   const seen = new Set<string>();
   for (const text of requested) {

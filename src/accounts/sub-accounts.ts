@@ -138,7 +138,11 @@ export class SubAccounts {
     return this.apiKeys.list(child.id, req);
   }
 
-  async createKey(parent: AccountRecord, id: string, input: { label: string; scopes: string[]; ipAllowList: string[] }): Promise<{ key: ApiKeyRecord; secret: string }> {
+  async createKey(
+    parent: AccountRecord,
+    id: string,
+    input: { label: string; scopes: string[]; ipAllowList: string[] },
+  ): Promise<{ key: ApiKeyRecord; secret: string }> {
     const child = await this.live(parent, id);
     childScopes(input.scopes);
     return this.apiKeys.create(child.id, { label: input.label, scopes: input.scopes, ipAllowList: input.ipAllowList });
@@ -205,6 +209,7 @@ export function websiteHost(website: string): string {
 }
 
 function monthlyCredit(value: number): number {
-  if (!Number.isSafeInteger(value) || value < 0 || value > MAX_MONTHLY_CREDIT) throw badRequest(`monthly_credit must be a whole number from 0 to ${MAX_MONTHLY_CREDIT}`);
+  if (!Number.isSafeInteger(value) || value < 0 || value > MAX_MONTHLY_CREDIT)
+    throw badRequest(`monthly_credit must be a whole number from 0 to ${MAX_MONTHLY_CREDIT}`);
   return value;
 }

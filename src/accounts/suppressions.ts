@@ -77,7 +77,9 @@ export class Suppressions {
         created.push(record);
       }
       if (created.length === 0) {
-        throw conflict(input.domain !== undefined ? `${email} is already suppressed for ${domains[0]}` : `${email} is already suppressed for every domain of the account`);
+        throw conflict(
+          input.domain !== undefined ? `${email} is already suppressed for ${domains[0]}` : `${email} is already suppressed for every domain of the account`,
+        );
       }
       await this.store.commit(ops);
       return created;
@@ -143,7 +145,15 @@ export class Suppressions {
    * The ops of an automatic suppression (30 days) and its event, replacing an expired `previous`
    * with its index entries; call under `guard`.
    */
-  automatic(accountId: string, email: string, domain: string, reason: string, source: 'bounce' | 'failure', now: number, previous?: SuppressionRecord): WriteOp[] {
+  automatic(
+    accountId: string,
+    email: string,
+    domain: string,
+    reason: string,
+    source: 'bounce' | 'failure',
+    now: number,
+    previous?: SuppressionRecord,
+  ): WriteOp[] {
     const record = newRecord(accountId, email.toLowerCase(), domain, reason.slice(0, 255), source, now, now + AUTOMATIC_SUPPRESSION_DAYS * DAY_MS);
     return [...this.repo.put(record, previous), ...this.announce(record)];
   }
@@ -159,18 +169,21 @@ export class Suppressions {
   }
 
   private async deleteUnderLocks(records: SuppressionRecord[]): Promise<number> {
-    return this.locks.runAll(records.map((s) => lockKey(s.accountId, s.email, s.domain)), async () => {
-      const ops: WriteOp[] = [];
-      let count = 0;
-      for (const s of records) {
-        const current = await this.repo.get(s.accountId, s.email, s.domain);
-        if (current?.id !== s.id) continue;
-        ops.push(...this.repo.delete(current));
-        count++;
-      }
-      if (ops.length > 0) await this.store.commit(ops);
-      return count;
-    });
+    return this.locks.runAll(
+      records.map((s) => lockKey(s.accountId, s.email, s.domain)),
+      async () => {
+        const ops: WriteOp[] = [];
+        let count = 0;
+        for (const s of records) {
+          const current = await this.repo.get(s.accountId, s.email, s.domain);
+          if (current?.id !== s.id) continue;
+          ops.push(...this.repo.delete(current));
+          count++;
+        }
+        if (ops.length > 0) await this.store.commit(ops);
+        return count;
+      },
+    );
   }
 
   private announce(s: SuppressionRecord): WriteOp[] {

@@ -117,14 +117,12 @@ export function buildApp(deps: ApiDeps): Koa<ApiState> {
     router.register(`/v2${op.path}`, [op.method], chain as never, { name: route.operationId });
   }
   // Legacy v1 send: its own key type and error body ({status}), the account's general rate.
-  router.register(V1_SEND.path, [V1_SEND.method], [
-    refusals,
-    v1Authenticate(deps.apiKeys, deps.accounts),
-    rateLimit(deps.rateLimiter, 'general'),
-    ...storage,
-    body,
-    v1Send(deps.sender),
-  ] as never, { name: 'sendEmailV1' });
+  router.register(
+    V1_SEND.path,
+    [V1_SEND.method],
+    [refusals, v1Authenticate(deps.apiKeys, deps.accounts), rateLimit(deps.rateLimiter, 'general'), ...storage, body, v1Send(deps.sender)] as never,
+    { name: 'sendEmailV1' },
+  );
 
   if (deps.metrics) app.use(requestMetrics(deps.metrics) as unknown as Koa.Middleware<ApiState>);
   app.use(requestContext(deps.log) as Koa.Middleware<ApiState>);

@@ -20,7 +20,9 @@ export interface Caller {
 
 /** A digest of a key's scopes that changes whenever one is added or taken away. */
 export function scopesDigest(scopes: readonly string[]): string {
-  return createHash('sha256').update([...scopes].sort().join('\n')).digest('base64url');
+  return createHash('sha256')
+    .update([...scopes].sort().join('\n'))
+    .digest('base64url');
 }
 
 /** What to keep once the execution has ended with `status`. */

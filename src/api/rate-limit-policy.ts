@@ -11,9 +11,7 @@ export interface RateLimit {
   burst: number;
 }
 
-export type TakeResult =
-  | { allowed: true; bucket: Bucket }
-  | { allowed: false; bucket: Bucket; retryAfterSeconds: number };
+export type TakeResult = { allowed: true; bucket: Bucket } | { allowed: false; bucket: Bucket; retryAfterSeconds: number };
 
 /**
  * Refills the bucket for the time elapsed (capped at the burst) and takes one token if there is
@@ -50,5 +48,8 @@ export function peek(bucket: Bucket | undefined, now: number, limit: RateLimit):
 export function addressBucket(ip: ipaddr.IPv4 | ipaddr.IPv6): string {
   if (ip.kind() === 'ipv4') return ip.toString();
   const parts = (ip as ipaddr.IPv6).parts;
-  return `${parts.slice(0, 4).map((p) => p.toString(16)).join(':')}::/64`;
+  return `${parts
+    .slice(0, 4)
+    .map((p) => p.toString(16))
+    .join(':')}::/64`;
 }

@@ -37,9 +37,7 @@ export class ApiListener {
   static async start(spec: ListenerSpec, handler: RequestListener): Promise<ApiListener> {
     // Node's own empty-bodied 400 for a missing Host is replaced by ours below.
     const options = { requireHostHeader: false };
-    const server = spec.tls
-      ? createHttpsServer({ ...options, cert: spec.tls.cert, key: spec.tls.key })
-      : createHttpServer(options);
+    const server = spec.tls ? createHttpsServer({ ...options, cert: spec.tls.cert, key: spec.tls.key }) : createHttpServer(options);
     server.headersTimeout = 30_000;
     server.requestTimeout = 120_000;
     server.keepAliveTimeout = 5_000;
@@ -115,10 +113,7 @@ export class ApiListener {
     const closed = new Promise<void>((resolve) => this.server.close(() => resolve()));
     this.server.closeIdleConnections();
     if (this.inFlight > 0) {
-      await Promise.race([
-        new Promise<void>((resolve) => (this.idle = resolve)),
-        new Promise<void>((resolve) => setTimeout(resolve, graceMs).unref()),
-      ]);
+      await Promise.race([new Promise<void>((resolve) => (this.idle = resolve)), new Promise<void>((resolve) => setTimeout(resolve, graceMs).unref())]);
     }
     this.server.closeAllConnections();
     await closed;
@@ -191,7 +186,9 @@ function answer(res: ServerResponse, status: number, target: string | undefined,
 /** A whole response written to a socket Node has let go of; the connection is then closed. */
 function writeRaw(socket: Duplex, status: number, path: string | null, message: string, headers: Record<string, string> = {}): void {
   const body = JSON.stringify(errorBody(path ?? '', message));
-  const extra = Object.entries(headers).map(([name, value]) => `${name}: ${value}\r\n`).join('');
+  const extra = Object.entries(headers)
+    .map(([name, value]) => `${name}: ${value}\r\n`)
+    .join('');
   socket.end(
     `HTTP/1.1 ${status} ${STATUS_CODES[status] ?? ''}\r\n${extra}` +
       `Content-Type: application/json\r\nContent-Length: ${Buffer.byteLength(body)}\r\nConnection: close\r\n\r\n${body}`,

@@ -43,7 +43,9 @@ export class ControlAssembly implements Assembly {
       jobs: jobStore(core),
       routing: deliveryRouting(d, delivery?.router ?? new Router(core.resolver, routerOptions(d), core.clock)),
       daemon: {
-        delivery: delivery ? { scheduler: engineView(engine), limits: { concurrency: d.concurrency, perDestination: d.per_destination, readyLimit: d.ready_limit } } : null,
+        delivery: delivery
+          ? { scheduler: engineView(engine), limits: { concurrency: d.concurrency, perDestination: d.per_destination, readyLimit: d.ready_limit } }
+          : null,
         engine,
       },
     });

@@ -89,7 +89,8 @@ export class CoreAssembly implements Assembly {
 
   async close(): Promise<void> {
     this.storage.stop();
-    for (const job of this.jobs) await Promise.resolve(job.stop()).catch((err: unknown) => this.log.warn({ err }, 'could not stop a scheduled job; stopping all the same'));
+    for (const job of this.jobs)
+      await Promise.resolve(job.stop()).catch((err: unknown) => this.log.warn({ err }, 'could not stop a scheduled job; stopping all the same'));
     await this.core.store.close();
   }
 }

@@ -183,7 +183,16 @@ export function buildCore(data: Data, ports: CorePorts): Core {
   const accountsRepo = new AccountsRepo(store);
   const statistics = new Statistics(data.counters);
   const receptions: ReceptionCount = async (accountId, fromMs, toMs) => {
-    const buckets = await statistics.buckets({ accountId, series: 'counts', fromMs, toMs, group: 'month', senderDomains: null, recipientDomains: null, tags: null });
+    const buckets = await statistics.buckets({
+      accountId,
+      series: 'counts',
+      fromMs,
+      toMs,
+      group: 'month',
+      senderDomains: null,
+      recipientDomains: null,
+      tags: null,
+    });
     return buckets.reduce((sum, b) => sum + (typeof b.counts.r === 'number' ? b.counts.r : 0), 0);
   };
   const acceptor = new Acceptor(store, messagesRepo, events, clock, signals, new CreditGate(receptions, clock));
@@ -220,7 +229,17 @@ export function buildCore(data: Data, ports: CorePorts): Core {
     accountsRepo,
     suppressions: new Suppressions(store, new SuppressionsRepo(store), domainsRepo, events, clock),
     smtpCredentials: new SmtpCredentials(store, new SmtpCredentialsRepo(store), domainsRepo, clock),
-    webhooks: new Webhooks(store, webhooksRepo, domainsRepo, secretsOf('webhook-secrets.key'), resolver, { allowNetworks: () => allowNetworks }, clock, webhookCounters, signals),
+    webhooks: new Webhooks(
+      store,
+      webhooksRepo,
+      domainsRepo,
+      secretsOf('webhook-secrets.key'),
+      resolver,
+      { allowNetworks: () => allowNetworks },
+      clock,
+      webhookCounters,
+      signals,
+    ),
     webhooksRepo,
     webhookCounters,
     events,

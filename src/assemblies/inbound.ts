@@ -30,11 +30,20 @@ export class InboundAssembly implements Assembly {
   private readonly intake: Intake;
   private listener: InboundListener | null = null;
 
-  constructor(private readonly ctx: Context, jobs: JobsAssembly, mail: MailAssembly) {
+  constructor(
+    private readonly ctx: Context,
+    jobs: JobsAssembly,
+    mail: MailAssembly,
+  ) {
     const { config, core, log, signals, metrics } = ctx;
     const { engine } = jobs;
     const allowNetworks = config.webhooks.allow_networks.map(parseCidr);
-    const http = new HttpClient({ resolver: core.resolver, allowNetworks: () => allowNetworks, maxSocketsPerOrigin: config.webhooks.per_origin, originSockets: originSockets(config) });
+    const http = new HttpClient({
+      resolver: core.resolver,
+      allowNetworks: () => allowNetworks,
+      maxSocketsPerOrigin: config.webhooks.per_origin,
+      originSockets: originSockets(config),
+    });
     const spamd = config.smtp.inbound.spamd ? hostPort(config.smtp.inbound.spamd) : null;
     const posts = new HttpJobs({
       ...jobs.httpShared(core, log, metrics),

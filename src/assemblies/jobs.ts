@@ -37,15 +37,25 @@ export class JobsAssembly implements Assembly {
     const { config } = data;
     const d = config.delivery;
     const w = config.webhooks;
-    const engine = new JobEngine(data.jobIndex, {
-      dispatchers: {
-        smtp: { concurrency: d.concurrency, perDestination: d.per_destination, readyLimit: d.ready_limit },
-        // One origin may hold a quarter of the memory: a slow endpoint never fills it for the others.
-        http: { concurrency: w.concurrency, perDestination: w.per_origin, readyLimit: w.ready_limit, perDestinationReady: Math.max(10, Math.floor(w.ready_limit / 4)) },
+    const engine = new JobEngine(
+      data.jobIndex,
+      {
+        dispatchers: {
+          smtp: { concurrency: d.concurrency, perDestination: d.per_destination, readyLimit: d.ready_limit },
+          // One origin may hold a quarter of the memory: a slow endpoint never fills it for the others.
+          http: {
+            concurrency: w.concurrency,
+            perDestination: w.per_origin,
+            readyLimit: w.ready_limit,
+            perDestinationReady: Math.max(10, Math.floor(w.ready_limit / 4)),
+          },
+        },
+        destinations: d.destinations,
+        suspended: (await data.meta.suspended()).keys(),
       },
-      destinations: d.destinations,
-      suspended: (await data.meta.suspended()).keys(),
-    }, data.clock, log);
+      data.clock,
+      log,
+    );
     signals.on('storage.writable', (ok) => engine.storageWritable(ok));
     return new JobsAssembly(engine, data, storage);
   }
@@ -91,6 +101,8 @@ export class JobsAssembly implements Assembly {
 /** Origins with limits of their own (delivery.destinations): the HTTP clients keep that many connections to them. */
 export function originSockets(config: Config): Record<string, number> {
   return Object.fromEntries(
-    Object.entries(config.delivery.destinations).flatMap(([destination, limits]) => (destination.includes('://') && limits.concurrency !== undefined ? [[destination, limits.concurrency]] : [])),
+    Object.entries(config.delivery.destinations).flatMap(([destination, limits]) =>
+      destination.includes('://') && limits.concurrency !== undefined ? [[destination, limits.concurrency]] : [],
+    ),
   );
 }

@@ -69,7 +69,8 @@ export async function startAll(assemblies: readonly Assembly[]): Promise<void> {
 
 /** Stops them: listeners at once, then drains and closes in reverse order; a step that fails does not keep the rest from stopping. */
 export async function stopAll(assemblies: readonly Assembly[], graceMs: number, log: Logger): Promise<void> {
-  const tried = (name: string, step: string) => (err: unknown) => log.warn({ err, step: `${name} ${step}` }, 'could not finish a step of the stop; stopping all the same');
+  const tried = (name: string, step: string) => (err: unknown) =>
+    log.warn({ err, step: `${name} ${step}` }, 'could not finish a step of the stop; stopping all the same');
   await Promise.all(assemblies.map((a) => a.stopListening?.(graceMs).catch(tried(a.name, 'listeners'))));
   const reversed = [...assemblies].reverse();
   for (const a of reversed) await a.drain?.(graceMs).catch(tried(a.name, 'drain'));

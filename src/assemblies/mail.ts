@@ -35,7 +35,10 @@ export class MailAssembly implements Assembly {
   /** Null when delivery is off. */
   readonly delivery: Delivery | null = null;
 
-  constructor(private readonly ctx: Context, jobs: JobsAssembly) {
+  constructor(
+    private readonly ctx: Context,
+    jobs: JobsAssembly,
+  ) {
     const { config, core, log, signals } = ctx;
     const d = config.delivery;
     const rulesFile = d.bounce_rules ? resolve(d.bounce_rules) : fileURLToPath(new URL('../../config/bounce-rules', import.meta.url));
@@ -61,8 +64,18 @@ export class MailAssembly implements Assembly {
       tlsRejectUnauthorized: d.tls_reject_unauthorized,
     });
     const deliverer = new Deliverer(core.messagesRepo, core.domainsRepo, core.signer, router, pool, this.bounceRules, core.clock, (id) => core.verp.token(id));
-    const held = new HeldMail((id) => core.accountsRepo.getAccount(id), core.messages, core.messagesRepo, log, (dueMs) => engine.notify(dueMs));
-    const queue = new DeliveryQueue(deliverer, this.outcomes, core.suppressions, { get: (id) => core.messages.current(id) }, core.clock, log, { held, engine, writer: jobs.writer });
+    const held = new HeldMail(
+      (id) => core.accountsRepo.getAccount(id),
+      core.messages,
+      core.messagesRepo,
+      log,
+      (dueMs) => engine.notify(dueMs),
+    );
+    const queue = new DeliveryQueue(deliverer, this.outcomes, core.suppressions, { get: (id) => core.messages.current(id) }, core.clock, log, {
+      held,
+      engine,
+      writer: jobs.writer,
+    });
     engine.register(messageKind(core.messagesRepo, queue, (domain) => router.mxSet(domain)));
     signals.on('accounts.activated', (ids) => {
       void held.release(ids).catch((err: unknown) => log.error({ err, account_ids: ids }, 'could not release held mail'));

@@ -18,24 +18,38 @@ import type { Assembly, Context, DaemonSignals, Readiness } from './lifecycle.ts
  * the storage guard. The API, the SMTP listeners, the HTTP job kinds and the tracking listener
  * feed theirs where they are built; the tracking thread's counts are brought in before each scrape.
  */
-export function instrument(config: Config, core: Core, deps: { log: Logger; signals: Signals<DaemonSignals>; storage: StorageGuard; bound: BoundListeners }): Metrics {
-  const queue = new QueueAdmin({ messages: core.messages, repo: core.messagesRepo, events: core.events, clock: core.clock, jobs: jobStore(core), daemon: null });
+export function instrument(
+  config: Config,
+  core: Core,
+  deps: { log: Logger; signals: Signals<DaemonSignals>; storage: StorageGuard; bound: BoundListeners },
+): Metrics {
+  const queue = new QueueAdmin({
+    messages: core.messages,
+    repo: core.messagesRepo,
+    events: core.events,
+    clock: core.clock,
+    jobs: jobStore(core),
+    daemon: null,
+  });
   // A scan cut by the store reopening after a failed write serves the last figures (their age is exported).
   let last: QueueSnapshot = { destinations: [], jobs: [] };
-  const metrics = new Metrics({
-    read: async () => {
-      try {
-        const status = await queue.status();
-        last = { destinations: status.destinations, jobs: status.jobs };
-      } catch (err) {
-        const code = (err as { code?: unknown })?.code;
-        if (code !== 'LEVEL_DATABASE_NOT_OPEN' && code !== 'LEVEL_ITERATOR_NOT_OPEN') throw err;
-      }
-      return last;
+  const metrics = new Metrics(
+    {
+      read: async () => {
+        try {
+          const status = await queue.status();
+          last = { destinations: status.destinations, jobs: status.jobs };
+        } catch (err) {
+          const code = (err as { code?: unknown })?.code;
+          if (code !== 'LEVEL_DATABASE_NOT_OPEN' && code !== 'LEVEL_ITERATOR_NOT_OPEN') throw err;
+        }
+        return last;
+      },
+      refreshMs: config.metrics.queue_refresh_seconds * 1000,
+      now: () => core.clock.now(),
     },
-    refreshMs: config.metrics.queue_refresh_seconds * 1000,
-    now: () => core.clock.now(),
-  }, async () => deps.bound.tracking?.sync());
+    async () => deps.bound.tracking?.sync(),
+  );
   deps.signals.on('store.committed', ({ seconds, operations, writers }) => {
     metrics.storeCommitDuration.observe(seconds);
     metrics.storeBatchOps.observe(operations);

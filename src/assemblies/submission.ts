@@ -49,7 +49,14 @@ export class SubmissionAssembly implements Assembly {
       {
         credentials: core.smtpCredentials,
         accounts: core.accounts,
-        relay: new Relay(core.domains, core.acceptor, core.clock, config.server.hostname, () => new DataSpool(core.store, core.messagesRepo), core.trackingUrls),
+        relay: new Relay(
+          core.domains,
+          core.acceptor,
+          core.clock,
+          config.server.hostname,
+          () => new DataSpool(core.store, core.messagesRepo),
+          core.trackingUrls,
+        ),
         throttle: new AuthThrottle(s.auth_failures.limit, s.auth_failures.window_seconds * 1000, core.clock),
         log,
         storage,

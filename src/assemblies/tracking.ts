@@ -16,8 +16,15 @@ export class TrackingAssembly implements Assembly {
   constructor(private readonly ctx: Context) {
     const { config, core, log, bound } = ctx;
     if (!config.tracking.enabled) return;
-    this.hits = new TrackingHits(core.messagesRepo, (ops) => core.store.commit(ops), core.events, core.clock, config.tracking.scanner_seconds * 1000,
-      (err) => log.error({ err }, 'an open or click could not be recorded'), (count) => bound.tracking?.written(count));
+    this.hits = new TrackingHits(
+      core.messagesRepo,
+      (ops) => core.store.commit(ops),
+      core.events,
+      core.clock,
+      config.tracking.scanner_seconds * 1000,
+      (err) => log.error({ err }, 'an open or click could not be recorded'),
+      (count) => bound.tracking?.written(count),
+    );
   }
 
   async start(): Promise<void> {

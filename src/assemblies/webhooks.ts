@@ -28,7 +28,10 @@ export class WebhooksAssembly implements Assembly {
   /** The fan-out of stored events (tests wait for it to catch up). */
   readonly fanout: WebhookFanout;
 
-  constructor(private readonly ctx: Context, jobs: JobsAssembly) {
+  constructor(
+    private readonly ctx: Context,
+    jobs: JobsAssembly,
+  ) {
     const { config, core, log, signals, metrics } = ctx;
     const { engine } = jobs;
     const http = new HttpClientThread(
@@ -61,7 +64,17 @@ export class WebhooksAssembly implements Assembly {
       void deliveries.release(webhook.id).catch((err: unknown) => log.error({ err, webhook_id: webhook.id }, 'could not resume held webhook deliveries'));
     });
     signals.on('webhook.stopped', (webhook) => deliveries.stopped(webhook.url));
-    this.fanout = new WebhookFanout(core.store, core.eventsRepo, core.meta, core.webhooks, core.jobs, core.clock, log, (dueMs) => engine.notify(dueMs), recentEvents);
+    this.fanout = new WebhookFanout(
+      core.store,
+      core.eventsRepo,
+      core.meta,
+      core.webhooks,
+      core.jobs,
+      core.clock,
+      log,
+      (dueMs) => engine.notify(dueMs),
+      recentEvents,
+    );
     this.http = http;
     this.deliveries = deliveries;
   }

@@ -38,10 +38,7 @@ export interface BackupSummary {
   files: Array<{ path: string; bytes: number; mode: string; sha256: string }>;
 }
 
-export type Frame =
-  | { type: 'file'; file: KeyFile }
-  | { type: 'records'; entries: Array<[Buffer, Buffer]> }
-  | { type: 'end'; summary: BackupSummary };
+export type Frame = { type: 'file'; file: KeyFile } | { type: 'records'; entries: Array<[Buffer, Buffer]> } | { type: 'end'; summary: BackupSummary };
 
 /** SHA-256 over records in key order, each as its key's and value's lengths and bytes. */
 export class RecordDigest {

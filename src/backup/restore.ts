@@ -1,4 +1,17 @@
-import { chmodSync, closeSync, copyFileSync, existsSync, fsyncSync, mkdirSync, openSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import {
+  chmodSync,
+  closeSync,
+  copyFileSync,
+  existsSync,
+  fsyncSync,
+  mkdirSync,
+  openSync,
+  readdirSync,
+  readFileSync,
+  rmSync,
+  statSync,
+  writeFileSync,
+} from 'node:fs';
 import { join, resolve } from 'node:path';
 import { readRawStore } from '../store/raw-copy.ts';
 import { badRequest, conflict } from '../util/errors.ts';
@@ -38,7 +51,9 @@ export async function restoreBackup(from: string, target: RestoreTarget): Promis
     if (!statSync(dataDir).isDirectory()) throw badRequest(`data.dir ${dataDir} is not a directory`);
     const entries = readdirSync(dataDir);
     if (entries.length > 0) {
-      throw badRequest(`data.dir ${dataDir} is not empty (${entries.slice(0, 3).join(', ')}${entries.length > 3 ? ', …' : ''}): restore only onto an empty data directory (move this one away first)`);
+      throw badRequest(
+        `data.dir ${dataDir} is not empty (${entries.slice(0, 3).join(', ')}${entries.length > 3 ? ', …' : ''}): restore only onto an empty data directory (move this one away first)`,
+      );
     }
   }
   const keyFiles = summary.files.map((f) => {
@@ -48,7 +63,12 @@ export async function restoreBackup(from: string, target: RestoreTarget): Promis
   });
   const clashes = keyFiles.filter((f) => existsSync(join(keysDir, ...f.path.split('/'))));
   if (clashes.length > 0) {
-    throw badRequest(`keys.dir ${keysDir} already holds ${clashes.slice(0, 3).map((f) => f.path).join(', ')}${clashes.length > 3 ? ', …' : ''}: restore would overwrite them (move them away first)`);
+    throw badRequest(
+      `keys.dir ${keysDir} already holds ${clashes
+        .slice(0, 3)
+        .map((f) => f.path)
+        .join(', ')}${clashes.length > 3 ? ', …' : ''}: restore would overwrite them (move them away first)`,
+    );
   }
 
   const dataCreated = !existsSync(dataDir);
@@ -97,11 +117,16 @@ export function readManifest(dir: string): BackupSummary {
   try {
     summary = JSON.parse(readFileSync(join(dir, MANIFEST), 'utf8')) as BackupSummary;
   } catch (err) {
-    const why = (err as NodeJS.ErrnoException).code === 'ENOENT' ? `it has no ${MANIFEST} (not a backup, or one that did not finish)` : `its ${MANIFEST} is not valid JSON`;
+    const why =
+      (err as NodeJS.ErrnoException).code === 'ENOENT'
+        ? `it has no ${MANIFEST} (not a backup, or one that did not finish)`
+        : `its ${MANIFEST} is not valid JSON`;
     throw badRequest(`${dir} is not a Postilion backup: ${why}`);
   }
-  if (summary?.format !== FORMAT || summary.version !== FORMAT_VERSION) throw badRequest(`${dir}/${MANIFEST} is not a backup of this format (${FORMAT} ${FORMAT_VERSION})`);
-  if (!Number.isInteger(summary.records) || typeof summary.records_sha256 !== 'string' || !Array.isArray(summary.files)) throw badRequest(`${dir}/${MANIFEST} is incomplete`);
+  if (summary?.format !== FORMAT || summary.version !== FORMAT_VERSION)
+    throw badRequest(`${dir}/${MANIFEST} is not a backup of this format (${FORMAT} ${FORMAT_VERSION})`);
+  if (!Number.isInteger(summary.records) || typeof summary.records_sha256 !== 'string' || !Array.isArray(summary.files))
+    throw badRequest(`${dir}/${MANIFEST} is incomplete`);
   for (const f of summary.files) {
     if (typeof f?.path !== 'string' || !isSafePath(f.path) || typeof f.sha256 !== 'string' || !/^0[0-7]{3}$/.test(String(f.mode))) {
       throw badRequest(`${dir}/${MANIFEST} is damaged: a key file entry is malformed or leaves keys.dir`);

@@ -21,7 +21,8 @@ export function checkBackupTarget(dir: string): void {
   if (!existsSync(dir)) return;
   if (!statSync(dir).isDirectory()) throw badRequest(`${dir} exists and is not a directory: back up into a new or empty directory`);
   const entries = readdirSync(dir);
-  if (entries.length > 0) throw badRequest(`${dir} is not empty (${entries.slice(0, 3).join(', ')}${entries.length > 3 ? ', …' : ''}): back up into a new or empty directory`);
+  if (entries.length > 0)
+    throw badRequest(`${dir} is not empty (${entries.slice(0, 3).join(', ')}${entries.length > 3 ? ', …' : ''}): back up into a new or empty directory`);
 }
 
 /**

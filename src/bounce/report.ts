@@ -64,11 +64,18 @@ export function parseBounce(raw: Buffer | string, rules: readonly BounceRule[]):
   if (status) {
     const blocks = fieldBlocks(status.body);
     const perMessage = blocks[0] ?? new Map<string, string>();
-    const recipients = blocks.slice(1).filter((b) => b.has('final-recipient') || b.has('original-recipient')).map((b) => dsnRecipient(b, rules));
+    const recipients = blocks
+      .slice(1)
+      .filter((b) => b.has('final-recipient') || b.has('original-recipient'))
+      .map((b) => dsnRecipient(b, rules));
     if (recipients.length > 0) return { kind: 'dsn', recipients, originalMessageId, reportingMta: afterType(perMessage.get('reporting-mta') ?? '') };
   }
   if (isAutoReply(root)) return { ...none, kind: 'auto-reply', originalMessageId };
-  const text = all.filter((p) => p.type.startsWith('text/plain')).map((p) => p.body).join('\n').slice(0, MAX_TEXT);
+  const text = all
+    .filter((p) => p.type.startsWith('text/plain'))
+    .map((p) => p.body)
+    .join('\n')
+    .slice(0, MAX_TEXT);
   if (looksLikeBounce(root, text)) {
     return { kind: 'bounce', recipients: textRecipients(root, text, rules), originalMessageId, reportingMta: '' };
   }
@@ -111,10 +118,19 @@ function dsnRecipient(b: Map<string, string>, rules: readonly BounceRule[]): Bou
 }
 
 function textRecipients(root: Part, text: string, rules: readonly BounceRule[]): BouncedRecipient[] {
-  const failed = (root.headers.get('x-failed-recipients') ?? '').split(',').map((a) => bare(a).toLowerCase()).filter(Boolean);
+  const failed = (root.headers.get('x-failed-recipients') ?? '')
+    .split(',')
+    .map((a) => bare(a).toLowerCase())
+    .filter(Boolean);
   const reply = /\b([45]\d\d)[ -]((?:[45]\.\d{1,3}\.\d{1,3})?[^\r\n]{0,300})/.exec(text);
   const code = reply ? Number(reply[1]) : 550;
-  const diagnostic = reply ? `${reply[1]} ${reply[2]!.trim()}` : text.trim().split(/\r?\n/).find((l) => l.trim() !== '')?.slice(0, 300) ?? '';
+  const diagnostic = reply
+    ? `${reply[1]} ${reply[2]!.trim()}`
+    : (text
+        .trim()
+        .split(/\r?\n/)
+        .find((l) => l.trim() !== '')
+        ?.slice(0, 300) ?? '');
   const enhanced = reply ? enhancedCodeOf(reply[2]!) : '';
   const verdict = classify({ code, enhanced, text: diagnostic }, rules);
   // The report comes before the copy of the message: addresses of the copy are not recipients.
@@ -152,7 +168,8 @@ function looksLikeDaemon(root: Part): boolean {
 function looksLikeBounce(root: Part, text: string): boolean {
   if (looksLikeDaemon(root)) return true;
   const subject = root.headers.get('subject') ?? '';
-  if (/undeliver|delivery (?:status notification|failure|has failed)|returned mail|mail delivery failed|failure notice|non[- ]?delivery/i.test(subject)) return true;
+  if (/undeliver|delivery (?:status notification|failure|has failed)|returned mail|mail delivery failed|failure notice|non[- ]?delivery/i.test(subject))
+    return true;
   return /\b5\d\d[ -]5\.\d{1,3}\.\d{1,3}\b/.test(text) && /could not be delivered|delivery to the following|permanent(?:ly)? (?:error|fatal)/i.test(text);
 }
 
@@ -186,12 +203,20 @@ function bare(value: string): string {
 
 /** Header blocks separated by empty lines (a delivery-status or feedback-report body). */
 function fieldBlocks(body: string): Array<Map<string, string>> {
-  return body.slice(0, MAX_TEXT).replace(/\r\n/g, '\n').split(/\n[ \t]*\n/).map((block) => parseHeaders(block)).filter((m) => m.size > 0);
+  return body
+    .slice(0, MAX_TEXT)
+    .replace(/\r\n/g, '\n')
+    .split(/\n[ \t]*\n/)
+    .map((block) => parseHeaders(block))
+    .filter((m) => m.size > 0);
 }
 
 function parseHeaders(block: string): Map<string, string> {
   const out = new Map<string, string>();
-  const unfolded = block.slice(0, MAX_TEXT).replace(/\r\n/g, '\n').replace(/\n[ \t]+/g, ' ');
+  const unfolded = block
+    .slice(0, MAX_TEXT)
+    .replace(/\r\n/g, '\n')
+    .replace(/\n[ \t]+/g, ' ');
   for (const line of unfolded.split('\n')) {
     const colon = line.indexOf(':');
     if (colon <= 0) continue;
@@ -238,7 +263,10 @@ function decode(body: string, headers: Map<string, string>): string {
   const encoding = (headers.get('content-transfer-encoding') ?? '').trim().toLowerCase();
   if (encoding === 'base64') return Buffer.from(body.slice(0, MAX_TEXT * 2).replace(/[^A-Za-z0-9+/=]/g, ''), 'base64').toString('latin1');
   if (encoding === 'quoted-printable') {
-    return body.slice(0, MAX_TEXT * 2).replace(/=\r?\n/g, '').replace(/=([0-9A-Fa-f]{2})/g, (_m, hex: string) => String.fromCharCode(parseInt(hex, 16)));
+    return body
+      .slice(0, MAX_TEXT * 2)
+      .replace(/=\r?\n/g, '')
+      .replace(/=([0-9A-Fa-f]{2})/g, (_m, hex: string) => String.fromCharCode(parseInt(hex, 16)));
   }
   return body;
 }
@@ -249,7 +277,13 @@ function contentType(value: string): { type: string; params: Map<string, string>
   for (const p of rest) {
     const eq = p.indexOf('=');
     if (eq < 0) continue;
-    params.set(p.slice(0, eq).trim().toLowerCase(), p.slice(eq + 1).trim().replace(/^"(.*)"$/, '$1'));
+    params.set(
+      p.slice(0, eq).trim().toLowerCase(),
+      p
+        .slice(eq + 1)
+        .trim()
+        .replace(/^"(.*)"$/, '$1'),
+    );
   }
   return { type: (type ?? '').trim().toLowerCase(), params };
 }

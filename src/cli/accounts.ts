@@ -22,11 +22,16 @@ export function accountCommands(program: Command, io: CliIo): Command {
     .action(async (opts: { json?: boolean }) => {
       const { accounts: list } = await onAdmin(program, (admin) => admin.listAccounts({}));
       if (opts.json) return io.out(`${JSON.stringify(list, null, 2)}\n`);
-      for (const a of list) io.out(`${a.id}\t${a.status}\t${a.parent_account_id ?? '-'}\t${a.name}${a.suspension ? `\t(suspended by ${a.suspension.by}: ${a.suspension.reason})` : ''}\n`);
+      for (const a of list)
+        io.out(
+          `${a.id}\t${a.status}\t${a.parent_account_id ?? '-'}\t${a.name}${a.suspension ? `\t(suspended by ${a.suspension.by}: ${a.suspension.reason})` : ''}\n`,
+        );
     });
   accounts
     .command('suspend')
-    .description('suspend an account: its API keys get 401, its SMTP credentials 535, its queued mail is held (not sent, not lost); a top-level account takes its active sub accounts with it')
+    .description(
+      'suspend an account: its API keys get 401, its SMTP credentials 535, its queued mail is held (not sent, not lost); a top-level account takes its active sub accounts with it',
+    )
     .argument('<id>', 'account id')
     .requiredOption('--reason <text>', 'why (1 to 500 characters; shown in accounts list)')
     .action(async (id: string, opts: { reason: string }) => {

@@ -21,7 +21,7 @@ export function backupCommand(program: Command, io: CliIo): Command {
   return new Command('backup')
     .description('copy the store and every key file (consistent, from the running daemon without stopping it) into a new or empty directory')
     .argument('<dir>', 'where to write the backup (new or empty)')
-    .option('--json', 'print the backup\'s summary as JSON')
+    .option('--json', "print the backup's summary as JSON")
     .action(async (dir: string, opts: { json?: boolean }) => {
       const config = configFrom(program);
       // Refused before the daemon is asked for anything.
@@ -39,8 +39,8 @@ export function backupCommand(program: Command, io: CliIo): Command {
       if (opts.json) return io.out(`${JSON.stringify(summary, null, 2)}\n`);
       io.out(
         `backup of ${summary.created_at} from ${from} written to ${dir}\n` +
-        `store: ${summary.records} records\n` +
-        `key files: ${summary.files.length === 0 ? 'none' : summary.files.map((f) => f.path).join(', ')}\n`,
+          `store: ${summary.records} records\n` +
+          `key files: ${summary.files.length === 0 ? 'none' : summary.files.map((f) => f.path).join(', ')}\n`,
       );
     });
 }

@@ -23,19 +23,59 @@ export interface CommandEntry {
  */
 export const COMMANDS: readonly CommandEntry[] = [
   { name: 'start', summary: 'run the server in the foreground', load: async (c) => (await import('./start.ts')).startCommand(c.program, c.io, c.setExit) },
-  { name: 'init', summary: 'create the first account and an administrator API key (printed once)', load: async (c) => (await import('./init.ts')).initCommand(c.program, c.io, c.setExit) },
+  {
+    name: 'init',
+    summary: 'create the first account and an administrator API key (printed once)',
+    load: async (c) => (await import('./init.ts')).initCommand(c.program, c.io, c.setExit),
+  },
   { name: 'accounts', summary: 'manage accounts', load: async (c) => (await import('./accounts.ts')).accountCommands(c.program, c.io) },
   { name: 'keys', summary: 'manage API keys', load: async (c) => (await import('./keys.ts')).keyCommands(c.program, c.io) },
   { name: 'domains', summary: 'manage sending domains', load: async (c) => (await import('./domains.ts')).domainCommands(c.program, c.io, c.setExit) },
-  { name: 'smtp-credentials', summary: 'SMTP credentials of an account: list, show, delete', load: async (c) => (await import('./smtp-credentials.ts')).smtpCredentialCommands(c.program, c.io) },
-  { name: 'webhooks', summary: 'webhooks of an account: list, show, enable, disable, delete', load: async (c) => (await import('./webhooks.ts')).webhookCommands(c.program, c.io) },
-  { name: 'routes', summary: 'inbound routes of an account: list, show, enable, disable, delete', load: async (c) => (await import('./routes.ts')).routeCommands(c.program, c.io) },
-  { name: 'suppressions', summary: 'suppressed addresses of an account: list, show, delete', load: async (c) => (await import('./suppressions.ts')).suppressionCommands(c.program, c.io) },
-  { name: 'messages', summary: 'where a message is: its events and delivery attempts in order', load: async (c) => (await import('./messages.ts')).messageCommands(c.program, c.io) },
-  { name: 'queue', summary: 'what is queued and why it waits; retry, purge, suspend, resume', load: async (c) => (await import('./queue.ts')).queueCommands(c.program, c.io) },
-  { name: 'backup', summary: 'copy the store and every key file into a directory, from a running daemon too', load: async (c) => (await import('./backup.ts')).backupCommand(c.program, c.io) },
-  { name: 'restore', summary: 'put a backup into an empty data directory (the daemon stopped)', load: async (c) => (await import('./restore.ts')).restoreCommand(c.program, c.io) },
-  { name: 'doctor', summary: 'check the configuration, listeners, certificates, DNS and DKIM', load: async (c) => (await import('./doctor.ts')).doctorCommand(c.program, c.io, c.setExit) },
+  {
+    name: 'smtp-credentials',
+    summary: 'SMTP credentials of an account: list, show, delete',
+    load: async (c) => (await import('./smtp-credentials.ts')).smtpCredentialCommands(c.program, c.io),
+  },
+  {
+    name: 'webhooks',
+    summary: 'webhooks of an account: list, show, enable, disable, delete',
+    load: async (c) => (await import('./webhooks.ts')).webhookCommands(c.program, c.io),
+  },
+  {
+    name: 'routes',
+    summary: 'inbound routes of an account: list, show, enable, disable, delete',
+    load: async (c) => (await import('./routes.ts')).routeCommands(c.program, c.io),
+  },
+  {
+    name: 'suppressions',
+    summary: 'suppressed addresses of an account: list, show, delete',
+    load: async (c) => (await import('./suppressions.ts')).suppressionCommands(c.program, c.io),
+  },
+  {
+    name: 'messages',
+    summary: 'where a message is: its events and delivery attempts in order',
+    load: async (c) => (await import('./messages.ts')).messageCommands(c.program, c.io),
+  },
+  {
+    name: 'queue',
+    summary: 'what is queued and why it waits; retry, purge, suspend, resume',
+    load: async (c) => (await import('./queue.ts')).queueCommands(c.program, c.io),
+  },
+  {
+    name: 'backup',
+    summary: 'copy the store and every key file into a directory, from a running daemon too',
+    load: async (c) => (await import('./backup.ts')).backupCommand(c.program, c.io),
+  },
+  {
+    name: 'restore',
+    summary: 'put a backup into an empty data directory (the daemon stopped)',
+    load: async (c) => (await import('./restore.ts')).restoreCommand(c.program, c.io),
+  },
+  {
+    name: 'doctor',
+    summary: 'check the configuration, listeners, certificates, DNS and DKIM',
+    load: async (c) => (await import('./doctor.ts')).doctorCommand(c.program, c.io, c.setExit),
+  },
   { name: 'sink', summary: 'run a local SMTP sink that writes every message to a directory', load: async (c) => (await import('./sink.ts')).sinkCommand(c.io) },
 ];
 

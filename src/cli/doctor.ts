@@ -18,11 +18,10 @@ export function formatChecks(checks: readonly Check[]): string {
 /** `postilion doctor`: checks and prints; exit 0 without failures, 1 with, 2 when the config does not load. */
 export function doctorCommand(program: Command, io: CliIo, setExit: (code: number) => void): Command {
   return new Command('doctor')
-    .description('check the configuration, listeners, TLS certificates, reverse DNS, and each domain\'s DNS records and DKIM keys')
+    .description("check the configuration, listeners, TLS certificates, reverse DNS, and each domain's DNS records and DKIM keys")
     .option('--json', 'print the checks as JSON')
     .action(async (opts: { json?: boolean }) => {
-      const print = (checks: Check[]) =>
-        io.out(opts.json ? `${JSON.stringify({ status: worst(checks), checks }, null, 2)}\n` : formatChecks(checks));
+      const print = (checks: Check[]) => io.out(opts.json ? `${JSON.stringify({ status: worst(checks), checks }, null, 2)}\n` : formatChecks(checks));
       let loaded;
       try {
         loaded = loadConfig({ path: program.opts<{ config?: string }>().config });

@@ -66,7 +66,9 @@ export function domainCommands(program: Command, io: CliIo, setExit: (code: numb
     });
   domains
     .command('check')
-    .description(`look the domain's records up now and print what was found; exit ${RECORD_MISSING} when a required record is missing (also for a domain verified by hand)`)
+    .description(
+      `look the domain's records up now and print what was found; exit ${RECORD_MISSING} when a required record is missing (also for a domain verified by hand)`,
+    )
     .argument('<domain>', 'domain name')
     .action(async (name: string) => {
       const domain = await onAdmin(program, (admin) => admin.checkDomain({ name }));
@@ -78,7 +80,9 @@ export function domainCommands(program: Command, io: CliIo, setExit: (code: numb
     });
   domains
     .command('verify')
-    .description('mark the domain\'s DNS as verified by hand, for a set-up whose DNS cannot be looked up (a laptop): it may send at once. Logged, and shown in the domain; --clear takes the mark away')
+    .description(
+      "mark the domain's DNS as verified by hand, for a set-up whose DNS cannot be looked up (a laptop): it may send at once. Logged, and shown in the domain; --clear takes the mark away",
+    )
     .argument('<domain>', 'domain name')
     .option('--clear', 'take the mark away: the domain is invalid until its records are found', false)
     .action(async (name: string, opts: { clear: boolean }) => {
@@ -97,7 +101,9 @@ export function domainCommands(program: Command, io: CliIo, setExit: (code: numb
       const rotation = await onAdmin(program, (admin) => admin.rotateDkim({ name }));
       switch (rotation.outcome) {
         case 'rotated':
-          io.out(`rotated: active selector now ${rotation.active_selectors.join(', ')}; the old key stays published until ${rotation.previous_published_until}\n`);
+          io.out(
+            `rotated: active selector now ${rotation.active_selectors.join(', ')}; the old key stays published until ${rotation.previous_published_until}\n`,
+          );
           return;
         case 'no_standby':
         case 'standby_not_published':

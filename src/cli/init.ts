@@ -50,7 +50,10 @@ export function initCommand(program: Command, io: CliIo, setExit: (code: number)
  * (exit 2)`. Inside single quotes nothing is special but the quote itself, written '\''.
  */
 export function failingStatement(message: string, code: number): string {
-  const lines = message.trimEnd().split('\n').filter((l) => l !== '');
+  const lines = message
+    .trimEnd()
+    .split('\n')
+    .filter((l) => l !== '');
   const echo = lines.map((l) => `echo '${l.replace(/'/g, `'\\''`)}' >&2`).join('; ');
   return `${echo}${echo ? '; ' : ''}(exit ${code})\n`;
 }

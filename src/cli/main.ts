@@ -32,7 +32,10 @@ function packageVersion(): string {
 
 /** A commander message ("error: unknown option '--x'\n(Did you mean --y?)") as one `postilion: …` line. */
 export function usageLine(text: string): string {
-  return `postilion: ${text.replace(/^error:\s*/, '').replace(/\s*\n\s*/g, ' ').trim()}\n`;
+  return `postilion: ${text
+    .replace(/^error:\s*/, '')
+    .replace(/\s*\n\s*/g, ' ')
+    .trim()}\n`;
 }
 
 /** Runs the `postilion` command; resolves to the exit code. */

@@ -28,13 +28,25 @@ export function formatStatus(s: QueueStatus): string {
   }
   if (s.jobs.length > 0) {
     const headers = ['JOBS', 'DESTINATION', 'PENDING', 'DUE', 'HELD', 'PARKED', 'FAILED', 'NEXT ATTEMPT'];
-    const rows = s.jobs.map((j) => [j.kind, j.destination, j.pending, j.due, j.held, j.parked, j.failed, j.next_attempt_at ? when(j.next_attempt_at, now) : '-'].map(String));
+    const rows = s.jobs.map((j) =>
+      [j.kind, j.destination, j.pending, j.due, j.held, j.parked, j.failed, j.next_attempt_at ? when(j.next_attempt_at, now) : '-'].map(String),
+    );
     sections.push(table(headers, rows, new Set([2, 3, 4, 5, 6])));
   }
   const engine = s.daemon?.engine ?? [];
   if (engine.length > 0) {
     const headers = ['ENGINE DESTINATION', 'DISPATCHER', 'READY', 'RUNNING', 'CONCURRENCY', 'RATE', 'STATE'];
-    const rows = engine.map((d) => [d.destination, d.dispatcher, d.ready, d.running, d.concurrency, d.rate === null ? '-' : `${d.rate}/s`, d.suspended ? 'suspended' : d.paused_until ? `down, retried ${when(d.paused_until, now)}` : 'active'].map(String));
+    const rows = engine.map((d) =>
+      [
+        d.destination,
+        d.dispatcher,
+        d.ready,
+        d.running,
+        d.concurrency,
+        d.rate === null ? '-' : `${d.rate}/s`,
+        d.suspended ? 'suspended' : d.paused_until ? `down, retried ${when(d.paused_until, now)}` : 'active',
+      ].map(String),
+    );
     sections.push(table(headers, rows, new Set([2, 3, 4])));
   } else if (s.suspended.length > 0) {
     sections.push(`suspended: ${s.suspended.map((d) => `${d.destination} (since ${d.since})`).join(', ')}\n`);
@@ -87,7 +99,8 @@ export function formatRetry(r: RetryResult, daemon: boolean): string {
   const lines: string[] = [];
   if (r.retried === 0) lines.push('nothing to retry: no selected message waits for a retry');
   else lines.push(`retried ${count(r.retried, 'message')}${daemon ? '' : ' (they go out when the daemon starts)'}`);
-  if (r.already_due > 0) lines.push(`${count(r.already_due, 'message')} already due (being delivered, or waiting for a connection${daemon ? '' : ' or for the daemon'})`);
+  if (r.already_due > 0)
+    lines.push(`${count(r.already_due, 'message')} already due (being delivered, or waiting for a connection${daemon ? '' : ' or for the daemon'})`);
   if (r.kept_scheduled > 0) lines.push(`${count(r.kept_scheduled, 'scheduled message')} kept at the time their sender asked for (name them by id to send now)`);
   if (r.held > 0) lines.push(`${count(r.held, 'message')} held: their account is not active (postilion accounts unsuspend sends them)`);
   for (const n of r.not_queued) lines.push(`${n.id}: not queued (${n.status})`);

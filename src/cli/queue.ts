@@ -30,10 +30,12 @@ function limitOf(value: string): number {
 const json = (value: unknown) => `${JSON.stringify(value, null, 2)}\n`;
 
 export function queueCommands(program: Command, io: CliIo): Command {
-  const queue = new Command('queue').description('what is queued (mail and webhook deliveries), and why it waits; retry or purge mail; suspend or resume a destination');
+  const queue = new Command('queue').description(
+    'what is queued (mail and webhook deliveries), and why it waits; retry or purge mail; suspend or resume a destination',
+  );
   queue
     .command('status')
-    .description('queued messages by state and by destination (recipient domain), with the scheduler\'s live figures')
+    .description("queued messages by state and by destination (recipient domain), with the scheduler's live figures")
     .option('--json', 'print JSON')
     .action(async (opts: { json?: boolean }) => {
       const { result } = await onQueue(program, (q) => q.status());
@@ -41,7 +43,7 @@ export function queueCommands(program: Command, io: CliIo): Command {
     });
   queue
     .command('list')
-    .description('one line per queued message, in due order, with its last attempt\'s reply')
+    .description("one line per queued message, in due order, with its last attempt's reply")
     .option('--domain <domain>', 'only messages to this recipient domain')
     .option('--account <id>', 'only messages of this account')
     .option('--status <state>', 'only messages in this state: due, deferred or scheduled')
@@ -81,10 +83,15 @@ export function queueCommands(program: Command, io: CliIo): Command {
   for (const verb of ['suspend', 'resume'] as const) {
     queue
       .command(verb)
-      .description(verb === 'suspend'
-        ? 'stop starting jobs for the destination a name stands for (a domain\'s MX set, or the transport or smarthost host that takes its mail; a URL origin), and print it; jobs wait, in flight ones finish; kept across restarts'
-        : 'start jobs for a suspended destination again (named as status shows it, or as it was suspended)')
-      .argument('<name>', 'a recipient domain ("example.org"), an MX set or host as status shows it ("mx1.example.net,mx2.example.net"), or a URL origin ("https://hooks.example.com")')
+      .description(
+        verb === 'suspend'
+          ? "stop starting jobs for the destination a name stands for (a domain's MX set, or the transport or smarthost host that takes its mail; a URL origin), and print it; jobs wait, in flight ones finish; kept across restarts"
+          : 'start jobs for a suspended destination again (named as status shows it, or as it was suspended)',
+      )
+      .argument(
+        '<name>',
+        'a recipient domain ("example.org"), an MX set or host as status shows it ("mx1.example.net,mx2.example.net"), or a URL origin ("https://hooks.example.com")',
+      )
       .option('--json', 'print JSON')
       .action(async (destination: string, opts: { json?: boolean }) => {
         const { result, daemon } = await onQueue(program, (q) => q[verb](destination));

@@ -49,7 +49,12 @@ export function resourceCommands<V extends { id: string }>(program: Command, io:
   if (enable) {
     for (const enabled of [true, false]) {
       const verb = enabled ? 'enable' : 'disable';
-      one(verb, `${verb} a ${spec.noun}`, (admin, input) => enable(admin, { ...input, enabled }), (item) => `${verb}d ${item.id}\n`);
+      one(
+        verb,
+        `${verb} a ${spec.noun}`,
+        (admin, input) => enable(admin, { ...input, enabled }),
+        (item) => `${verb}d ${item.id}\n`,
+      );
     }
   }
   one('delete', `delete a ${spec.noun}`, spec.delete, (item) => `deleted ${item.id}\n`);

@@ -16,10 +16,14 @@ export function restoreCommand(program: Command, io: CliIo): Command {
     .action(async (dir: string) => {
       const config = configFrom(program);
       const client = new ControlClient(controlSocketPath(config));
-      const { summary, dataDir, keysDir } = await restoreBackup(dir, { dataDir: config.data.dir, keysDir: config.keys.dir, daemonRuns: () => client.answers() });
+      const { summary, dataDir, keysDir } = await restoreBackup(dir, {
+        dataDir: config.data.dir,
+        keysDir: config.keys.dir,
+        daemonRuns: () => client.answers(),
+      });
       io.out(
         `restored the backup of ${summary.created_at}: ${summary.records} records into ${dataDir}, ` +
-        `${summary.files.length} key files into ${keysDir}; start the daemon (postilion start)\n`,
+          `${summary.files.length} key files into ${keysDir}; start the daemon (postilion start)\n`,
       );
     });
 }

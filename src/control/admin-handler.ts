@@ -1,6 +1,14 @@
 import type { Logger } from '../logging/logger.ts';
 import { badRequest, notFound } from '../util/errors.ts';
-import { ADMIN_INPUTS, type AdminOperation, type AdminOperations, type CreatedKey, type DomainView, type KeyView, type RotationView } from './admin-protocol.ts';
+import {
+  ADMIN_INPUTS,
+  type AdminOperation,
+  type AdminOperations,
+  type CreatedKey,
+  type DomainView,
+  type KeyView,
+  type RotationView,
+} from './admin-protocol.ts';
 
 /**
  * What the daemon's log says of each change made through the control socket: ids and outcomes,
@@ -13,10 +21,13 @@ const LOG_LINES: {
   createKey: (c: CreatedKey) => [{ account_id: c.key.account_id, key_id: c.key.id, kind: c.key.kind }, 'operator created an API key'],
   deleteKey: (k: KeyView) => [{ account_id: k.account_id, key_id: k.id }, 'operator deleted an API key'],
   addDomain: (d: DomainView) => [{ account_id: d.account_id, domain: d.name }, 'operator added a domain'],
-  checkDomain: (d: DomainView) => [{ account_id: d.account_id, domain: d.name, dns_valid: d.dns_valid }, 'operator checked a domain\'s DNS'],
+  checkDomain: (d: DomainView) => [{ account_id: d.account_id, domain: d.name, dns_valid: d.dns_valid }, "operator checked a domain's DNS"],
   rotateDkim: (r: RotationView) => [{ account_id: r.domain.account_id, domain: r.domain.name, outcome: r.outcome }, 'operator asked for a DKIM rotation'],
   deleteCredential: (c, i) => [{ account_id: i.account, credential_id: c.id }, 'operator deleted an SMTP credential'],
-  enableWebhook: (w, i) => [{ account_id: i.account, webhook_id: w.id, enabled: w.enabled }, w.enabled ? 'operator enabled a webhook' : 'operator disabled a webhook'],
+  enableWebhook: (w, i) => [
+    { account_id: i.account, webhook_id: w.id, enabled: w.enabled },
+    w.enabled ? 'operator enabled a webhook' : 'operator disabled a webhook',
+  ],
   deleteWebhook: (w, i) => [{ account_id: i.account, webhook_id: w.id }, 'operator deleted a webhook'],
   enableRoute: (r, i) => [{ account_id: i.account, route_id: r.id, enabled: r.enabled }, r.enabled ? 'operator enabled a route' : 'operator disabled a route'],
   deleteRoute: (r, i) => [{ account_id: i.account, route_id: r.id }, 'operator deleted a route'],

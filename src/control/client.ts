@@ -33,7 +33,17 @@ import type {
   WebhookView,
 } from './resource-protocol.ts';
 import { DOCTOR_PATHS, type DoctorReads, type HeldListener } from './doctor-protocol.ts';
-import { adminPath, type ListQuery, type PurgeResult, type QueueList, type QueueOperations, type QueueStatus, type RetryResult, type Selection, type SuspendResult } from './protocol.ts';
+import {
+  adminPath,
+  type ListQuery,
+  type PurgeResult,
+  type QueueList,
+  type QueueOperations,
+  type QueueStatus,
+  type RetryResult,
+  type Selection,
+  type SuspendResult,
+} from './protocol.ts';
 
 /** No daemon listens on the control socket (none, or a file left by a crash): nothing was sent. */
 export class NoDaemonError extends Error {
@@ -175,7 +185,8 @@ export class ControlClient implements QueueOperations, AdminOperations, DoctorRe
 
   private connectError(err: NodeJS.ErrnoException): Error {
     if (err.code === 'ENOENT' || err.code === 'ECONNREFUSED') return new NoDaemonError(`no daemon answers on ${this.path}`);
-    if (err.code === 'EACCES') return new AppError(403, `cannot open the control socket ${this.path}: permission denied (run the command as the user the daemon runs as)`);
+    if (err.code === 'EACCES')
+      return new AppError(403, `cannot open the control socket ${this.path}: permission denied (run the command as the user the daemon runs as)`);
     return new Error(`control socket ${this.path}: ${err.message}`);
   }
 

@@ -108,7 +108,8 @@ export class CoreAdmin extends ResourceAdmin implements AdminOperations {
   async listDomains(input: AccountInput): Promise<{ domains: DomainSummary[] }> {
     const id = await this.account(input.account);
     const domains: DomainSummary[] = [];
-    for await (const d of everyItem((req) => this.s.domains.list(id, undefined, req))) domains.push({ id: d.id, name: d.name, dns_valid: d.dns.valid, by_hand: Boolean(d.dns.byHand) });
+    for await (const d of everyItem((req) => this.s.domains.list(id, undefined, req)))
+      domains.push({ id: d.id, name: d.name, dns_valid: d.dns.valid, by_hand: Boolean(d.dns.byHand) });
     return { domains };
   }
 

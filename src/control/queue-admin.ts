@@ -374,7 +374,10 @@ export class QueueAdmin implements QueueOperations {
   private daemonFigures(): QueueStatus['daemon'] {
     if (!this.o.daemon) return null;
     const delivery = this.o.daemon.delivery;
-    const engine = (this.o.daemon.engine?.destinations() ?? []).map(({ pausedUntil, ...d }) => ({ ...d, paused_until: pausedUntil === null ? null : iso(pausedUntil) }));
+    const engine = (this.o.daemon.engine?.destinations() ?? []).map(({ pausedUntil, ...d }) => ({
+      ...d,
+      paused_until: pausedUntil === null ? null : iso(pausedUntil),
+    }));
     if (!delivery) return { delivery_enabled: false, scheduler: null, engine };
     const snap = delivery.scheduler.snapshot();
     return {
@@ -438,4 +441,3 @@ function queueState(value: string): QueueState {
 async function eachLimited<T>(items: T[], fn: (item: T) => Promise<void>): Promise<void> {
   await mapLimited(items, PARALLEL_UPDATES, fn);
 }
-

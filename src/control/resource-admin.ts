@@ -154,7 +154,8 @@ export class ResourceAdmin implements ResourceOperations {
     if (!ref) throw badRequest(`"${input.id.slice(0, 100)}" is not a message id (a UUID) or a Message-ID (<id@domain>)`);
     if (input.account !== undefined) return this.r.messages.get(await this.account(input.account), input.id, () => true);
     const id = ref.kind === 'id' ? ref.id : ref.header.slice(1, ref.header.indexOf('@'));
-    if (!isUuid(id)) throw badRequest(`the Message-ID ${ref.kind === 'header' ? ref.header : id} was not made by Postilion: give its account (--account) to look it up`);
+    if (!isUuid(id))
+      throw badRequest(`the Message-ID ${ref.kind === 'header' ? ref.header : id} was not made by Postilion: give its account (--account) to look it up`);
     const stored = await this.r.messages.current(id.toLowerCase());
     if (!stored || (ref.kind === 'header' && stored.messageId.toLowerCase() !== ref.header.toLowerCase())) throw notFound(`no such message: ${input.id}`);
     return stored;

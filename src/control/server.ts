@@ -187,7 +187,10 @@ async function handle(req: IncomingMessage, res: ServerResponse, { queue, admin,
         const destination = (body as { destination?: unknown } | null)?.destination;
         if (typeof destination !== 'string') throw badRequest('destination must be a string');
         const result = url.pathname.endsWith('/suspend') ? await queue.suspend(destination) : await queue.resume(destination);
-        log.info({ op: `queue ${url.pathname.slice('/v1/queue/'.length)}`, destination: result.destination, changed: result.changed }, 'operator changed a destination');
+        log.info(
+          { op: `queue ${url.pathname.slice('/v1/queue/'.length)}`, destination: result.destination, changed: result.changed },
+          'operator changed a destination',
+        );
         return send(res, 200, result);
       }
       case 'GET /v1/backup':

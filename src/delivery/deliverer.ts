@@ -46,7 +46,11 @@ export class Deliverer {
     /** What signing needs of each body, kept so that a body is hashed once for all its sends. */
     private readonly digests = new BodyDigests(),
   ) {
-    this.bodies = new RecentBodies((bodyId) => this.messages.body(bodyId), undefined, () => clock.now());
+    this.bodies = new RecentBodies(
+      (bodyId) => this.messages.body(bodyId),
+      undefined,
+      () => clock.now(),
+    );
   }
 
   /**
@@ -87,7 +91,15 @@ export class Deliverer {
       last = { reply, host: hop.name };
       if (reply.kind === 'unsupported') {
         // Permanent: another MX host of the same domain is run by the same operator, as a rule.
-        return { outcome: 'bounced', classification: 'ProtocolErrors', smtpCode: 0, enhanced: reply.enhanced, response: reply.text, command: 'MAIL FROM', host: hop.name };
+        return {
+          outcome: 'bounced',
+          classification: 'ProtocolErrors',
+          smtpCode: 0,
+          enhanced: reply.enhanced,
+          response: reply.text,
+          command: 'MAIL FROM',
+          host: hop.name,
+        };
       }
       if (reply.kind === 'connection') {
         if (!reply.tlsMissing) this.router.markUnreachable(hop);
@@ -110,9 +122,18 @@ export class Deliverer {
     }
     const reply = last!.reply;
     if (reply.kind === 'reply') {
-      return { outcome: 'deferred', classification: 'TransientFailure', smtpCode: reply.code, enhanced: enhancedCodeOf(reply.text), response: `${reply.code} ${reply.text}`, command: reply.command, host: last!.host };
+      return {
+        outcome: 'deferred',
+        classification: 'TransientFailure',
+        smtpCode: reply.code,
+        enhanced: enhancedCodeOf(reply.text),
+        response: `${reply.code} ${reply.text}`,
+        command: reply.command,
+        host: last!.host,
+      };
     }
-    const classification: Classification = reply.kind === 'connection' && reply.tlsMissing ? 'PolicyRelated' : /ETIMEDOUT|timeout/i.test(reply.text) ? 'NoAnswerFromHost' : 'BadConnection';
+    const classification: Classification =
+      reply.kind === 'connection' && reply.tlsMissing ? 'PolicyRelated' : /ETIMEDOUT|timeout/i.test(reply.text) ? 'NoAnswerFromHost' : 'BadConnection';
     return { ...internal('deferred', classification, reply.text), host: last!.host };
   }
 

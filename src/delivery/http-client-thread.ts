@@ -13,15 +13,10 @@ export interface HttpThreadStart {
 }
 
 /** Daemon → thread. */
-export type ToHttpThread =
-  | { type: 'posts'; posts: Array<{ seq: number; post: SignedPost }> }
-  | { type: 'withdraw'; origin: string }
-  | { type: 'close' };
+export type ToHttpThread = { type: 'posts'; posts: Array<{ seq: number; post: SignedPost }> } | { type: 'withdraw'; origin: string } | { type: 'close' };
 
 /** Thread → daemon. */
-export type FromHttpThread =
-  | { type: 'outcomes'; outcomes: Array<{ seq: number; outcome: HttpOutcome }> }
-  | { type: 'closed' };
+export type FromHttpThread = { type: 'outcomes'; outcomes: Array<{ seq: number; outcome: HttpOutcome }> } | { type: 'closed' };
 
 /** How long a closing thread may take to hand back the outcomes of its cut requests. */
 const CLOSE_MS = 2_000;

@@ -13,7 +13,12 @@ import { HttpClient, type HttpOutcome } from './http.ts';
 const start = workerData as HttpThreadStart;
 const port = parentPort!;
 const allowNetworks = start.allowNetworks.map(parseCidr);
-const client = new HttpClient({ resolver: createResolver(start.dns), allowNetworks: () => allowNetworks, maxSocketsPerOrigin: start.maxSocketsPerOrigin, originSockets: start.originSockets });
+const client = new HttpClient({
+  resolver: createResolver(start.dns),
+  allowNetworks: () => allowNetworks,
+  maxSocketsPerOrigin: start.maxSocketsPerOrigin,
+  originSockets: start.originSockets,
+});
 
 /**
  * Outcomes are handed back together, HAND_BACK_MS after the first of them (or at once past

@@ -210,7 +210,9 @@ export class HttpClient {
         const host = bareHost(url);
         const why = isIpLiteral(host) ? refusedAddress(host, allow) : null;
         const secure = url.protocol === 'https:';
-        known = why ? { refused: refusedTarget(`refused to connect to ${host}: ${why}`) } : { https: secure, origin: url.origin, options: { ...urlToHttpOptions(url), agent: this.agentsOf(url)[secure ? 'https' : 'http'] } };
+        known = why
+          ? { refused: refusedTarget(`refused to connect to ${host}: ${why}`) }
+          : { https: secure, origin: url.origin, options: { ...urlToHttpOptions(url), agent: this.agentsOf(url)[secure ? 'https' : 'http'] } };
       } catch (err) {
         known = { refused: (err as Error).message };
       }
@@ -320,9 +322,7 @@ export class HttpClient {
     found.then(
       (addresses) => {
         const family = options.family === 4 || options.family === 6 ? options.family : 0;
-        const list = addresses
-          .map((address) => ({ address, family: address.includes(':') ? 6 : 4 }))
-          .filter((a) => family === 0 || a.family === family);
+        const list = addresses.map((address) => ({ address, family: address.includes(':') ? 6 : 4 })).filter((a) => family === 0 || a.family === family);
         if (list.length === 0) return callback(lookupError(`${hostname} has no usable address`, 'ENOTFOUND'), '');
         const allow = this.options.allowNetworks();
         for (const a of list) {

@@ -71,7 +71,9 @@ export class SmtpPool {
     }
     try {
       const info = await new Promise<SMTPConnection.SentMessageInfo>((resolve, reject) =>
-        session.connection.send({ from, to: [to] }, Buffer.isBuffer(message) ? message : chunksStream(message), (err, result) => (err ? reject(err) : resolve(result))),
+        session.connection.send({ from, to: [to] }, Buffer.isBuffer(message) ? message : chunksStream(message), (err, result) =>
+          err ? reject(err) : resolve(result),
+        ),
       );
       session.sent += 1;
       const reply = replyOf(info.response, 'DATA');
@@ -200,7 +202,9 @@ interface SmtpError extends Error {
 function replyOf(response: string | undefined, command: string): SendReply {
   const text = (response ?? '').trim();
   const code = Number(/^(\d{3})/.exec(text)?.[1] ?? 0);
-  return code > 0 ? { kind: 'reply', code, text: text.replace(/^\d{3}[ -]/, ''), command } : { kind: 'connection', text: text || 'empty reply', tlsMissing: false };
+  return code > 0
+    ? { kind: 'reply', code, text: text.replace(/^\d{3}[ -]/, ''), command }
+    : { kind: 'connection', text: text || 'empty reply', tlsMissing: false };
 }
 
 function failureOf(err: unknown): SendReply {

@@ -46,7 +46,8 @@ export function refusedAddress(address: string, allow: readonly Cidr[]): string 
   if (allow.some((cidr) => cidrContains(cidr, ip))) return null;
   const range = ip.range();
   // ::a.b.c.d (IPv4-compatible, deprecated by RFC 4291) is "unicast" to ipaddr.js.
-  if (range === 'unicast' && ip.kind() === 'ipv6' && (ip as ipaddr.IPv6).parts.slice(0, 6).every((part) => part === 0)) return 'a deprecated IPv4-compatible IPv6 address';
+  if (range === 'unicast' && ip.kind() === 'ipv6' && (ip as ipaddr.IPv6).parts.slice(0, 6).every((part) => part === 0))
+    return 'a deprecated IPv4-compatible IPv6 address';
   if (range === 'unicast') return null;
   return REFUSED_RANGES[range] ?? `a special-purpose address (${range})`;
 }

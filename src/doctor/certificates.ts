@@ -55,10 +55,7 @@ export function configuredCertificates(config: Config): CertificateSpec[] {
 
 /** What was found on disk for one certificate. */
 export type CertificateFiles =
-  | { kind: 'none' }
-  | { kind: 'half'; missing: string }
-  | { kind: 'unreadable'; reason: string }
-  | { kind: 'read'; cert: X509Certificate; keyMatches: boolean };
+  { kind: 'none' } | { kind: 'half'; missing: string } | { kind: 'unreadable'; reason: string } | { kind: 'read'; cert: X509Certificate; keyMatches: boolean };
 
 export function readCertificate(spec: CertificateSpec): CertificateFiles {
   const haveCert = existsSync(spec.certPath);
@@ -90,7 +87,10 @@ export function judgeCertificate(spec: CertificateSpec, files: CertificateFiles,
   switch (files.kind) {
     case 'none':
       return spec.madeOnStart
-        ? warn(name, `${spec.certPath} does not exist yet: the daemon makes a self-signed certificate${spec.hostname ? ` for ${spec.hostname}` : ''} when it starts`)
+        ? warn(
+            name,
+            `${spec.certPath} does not exist yet: the daemon makes a self-signed certificate${spec.hostname ? ` for ${spec.hostname}` : ''} when it starts`,
+          )
         : fail(name, `${spec.certPath} does not exist: the daemon cannot start with TLS on`);
     case 'half':
       return fail(name, `${files.missing} is missing while its pair exists: give both files or neither`);

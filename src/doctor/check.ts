@@ -43,5 +43,5 @@ export function days(n: number): string {
 /** An errno-style code of a thrown error, or its message when it has none. */
 export function codeOf(err: unknown): string {
   const code = (err as NodeJS.ErrnoException | null)?.code;
-  return typeof code === 'string' && code !== '' ? code : (err as Error)?.message ?? String(err);
+  return typeof code === 'string' && code !== '' ? code : ((err as Error)?.message ?? String(err));
 }

@@ -10,9 +10,7 @@ import type { Answer, Lookups } from './lookups.ts';
 
 /** What was found on disk for one key. */
 export type DiskKey =
-  | { kind: 'missing'; path: string }
-  | { kind: 'unreadable'; path: string; reason: string }
-  | { kind: 'read'; path: string; key: DkimKeyRecord };
+  { kind: 'missing'; path: string } | { kind: 'unreadable'; path: string; reason: string } | { kind: 'read'; path: string; key: DkimKeyRecord };
 
 /** Where DkimKeyStore keeps a private key: <keys.dir>/dkim/<domain id>/<selector>.pem. */
 export function dkimKeyPath(dkimDir: string, domainId: string, selector: string): string {
@@ -70,7 +68,10 @@ export function judgeDkim(domain: DomainRecord, record: DkimKeyRecord, disk: Dis
   if ('error' in answer) return fail(name, `TXT ${host}: ${answer.error} ${asked}`);
   if (answer.values.length === 0) return fail(name, `no TXT record at ${host}: publish "${dkimTxt(onDisk)}" ${asked}`);
   if (!dkimMatches(answer.values, onDisk)) {
-    return fail(name, `TXT ${host} does not publish the key on disk (${shortKey(dkimTxt(onDisk))}): it has ${answer.values.map((v) => `"${shortKey(v)}"`).join(', ')} ${asked}`);
+    return fail(
+      name,
+      `TXT ${host} does not publish the key on disk (${shortKey(dkimTxt(onDisk))}): it has ${answer.values.map((v) => `"${shortKey(v)}"`).join(', ')} ${asked}`,
+    );
   }
   return ok(name, `the ${onDisk.algorithm === 'rsa' ? 'RSA' : 'Ed25519'} key on disk (${disk.path}) is the one published at ${host} ${asked}`);
 }

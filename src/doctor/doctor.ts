@@ -91,7 +91,8 @@ async function detectDaemon(config: Config): Promise<{ state: DaemonState; reads
     // The queue status changes nothing in the daemon; any answer at all says that one runs.
     queued = (await inTime(client.status())).totals.queued;
   } catch (err) {
-    if (err instanceof NoDaemonError) return { state: { kind: 'stopped' }, reads: { kind: 'store' }, check: ok('daemon', `not running: nothing answers on ${path}`) };
+    if (err instanceof NoDaemonError)
+      return { state: { kind: 'stopped' }, reads: { kind: 'store' }, check: ok('daemon', `not running: nothing answers on ${path}`) };
     const reason = `the control socket ${path} could not be asked: ${(err as Error).message}`;
     return { state: { kind: 'unknown', reason }, reads: { kind: 'unknown', reason }, check: warn('daemon', reason) };
   }
@@ -102,7 +103,11 @@ async function detectDaemon(config: Config): Promise<{ state: DaemonState; reads
     // A daemon of a release that does not say: its listeners are judged by binding them.
     held = null;
   }
-  return { state: { kind: 'running', held }, reads: { kind: 'daemon', reads: client }, check: ok('daemon', `running: it answers on ${path} (${queued} messages queued)`) };
+  return {
+    state: { kind: 'running', held },
+    reads: { kind: 'daemon', reads: client },
+    check: ok('daemon', `running: it answers on ${path} (${queued} messages queued)`),
+  };
 }
 
 /** Each domain's records and active DKIM keys; the store is closed again before DNS is asked. */
@@ -116,10 +121,7 @@ async function checkDomains(input: DoctorInput, source: DomainSource, lookups: L
   for (let i = 0; i < read.domains.length; i += PARALLEL_DOMAINS) {
     const batch = read.domains.slice(i, i + PARALLEL_DOMAINS);
     const results = await Promise.all(
-      batch.map(async (domain) => [
-        ...(await checkDomainRecords(domain, input.identity, lookups)),
-        ...(await checkActiveDkim(domain, dkimDir, lookups)),
-      ]),
+      batch.map(async (domain) => [...(await checkDomainRecords(domain, input.identity, lookups)), ...(await checkActiveDkim(domain, dkimDir, lookups))]),
     );
     checks.push(...results.flat());
   }
@@ -135,7 +137,12 @@ async function readDomains(source: DomainSource, dataDir: string): Promise<{ dom
       try {
         return { domains: (await inTime(source.reads.domains())).domains };
       } catch (err) {
-        return { check: warn('domains', `not checked: the running daemon did not give out its domains (${(err as Error).message}); a daemon of an older release does not: restart it on this one`) };
+        return {
+          check: warn(
+            'domains',
+            `not checked: the running daemon did not give out its domains (${(err as Error).message}); a daemon of an older release does not: restart it on this one`,
+          ),
+        };
       }
     case 'store':
       return readStoreDomains(dataDir);

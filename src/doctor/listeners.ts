@@ -72,7 +72,10 @@ function bindFailure(spec: ListenerSpec, code: string): Check {
   const at = addressOf(spec);
   switch (code) {
     case 'EACCES':
-      return fail(name, `${at}: permission denied${spec.port < 1024 ? ': ports below 1024 need root or CAP_NET_BIND_SERVICE (the systemd unit grants it)' : ''}`);
+      return fail(
+        name,
+        `${at}: permission denied${spec.port < 1024 ? ': ports below 1024 need root or CAP_NET_BIND_SERVICE (the systemd unit grants it)' : ''}`,
+      );
     case 'EADDRNOTAVAIL':
       return fail(name, `${at}: ${spec.host} is not an address of this machine (EADDRNOTAVAIL)`);
     default:

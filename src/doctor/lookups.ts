@@ -69,5 +69,8 @@ export function reverseName(ip: string): string {
   const addr = ipaddr.process(ip);
   const bytes = addr.toByteArray().reverse();
   if (addr.kind() === 'ipv4') return `${bytes.join('.')}.in-addr.arpa`;
-  return `${bytes.flatMap((b) => [b & 0xf, b >> 4]).map((n) => n.toString(16)).join('.')}.ip6.arpa`;
+  return `${bytes
+    .flatMap((b) => [b & 0xf, b >> 4])
+    .map((n) => n.toString(16))
+    .join('.')}.ip6.arpa`;
 }

@@ -23,7 +23,8 @@ export function judgePtr(ip: string, hostname: string, ptr: Answer, forward: Ans
   const host = stripDot(hostname);
   const asked = `(asked ${via})`;
   if ('error' in ptr) return fail(name, `PTR of ${ip}: ${ptr.error} ${asked}`);
-  if (ptr.values.length === 0) return fail(name, `${ip} has no PTR record: receivers refuse or junk mail from it; have its provider set the PTR to ${host} ${asked}`);
+  if (ptr.values.length === 0)
+    return fail(name, `${ip} has no PTR record: receivers refuse or junk mail from it; have its provider set the PTR to ${host} ${asked}`);
   if (!ptr.values.includes(host)) return fail(name, `the PTR of ${ip} names ${ptr.values.join(', ')}, not server.hostname ${host} ${asked}`);
   if (forward === null) return fail(name, `${host} was not looked up`);
   if ('error' in forward) return fail(name, `PTR names ${host}, whose lookup failed: ${forward.error} ${asked}`);
@@ -37,7 +38,12 @@ export function judgePtr(ip: string, hostname: string, ptr: Answer, forward: Ans
 /** The reverse DNS of every server.sending_ips address; a WARN when none are configured. */
 export async function checkSendingIps(sendingIps: string[], hostname: string, lookups: Lookups): Promise<Check[]> {
   if (sendingIps.length === 0) {
-    return [warn('ptr', `server.sending_ips is not configured: the reverse DNS of the addresses mail leaves from cannot be checked, and SPF asks for a:${stripDot(hostname)}`)];
+    return [
+      warn(
+        'ptr',
+        `server.sending_ips is not configured: the reverse DNS of the addresses mail leaves from cannot be checked, and SPF asks for a:${stripDot(hostname)}`,
+      ),
+    ];
   }
   return Promise.all(
     sendingIps.map(async (ip) => {

@@ -21,14 +21,22 @@ export function checkStorage(config: Config, read: (dir: string) => SpaceReading
   else {
     const need = requiredFreeBytes(dataSpace.total, settings);
     const free = `${formatBytes(dataSpace.free)} free of ${formatBytes(dataSpace.total)}`;
-    if (isLow(dataSpace, settings)) checks.push(fail('storage data', `${lowSpaceText(data, dataSpace, settings)}: new mail is refused and the daemon does not start`));
-    else if (dataSpace.free < 2 * need) checks.push(warn('storage data', `${data}: ${free}, within twice the floor of ${formatBytes(need)} (storage.min_free_bytes / min_free_percent): new mail will be refused below it`));
+    if (isLow(dataSpace, settings))
+      checks.push(fail('storage data', `${lowSpaceText(data, dataSpace, settings)}: new mail is refused and the daemon does not start`));
+    else if (dataSpace.free < 2 * need)
+      checks.push(
+        warn(
+          'storage data',
+          `${data}: ${free}, within twice the floor of ${formatBytes(need)} (storage.min_free_bytes / min_free_percent): new mail will be refused below it`,
+        ),
+      );
     else checks.push(ok('storage data', `${data}: ${free} (floor ${formatBytes(need)})`));
   }
   checks.push(...writable('storage data', data));
   const keysSpace = readOrNull(keys, read);
   if (!keysSpace) checks.push(warn('storage keys', `cannot read the free space of ${keys}'s filesystem`));
-  else if (keysSpace.free < KEYS_LOW_BYTES) checks.push(warn('storage keys', `${keys}: only ${formatBytes(keysSpace.free)} free: new DKIM keys and certificates may not be written`));
+  else if (keysSpace.free < KEYS_LOW_BYTES)
+    checks.push(warn('storage keys', `${keys}: only ${formatBytes(keysSpace.free)} free: new DKIM keys and certificates may not be written`));
   else checks.push(ok('storage keys', `${keys}: ${formatBytes(keysSpace.free)} free of ${formatBytes(keysSpace.total)}`));
   checks.push(...writable('storage keys', keys));
   return checks;

@@ -53,7 +53,12 @@ async function isPublished(resolver: DnsResolver, record: ExpectedRecord, identi
 export function spfAuthorizes(txt: string[], identity: Identity): boolean {
   const spf = txt.filter((t) => /^v=spf1(\s|$)/i.test(t.trim()));
   if (spf.length !== 1) return false; // none, or several (a permanent error under RFC 7208)
-  const terms = spf[0]!.trim().split(/\s+/).slice(1).map((t) => t.toLowerCase()).filter((t) => !t.includes('='));
+  const terms = spf[0]!
+    .trim()
+    .split(/\s+/)
+    .slice(1)
+    .map((t) => t.toLowerCase())
+    .filter((t) => !t.includes('='));
   const ourHost = `a:${stripDot(identity.hostname)}`;
   const verdict = (matches: (mechanism: string) => boolean): boolean => {
     for (const term of terms) {
@@ -85,7 +90,14 @@ export function dkimMatches(txt: string[], key: DkimKeyRecord): boolean {
     const tags = parseTags(record);
     // RFC 6376 §3.6.1: v=, when present, must be first; h= must allow sha256.
     if (tags.v !== undefined && (tags.v !== 'DKIM1' || !/^\s*v\s*=/.test(record))) return false;
-    if (tags.h !== undefined && !tags.h.split(':').map((h) => h.trim()).includes('sha256')) return false;
+    if (
+      tags.h !== undefined &&
+      !tags.h
+        .split(':')
+        .map((h) => h.trim())
+        .includes('sha256')
+    )
+      return false;
     if ((tags.k ?? 'rsa') !== key.algorithm) return false;
     return (tags.p ?? '').replace(/\s+/g, '') === key.publicKey;
   });

@@ -112,7 +112,13 @@ export function parseHeaderFields(block: string): HeaderField[] {
     const colon = line.indexOf(':');
     // Not a field (no colon): it cannot be signed, and verifiers skip it too.
     if (colon <= 0) continue;
-    fields.push({ name: line.slice(0, colon).replace(/[ \t]+$/, '').toLowerCase(), raw: line });
+    fields.push({
+      name: line
+        .slice(0, colon)
+        .replace(/[ \t]+$/, '')
+        .toLowerCase(),
+      raw: line,
+    });
   }
   return fields;
 }
@@ -120,10 +126,17 @@ export function parseHeaderFields(block: string): HeaderField[] {
 /** A field in relaxed form: lower-case name, unfolded, whitespace runs as one SP, trimmed value. */
 export function relaxedHeader(raw: string): string {
   const colon = raw.indexOf(':');
-  const name = raw.slice(0, colon).replace(/[ \t]+$/, '').toLowerCase();
+  const name = raw
+    .slice(0, colon)
+    .replace(/[ \t]+$/, '')
+    .toLowerCase();
   // Only SP and HTAB are whitespace here (RFC 6376 §3.4.2); String.trim would also take 0xA0,
   // the last byte of many UTF-8 characters read as latin1.
-  const value = raw.slice(colon + 1).replace(/\r\n|\r|\n/g, '').replace(/[ \t]+/g, ' ').replace(/^ | $/g, '');
+  const value = raw
+    .slice(colon + 1)
+    .replace(/\r\n|\r|\n/g, '')
+    .replace(/[ \t]+/g, ' ')
+    .replace(/^ | $/g, '');
   return `${name}:${value}`;
 }
 

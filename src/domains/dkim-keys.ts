@@ -33,10 +33,7 @@ export class DkimKeyStore {
   constructor(private readonly dir: string) {}
 
   async generate(domainId: string, selector: string, algorithm: DkimAlgorithm, createdAt: string): Promise<DkimPublicKey> {
-    const { privateKey } =
-      algorithm === 'rsa'
-        ? await generate('rsa', { modulusLength: 2048 })
-        : await generate('ed25519');
+    const { privateKey } = algorithm === 'rsa' ? await generate('rsa', { modulusLength: 2048 }) : await generate('ed25519');
     return this.save(domainId, selector, privateKey, createdAt);
   }
 

@@ -163,9 +163,7 @@ export class Domains {
   async verifyByHand(accountId: string, name: string, by: string, clear = false): Promise<DomainRecord> {
     return this.mutate(accountId, name, async (current) => {
       const at = iso(this.clock.now());
-      const dns = clear
-        ? { ...current.dns, valid: false, byHand: null }
-        : { ...current.dns, valid: true, everValid: true, byHand: { at, by } };
+      const dns = clear ? { ...current.dns, valid: false, byHand: null } : { ...current.dns, valid: true, everValid: true, byHand: { at, by } };
       // Cleared, the domain is invalid until its next check looks the records up again.
       return { domain: { ...current, dns, updatedAt: at } };
     });

@@ -9,11 +9,7 @@ export interface Identity {
 }
 
 export type RecordCheck =
-  | { kind: 'spf' }
-  | { kind: 'dkim'; key: DkimKeyRecord }
-  | { kind: 'dmarc' }
-  | { kind: 'cname'; target: string }
-  | { kind: 'mx'; target: string };
+  { kind: 'spf' } | { kind: 'dkim'; key: DkimKeyRecord } | { kind: 'dmarc' } | { kind: 'cname'; target: string } | { kind: 'mx'; target: string };
 
 /** A record a domain is asked to publish, and how to tell that it has been. */
 export interface ExpectedRecord {
@@ -28,9 +24,8 @@ export interface ExpectedRecord {
 }
 
 export function spfRecord(identity: Identity): string {
-  const mechanisms = identity.sendingIps.length > 0
-    ? identity.sendingIps.map((ip) => (ip.includes(':') ? `ip6:${ip}` : `ip4:${ip}`))
-    : [`a:${identity.hostname}`];
+  const mechanisms =
+    identity.sendingIps.length > 0 ? identity.sendingIps.map((ip) => (ip.includes(':') ? `ip6:${ip}` : `ip4:${ip}`)) : [`a:${identity.hostname}`];
   return `v=spf1 ${mechanisms.join(' ')} ~all`;
 }
 
@@ -51,7 +46,15 @@ export function expectedRecords(domain: DomainRecord, identity: Identity): Expec
     check: { kind: 'dkim', key },
   });
   const records: ExpectedRecord[] = [
-    { key: 'spf', type: 'TXT', host: name, content: spfRecord(identity), required: true, label: 'SPF (merge into an existing SPF record)', check: { kind: 'spf' } },
+    {
+      key: 'spf',
+      type: 'TXT',
+      host: name,
+      content: spfRecord(identity),
+      required: true,
+      label: 'SPF (merge into an existing SPF record)',
+      check: { kind: 'spf' },
+    },
     ...domain.dkim.active.keys.map((k) => dkim(k, true, `DKIM (active, ${k.algorithm})`)),
     ...(domain.dkim.standby?.keys ?? []).map((k) => dkim(k, false, `DKIM (standby for rotation, ${k.algorithm})`)),
     ...domain.dkim.retired.flatMap((slot) =>

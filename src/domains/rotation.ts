@@ -3,11 +3,7 @@ import type { DomainRecord } from '../store/records.ts';
 const DAY = 24 * 60 * 60 * 1000;
 
 export type RotationDecision =
-  | { kind: 'not_enabled' }
-  | { kind: 'no_standby' }
-  | { kind: 'wait'; until: number }
-  | { kind: 'standby_not_published' }
-  | { kind: 'rotate' };
+  { kind: 'not_enabled' } | { kind: 'no_standby' } | { kind: 'wait'; until: number } | { kind: 'standby_not_published' } | { kind: 'rotate' };
 
 /**
  * Whether a domain's standby key should take over now: rotation enabled, the interval since the

@@ -36,10 +36,11 @@ export class Rotator {
    */
   async rotate(domain: DomainRecord, force = false): Promise<RotationOutcome> {
     // DNS unanswered: decide on what the last check found (a rotation needs the standby published).
-    const checked = (await this.checker.check(domain).catch((err: unknown) => {
-      if (err instanceof DnsUnavailableError) return null;
-      throw err;
-    })) ?? domain;
+    const checked =
+      (await this.checker.check(domain).catch((err: unknown) => {
+        if (err instanceof DnsUnavailableError) return null;
+        throw err;
+      })) ?? domain;
     return this.mutex.run(`domain:${domain.id}`, async () => {
       const current = await this.repo.get(domain.id);
       // Deleted meanwhile: writing it back would resurrect it without its key files.

@@ -24,9 +24,7 @@ export async function newSlot(
   createdAt: string,
   importedPem?: string,
 ): Promise<DkimSlotRecord> {
-  const rsa = importedPem
-    ? await keys.import(domainId, selector, importedPem, createdAt)
-    : await keys.generate(domainId, selector, 'rsa', createdAt);
+  const rsa = importedPem ? await keys.import(domainId, selector, importedPem, createdAt) : await keys.generate(domainId, selector, 'rsa', createdAt);
   const slot: DkimSlotRecord = { keys: [rsa], activatedAt: null, publishUntil: null };
   if (ed25519) slot.keys.push(await keys.generate(domainId, ed25519Selector(selector), 'ed25519', createdAt));
   return slot;

@@ -46,7 +46,10 @@ export class Reports implements ReportHandler {
     const log = this.d.log.child({ inbound_id: record.id, message_id: messageId });
     const reading = this.d.readBounce(raw);
     if (reading.kind === 'auto-reply' || reading.kind === 'unknown') {
-      log.info({ kind: reading.kind }, reading.kind === 'auto-reply' ? 'auto-reply to a return path dropped' : 'mail to a return path that is not a bounce dropped');
+      log.info(
+        { kind: reading.kind },
+        reading.kind === 'auto-reply' ? 'auto-reply to a return path dropped' : 'mail to a return path that is not a bounce dropped',
+      );
       return;
     }
     const message = await this.d.message(messageId);
@@ -55,9 +58,14 @@ export class Reports implements ReportHandler {
       return;
     }
     const failed = reading.recipients.filter((r) => r.failed);
-    const mine = failed.find((r) => r.recipient === message.recipient.toLowerCase()) ?? (failed.length > 0 && reading.recipients.length === failed.length ? failed[0] : undefined);
+    const mine =
+      failed.find((r) => r.recipient === message.recipient.toLowerCase()) ??
+      (failed.length > 0 && reading.recipients.length === failed.length ? failed[0] : undefined);
     if (!mine) {
-      log.info({ recipients: reading.recipients.map((r) => `${r.recipient} ${r.status}`) }, 'report without a failure for the message (a delay or a success) dropped');
+      log.info(
+        { recipients: reading.recipients.map((r) => `${r.recipient} ${r.status}`) },
+        'report without a failure for the message (a delay or a success) dropped',
+      );
       return;
     }
     const text = [mine.status, mine.text].filter(Boolean).join(' ');
@@ -104,7 +112,13 @@ export function readBounce(raw: Buffer, rules: readonly BounceRule[]): BounceRea
   const report = parseBounce(raw, rules);
   return {
     kind: report.kind,
-    recipients: report.recipients.map((r) => ({ recipient: r.recipient, failed: r.action === 'failed', status: r.status, text: r.diagnostic, classification: r.classification })),
+    recipients: report.recipients.map((r) => ({
+      recipient: r.recipient,
+      failed: r.action === 'failed',
+      status: r.status,
+      text: r.diagnostic,
+      classification: r.classification,
+    })),
   };
 }
 

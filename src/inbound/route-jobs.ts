@@ -46,21 +46,23 @@ export function routeTargets(d: RouteJobsDeps): HttpTargets {
       return gate.run(async () => {
         // The stored chunks, never joined: each reader streams them.
         let raw: Buffer[] | null = await collect(d.repo.body(record.bodyId));
-        const [auth, spam] = await Promise.all([
-          route.headers ? d.authenticate(raw, arrivalOf(record)) : Promise.resolve(null),
-          d.spamScore(raw),
-        ]);
+        const [auth, spam] = await Promise.all([route.headers ? d.authenticate(raw, arrivalOf(record)) : Promise.resolve(null), d.spamScore(raw)]);
         const mail = await parseRouted(raw);
         // Parsed: the message may go while the payload is made.
         raw = null;
         // Buffers the client signs and sends as they are.
-        return routePayload(mail, route, {
-          id: record.id,
-          size: record.size,
-          receivedAt: nanoseconds(record.receivedAt),
-          recipients: job.recipients ?? [],
-          spamScore: spam,
-        }, auth);
+        return routePayload(
+          mail,
+          route,
+          {
+            id: record.id,
+            size: record.size,
+            receivedAt: nanoseconds(record.receivedAt),
+            recipients: job.recipients ?? [],
+            spamScore: spam,
+          },
+          auth,
+        );
       });
     },
     secretOf: (target) => d.secretOf(target as RouteTarget),

@@ -50,7 +50,7 @@ export function routePayload(mail: ParsedMail, route: RouteOptions, m: RouteMess
     id: m.id,
     from: headerText(mail, 'from'),
     reply_to: headerText(mail, 'reply-to'),
-    to: route.groupByMessageId ? headerText(mail, 'to') || m.recipients.join(', ') : m.recipients[0] ?? '',
+    to: route.groupByMessageId ? headerText(mail, 'to') || m.recipients.join(', ') : (m.recipients[0] ?? ''),
     subject: mail.subject ?? '',
     message_id: mail.messageId ?? '',
     size: m.size,
@@ -78,7 +78,10 @@ export function routePayload(mail: ParsedMail, route: RouteOptions, m: RouteMess
     const headers: Record<string, string> = {};
     for (const line of mail.headerLines) {
       const name = line.line.slice(0, line.line.indexOf(':')).trim();
-      const value = line.line.slice(line.line.indexOf(':') + 1).replace(/\r?\n[ \t]+/g, ' ').trim();
+      const value = line.line
+        .slice(line.line.indexOf(':') + 1)
+        .replace(/\r?\n[ \t]+/g, ' ')
+        .trim();
       headers[name] = headers[name] === undefined ? value : `${headers[name]}, ${value}`;
     }
     if (authenticationResults !== null) headers['Authentication-Results'] = authenticationResults;
@@ -90,7 +93,8 @@ export function routePayload(mail: ParsedMail, route: RouteOptions, m: RouteMess
 /** The base64 of `content` as a JSON string, a slice at a time. */
 function base64Json(content: Buffer): JsonBytes {
   const parts = [QUOTE];
-  for (let at = 0; at < content.length; at += BASE64_SLICE) parts.push(Buffer.from(content.toString('base64', at, Math.min(at + BASE64_SLICE, content.length)), 'latin1'));
+  for (let at = 0; at < content.length; at += BASE64_SLICE)
+    parts.push(Buffer.from(content.toString('base64', at, Math.min(at + BASE64_SLICE, content.length)), 'latin1'));
   parts.push(QUOTE);
   return new JsonBytes(parts);
 }

@@ -202,14 +202,19 @@ export class Routes {
 export function parseRecipient(text: string): { recipient: string; domainName: string } {
   const value = text.trim().toLowerCase();
   const at = value.lastIndexOf('@');
-  const bad = (why: string) => badRequest(`recipient "${text.slice(0, 100)}" ${why}: give an address or a pattern like *@example.com, ticket-*@example.com or *-support@example.com at a domain of the account`);
+  const bad = (why: string) =>
+    badRequest(
+      `recipient "${text.slice(0, 100)}" ${why}: give an address or a pattern like *@example.com, ticket-*@example.com or *-support@example.com at a domain of the account`,
+    );
   if (value.length === 0 || value.length > 255 || !isPrintable(value) || /\s/.test(value)) throw bad('is not valid');
   if (at <= 0 || at === value.length - 1) throw bad('has no local part or no domain');
   const local = value.slice(0, at);
   const domainName = normalizeDomain(value.slice(at + 1));
   const stars = local.split('*').length - 1;
-  if (stars > 1 || (stars === 1 && !(local === '*' || local.startsWith('*') || local.endsWith('*')))) throw bad('may have one * only, alone or at the start or end of the local part');
-  if (local.length > 64 || !/^[a-z0-9!#$%&'*+/=?^_`{|}~.-]+$/.test(local) || local.startsWith('.') || local.endsWith('.') || local.includes('..')) throw bad('has an invalid local part');
+  if (stars > 1 || (stars === 1 && !(local === '*' || local.startsWith('*') || local.endsWith('*'))))
+    throw bad('may have one * only, alone or at the start or end of the local part');
+  if (local.length > 64 || !/^[a-z0-9!#$%&'*+/=?^_`{|}~.-]+$/.test(local) || local.startsWith('.') || local.endsWith('.') || local.includes('..'))
+    throw bad('has an invalid local part');
   return { recipient: `${local}@${domainName}`, domainName };
 }
 

@@ -142,9 +142,10 @@ export class Acceptor {
       sandbox: s.sandbox,
       tracking: { open: s.tracking?.open ?? s.account.trackOpens, click: s.tracking?.click ?? s.account.trackClicks },
       retention,
-      schedule: s.schedule && (firstAttempt !== undefined || expires !== undefined)
-        ? { firstAttempt: firstAttempt !== undefined ? iso(firstAttempt) : null, expires: expires !== undefined ? iso(expires) : null }
-        : null,
+      schedule:
+        s.schedule && (firstAttempt !== undefined || expires !== undefined)
+          ? { firstAttempt: firstAttempt !== undefined ? iso(firstAttempt) : null, expires: expires !== undefined ? iso(expires) : null }
+          : null,
       dueAt: iso(firstAttempt ?? now),
       bodyId: m.bodyId,
       head: m.head,

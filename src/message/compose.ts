@@ -45,10 +45,15 @@ const UNFOLDABLE = /[^ \t]{998}/;
 function checkFoldable(content: BodyContent): void {
   // A non-ASCII subject becomes encoded-words, which the composer splits itself.
   if (/^[\x00-\x7f]*$/.test(content.subject) && UNFOLDABLE.test(content.subject)) {
-    throw badRequest('subject has a word of 998 characters or more without a space: it cannot be folded into lines of at most 998 characters (RFC 5322 §2.1.1)');
+    throw badRequest(
+      'subject has a word of 998 characters or more without a space: it cannot be folded into lines of at most 998 characters (RFC 5322 §2.1.1)',
+    );
   }
   for (const [name, value] of content.headers) {
-    if (UNFOLDABLE.test(value)) throw badRequest(`headers: the value of ${name} has a word of 998 characters or more without a space: it cannot be folded into lines of at most 998 characters (RFC 5322 §2.1.1)`);
+    if (UNFOLDABLE.test(value))
+      throw badRequest(
+        `headers: the value of ${name} has a word of 998 characters or more without a space: it cannot be folded into lines of at most 998 characters (RFC 5322 §2.1.1)`,
+      );
   }
 }
 

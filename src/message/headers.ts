@@ -19,10 +19,7 @@ const OWNED = new Set(['from', 'to', 'bcc', 'subject', 'date', 'mime-version', '
  * composer owns, `reply-to` / `cc` only when the matching field is not used; `message-id` is
  * dropped (Postilion always generates it). Returns them in request order.
  */
-export function customHeaders(
-  headers: Record<string, string> | undefined,
-  fields: { replyTo: boolean; cc: boolean },
-): Array<[string, string]> {
+export function customHeaders(headers: Record<string, string> | undefined, fields: { replyTo: boolean; cc: boolean }): Array<[string, string]> {
   const out: Array<[string, string]> = [];
   const seen = new Set<string>();
   for (const [name, value] of Object.entries(headers ?? {})) {

@@ -54,13 +54,15 @@ export class Messages {
     const byId = new Map(tracked.map((m, i) => [m.id, hits[i]]));
     return messages.map((m) => {
       const h = byId.get(m.id);
-      return h === undefined ? m : {
-        ...m,
-        openCount: m.openCount + h.opens,
-        clickCount: m.clickCount + h.clicks,
-        firstOpenAt: m.firstOpenAt || h.firstOpenAt,
-        firstClickAt: m.firstClickAt || h.firstClickAt,
-      };
+      return h === undefined
+        ? m
+        : {
+            ...m,
+            openCount: m.openCount + h.opens,
+            clickCount: m.clickCount + h.clicks,
+            firstOpenAt: m.firstOpenAt || h.firstOpenAt,
+            firstClickAt: m.firstClickAt || h.firstClickAt,
+          };
     });
   }
 
@@ -68,9 +70,10 @@ export class Messages {
   async get(accountId: string, ref: string, visible: DomainFilter): Promise<MessageRecord> {
     const parsed = parseMessageRef(ref);
     if (!parsed) throw badRequest('invalid message_id: give the Message-ID (<id@domain>) or its UUID');
-    const candidates = parsed.kind === 'id'
-      ? [await this.repo.get(parsed.id)].filter((m): m is MessageRecord => m !== undefined && m.accountId === accountId)
-      : await this.repo.findByMessageId(accountId, parsed.header);
+    const candidates =
+      parsed.kind === 'id'
+        ? [await this.repo.get(parsed.id)].filter((m): m is MessageRecord => m !== undefined && m.accountId === accountId)
+        : await this.repo.findByMessageId(accountId, parsed.header);
     const message = candidates.find((m) => visible(m.domainId));
     if (!message) throw notFound('message not found');
     return message;
@@ -109,10 +112,7 @@ export class Messages {
    * Changes one message under its lock: `change` sees the stored record and returns the next one
    * with any ops to commit with it (schedule entries, events), or null to leave it as it is.
    */
-  async update(
-    id: string,
-    change: (current: MessageRecord, now: number) => Changed | null | Promise<Changed | null>,
-  ): Promise<MessageRecord | null> {
+  async update(id: string, change: (current: MessageRecord, now: number) => Changed | null | Promise<Changed | null>): Promise<MessageRecord | null> {
     return this.locks.run(`message:${id}`, async () => {
       const current = await this.repo.get(id);
       if (!current) return null;

@@ -63,7 +63,14 @@ export class Relay {
    * its header block is prepared here and its body chunks are already in the store); resolves
    * once it is durably stored.
    */
-  async accept(relayer: Relayer, domain: DomainRecord, from: string, recipients: string[], input: Buffer | SpooledMessage, client: RelayClient): Promise<MessageRecord[]> {
+  async accept(
+    relayer: Relayer,
+    domain: DomainRecord,
+    from: string,
+    recipients: string[],
+    input: Buffer | SpooledMessage,
+    client: RelayClient,
+  ): Promise<MessageRecord[]> {
     const spooled = Buffer.isBuffer(input) ? null : input;
     const raw = spooled ? spooled.head : (input as Buffer);
     const now = this.clock.now();
@@ -116,7 +123,13 @@ export class Relay {
    * ahasend-track-* headers override the account's defaults. A message spooled while it was
    * received (over 1 MiB) is not tracked: it is not all in memory to rewrite.
    */
-  private tracked(account: AccountRecord, domain: DomainRecord, o: SubmittedOptions, message: Buffer, ids: string[]): Array<{ bodyId: string; message: Buffer; links: string[] } | null> {
+  private tracked(
+    account: AccountRecord,
+    domain: DomainRecord,
+    o: SubmittedOptions,
+    message: Buffer,
+    ids: string[],
+  ): Array<{ bodyId: string; message: Buffer; links: string[] } | null> {
     const open = o.trackOpens ?? account.trackOpens;
     const click = o.trackClicks ?? account.trackClicks;
     if (!this.tracking || (!open && !click)) return [];

@@ -105,24 +105,26 @@ export class Sender {
       date: new Date(now),
     };
     const tracked = this.trackingOf(account, mail, domain);
-    const batch = mail.audience.kind === 'individual'
-      ? await this.individual(mail, mail.audience, base, domain, now, tracked, log)
-      : await this.conversation(mail, mail.audience, base, domain, now, tracked);
-    const accepted = batch.messages.length === 0
-      ? []
-      : await this.acceptor.accept({
-          account,
-          domain,
-          source: mail.source,
-          sender: mail.from.email,
-          tags,
-          sandbox: mail.sandbox ? (mail.sandboxResult ?? 'deliver') : null,
-          tracking: mail.tracking,
-          retention: mail.retention,
-          schedule,
-          bodies: batch.bodies,
-          messages: batch.messages,
-        });
+    const batch =
+      mail.audience.kind === 'individual'
+        ? await this.individual(mail, mail.audience, base, domain, now, tracked, log)
+        : await this.conversation(mail, mail.audience, base, domain, now, tracked);
+    const accepted =
+      batch.messages.length === 0
+        ? []
+        : await this.acceptor.accept({
+            account,
+            domain,
+            source: mail.source,
+            sender: mail.from.email,
+            tags,
+            sandbox: mail.sandbox ? (mail.sandboxResult ?? 'deliver') : null,
+            tracking: mail.tracking,
+            retention: mail.retention,
+            schedule,
+            bodies: batch.bodies,
+            messages: batch.messages,
+          });
     const byId = new Map(accepted.map((m) => [m.id, m]));
     return batch.outcomes.map((o) => ({ recipient: o.recipient, message: o.id ? byId.get(o.id)! : null, error: o.error }));
   }
@@ -148,12 +150,23 @@ export class Sender {
     const domain = await this.domains.find(account.id, name);
     if (!domain) throw badRequest(`sender domain ${name} is not a domain of this account`);
     if (!mayUse(domain.name)) throw forbidden(`this API key may not send from ${domain.name}`);
-    if (!domain.dns.valid) throw badRequest(`the DNS records of sender domain ${domain.name} are not valid yet; publish them, then check them (POST …/domains/${domain.name}/check-dns, or postilion domains check ${domain.name})`);
+    if (!domain.dns.valid)
+      throw badRequest(
+        `the DNS records of sender domain ${domain.name} are not valid yet; publish them, then check them (POST …/domains/${domain.name}/check-dns, or postilion domains check ${domain.name})`,
+      );
     return domain;
   }
 
   /** One message per recipient, To set to that recipient; templated when substitutions exist. */
-  private async individual(mail: OutgoingMail, audience: Extract<Audience, { kind: 'individual' }>, base: Omit<BodyContent, 'subject' | 'text' | 'html' | 'amp'>, domain: DomainRecord, now: number, tracked: Tracked | null, log?: FailureLog): Promise<Batch> {
+  private async individual(
+    mail: OutgoingMail,
+    audience: Extract<Audience, { kind: 'individual' }>,
+    base: Omit<BodyContent, 'subject' | 'text' | 'html' | 'amp'>,
+    domain: DomainRecord,
+    now: number,
+    tracked: Tracked | null,
+    log?: FailureLog,
+  ): Promise<Batch> {
     const batch = new Batch();
     const recipients: RecipientInput[] = [];
     audience.recipients.forEach((r, i) => {
@@ -220,10 +233,21 @@ export class Sender {
   }
 
   /** One body with real To/Cc headers for everyone (Bcc only on the envelope), no templating. */
-  private async conversation(mail: OutgoingMail, audience: Extract<Audience, { kind: 'conversation' }>, base: Omit<BodyContent, 'subject' | 'text' | 'html' | 'amp'>, domain: DomainRecord, now: number, tracked: Tracked | null): Promise<Batch> {
+  private async conversation(
+    mail: OutgoingMail,
+    audience: Extract<Audience, { kind: 'conversation' }>,
+    base: Omit<BodyContent, 'subject' | 'text' | 'html' | 'amp'>,
+    domain: DomainRecord,
+    now: number,
+    tracked: Tracked | null,
+  ): Promise<Batch> {
     const everyone = [...audience.to, ...(audience.cc ?? []), ...(audience.bcc ?? [])];
     if (everyone.length > 50) throw badRequest('to, cc and bcc together must not exceed 50 recipients');
-    for (const [field, list] of [['to', audience.to], ['cc', audience.cc], ['bcc', audience.bcc]] as const) {
+    for (const [field, list] of [
+      ['to', audience.to],
+      ['cc', audience.cc],
+      ['bcc', audience.bcc],
+    ] as const) {
       list?.forEach((a, i) => {
         if (!isMailboxAddress(a.email)) throw badRequest(`${field}[${i}].email is not a valid email address`);
       });
@@ -277,7 +301,15 @@ class Batch {
     return { id, subject: content.subject };
   }
 
-  add(recipient: RecipientInput, domain: DomainRecord, now: number, body: BodyRef, ownTo: boolean, made = newMessageId(domain.name, now), links?: string[]): void {
+  add(
+    recipient: RecipientInput,
+    domain: DomainRecord,
+    now: number,
+    body: BodyRef,
+    ownTo: boolean,
+    made = newMessageId(domain.name, now),
+    links?: string[],
+  ): void {
     const { id, header } = made;
     this.messages.push({
       id,
@@ -313,10 +345,7 @@ function hasKeys(value: Record<string, unknown> | undefined): boolean {
 }
 
 /** Checks a schedule against the limits: first attempt within 7 days, expiry within 8, both ahead. */
-export function scheduleTimes(
-  schedule: OutgoingMail['schedule'],
-  now: number,
-): { firstAttempt?: number; expires?: number } | undefined {
+export function scheduleTimes(schedule: OutgoingMail['schedule'], now: number): { firstAttempt?: number; expires?: number } | undefined {
   if (!schedule) return undefined;
   const out: { firstAttempt?: number; expires?: number } = {};
   if (schedule.first_attempt !== undefined) {

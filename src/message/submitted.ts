@@ -116,7 +116,12 @@ function applySpecial(options: SubmittedOptions, name: string, value: string): v
       options.dataRetention = days(name, value, 0);
       return;
     case 'ahasend-tags':
-      options.tags = checkTags(value.split(',').map((t) => t.trim()).filter((t) => t.length > 0));
+      options.tags = checkTags(
+        value
+          .split(',')
+          .map((t) => t.trim())
+          .filter((t) => t.length > 0),
+      );
       return;
   }
 }
@@ -169,9 +174,13 @@ export function decodeWords(value: string): string {
     .replace(/(=\?[^?]+\?[BbQq]\?[^?]*\?=)\s+(?==\?)/g, '$1')
     .replace(/=\?([^?*]+)(?:\*[^?]*)?\?([BbQq])\?([^?]*)\?=/g, (word, charset: string, encoding: string, text: string) => {
       try {
-        const bytes = encoding.toUpperCase() === 'B'
-          ? Buffer.from(text, 'base64')
-          : Buffer.from(text.replace(/_/g, ' ').replace(/=([0-9A-Fa-f]{2})/g, (_m, hex: string) => String.fromCharCode(parseInt(hex, 16))), 'latin1');
+        const bytes =
+          encoding.toUpperCase() === 'B'
+            ? Buffer.from(text, 'base64')
+            : Buffer.from(
+                text.replace(/_/g, ' ').replace(/=([0-9A-Fa-f]{2})/g, (_m, hex: string) => String.fromCharCode(parseInt(hex, 16))),
+                'latin1',
+              );
         return new TextDecoder(charset.toLowerCase()).decode(bytes);
       } catch {
         return word;

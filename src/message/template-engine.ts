@@ -128,7 +128,17 @@ function warmUp(minijinja: MiniJinja): void {
     env.addGlobal('site', { name: 'Example', links: ['a', 'b'] });
     env.addTemplate('warm.html', WARM_UP_TEMPLATE);
     env.addTemplate('warm.txt', WARM_UP_TEMPLATE);
-    const context = { name: '<Ada>', n: 3, price: 9.5, vip: true, user: { first: 'Ada', tags: ['x', 'y'] }, items: [{ name: 'a', qty: 1 }, { name: 'b', qty: 2 }] };
+    const context = {
+      name: '<Ada>',
+      n: 3,
+      price: 9.5,
+      vip: true,
+      user: { first: 'Ada', tags: ['x', 'y'] },
+      items: [
+        { name: 'a', qty: 1 },
+        { name: 'b', qty: 2 },
+      ],
+    };
     env.renderTemplate('warm.html', context);
     env.renderTemplate('warm.txt', context);
     for (const broken of ['{{ missing.attribute }}', '{{ 1 + }}', '{% for i in range(100000) %}{% endfor %}']) {
@@ -224,13 +234,7 @@ export function capMemory(wasm: Buffer, maxPages: number): Buffer {
       if (count !== 1 || (flags & ~1) !== 0) throw new Error('minijinja-js: unexpected memory section');
       const max = flags & 1 ? Math.min(leb(), maxPages) : maxPages;
       const content = Buffer.concat([encodeLeb(1), Buffer.from([1]), encodeLeb(min), encodeLeb(Math.max(min, max))]);
-      return Buffer.concat([
-        wasm.subarray(0, sectionStart),
-        Buffer.from([5]),
-        encodeLeb(content.length),
-        content,
-        wasm.subarray(contentStart + size),
-      ]);
+      return Buffer.concat([wasm.subarray(0, sectionStart), Buffer.from([5]), encodeLeb(content.length), content, wasm.subarray(contentStart + size)]);
     }
     at = contentStart + size;
   }

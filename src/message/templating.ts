@@ -127,7 +127,9 @@ export class TemplateSet {
       const source = sources[field];
       if (source === undefined) continue;
       if (source.length > this.limits.sourceChars) {
-        throw new TemplateRefused(`${FIELD_NAMES[field]} is too large to be a template (at most ${this.limits.sourceChars} characters when substitutions are given)`);
+        throw new TemplateRefused(
+          `${FIELD_NAMES[field]} is too large to be a template (at most ${this.limits.sourceChars} characters when substitutions are given)`,
+        );
       }
       this.fields.push(field);
     }
@@ -284,10 +286,27 @@ function contextProblem(problem: 'depth' | 'unicode'): string {
 const MINIJINJA_KINDS = new RegExp(
   '^(?:' +
     [
-      'not a primitive', 'not a key type', 'invalid operation', 'syntax error', 'template not found', 'too many arguments',
-      'missing argument', 'unknown filter', 'unknown test', 'unknown function', 'unknown method', 'bad string escape',
-      'undefined value', 'could not serialize to value', 'cannot deserialize', 'could not render include',
-      'could not render block', 'cannot unpack', 'failed to write output', 'engine ran out of fuel', 'unknown block',
+      'not a primitive',
+      'not a key type',
+      'invalid operation',
+      'syntax error',
+      'template not found',
+      'too many arguments',
+      'missing argument',
+      'unknown filter',
+      'unknown test',
+      'unknown function',
+      'unknown method',
+      'bad string escape',
+      'undefined value',
+      'could not serialize to value',
+      'cannot deserialize',
+      'could not render include',
+      'could not render block',
+      'cannot unpack',
+      'failed to write output',
+      'engine ran out of fuel',
+      'unknown block',
     ].join('|') +
     ')\\b',
 );

@@ -72,7 +72,9 @@ async function handle(req: IncomingMessage, res: ServerResponse, metrics: Metric
     case '/healthz':
       return send(res, 200, 'ok\n', req.method === 'HEAD');
     case '/readyz': {
-      const failing = ready().filter((c) => !c.ok).map((c) => c.name);
+      const failing = ready()
+        .filter((c) => !c.ok)
+        .map((c) => c.name);
       return failing.length === 0
         ? send(res, 200, 'ready\n', req.method === 'HEAD')
         : send(res, 503, `not ready: ${failing.join(', ')}\n`, req.method === 'HEAD');

@@ -10,7 +10,6 @@ export interface QueueSnapshot {
   jobs: Array<{ kind: string; pending: number; due: number; held: number; parked: number; failed: number }>;
 }
 
-
 /**
  * The daemon's Prometheus instruments, one registry per daemon (no module-level singletons: a test
  * can run two daemons in one process). Components get the instruments they feed, or a callback
@@ -194,10 +193,9 @@ export class Metrics {
   /** The exposition text; refreshes the queue snapshot first when it is stale. */
   async render(): Promise<string> {
     let timer: NodeJS.Timeout | undefined;
-    await Promise.race([
-      this.collect().catch(() => undefined),
-      new Promise<void>((resolve) => (timer = setTimeout(resolve, COLLECT_MS))),
-    ]).finally(() => clearTimeout(timer));
+    await Promise.race([this.collect().catch(() => undefined), new Promise<void>((resolve) => (timer = setTimeout(resolve, COLLECT_MS)))]).finally(() =>
+      clearTimeout(timer),
+    );
     await this.refreshQueue();
     return this.registry.metrics();
   }
@@ -248,7 +246,11 @@ export class Metrics {
   /** The HTTP jobs summed over their origins: every kind and state has its series, 0 included. */
   private setJobGauges(jobs: QueueSnapshot['jobs']): void {
     for (const kind of HTTP_KINDS) {
-      for (const state of JOB_STATES) this.httpBacklog.set({ kind, state }, jobs.reduce((sum, j) => sum + (j.kind === kind ? j[state] : 0), 0));
+      for (const state of JOB_STATES)
+        this.httpBacklog.set(
+          { kind, state },
+          jobs.reduce((sum, j) => sum + (j.kind === kind ? j[state] : 0), 0),
+        );
     }
   }
 }

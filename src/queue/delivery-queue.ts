@@ -49,7 +49,11 @@ export class DeliveryQueue {
 
   /** Writes the attempt's outcome, however long the store refuses it (queue/outcome-writer.ts). */
   private record(message: MessageRecord, attempt: Attempt, log: Logger): Promise<MessageRecord | null> {
-    return this.writer.write(() => this.outcomes.apply(message, attempt), () => log, { outcome: attempt.outcome, host: attempt.host });
+    return this.writer.write(
+      () => this.outcomes.apply(message, attempt),
+      () => log,
+      { outcome: attempt.outcome, host: attempt.host },
+    );
   }
 
   private async handle(message: MessageRecord, transactionDone: () => void, destination: string): Promise<void> {
@@ -91,12 +95,26 @@ export class DeliveryQueue {
       attempt = await this.deliverer.attempt(message);
     } catch (err) {
       log.error({ err }, 'delivery attempt failed unexpectedly; deferred');
-      attempt = { outcome: 'deferred', classification: 'Uncategorized', smtpCode: 0, enhanced: '', response: `internal error: ${(err as Error).message}`, command: '', host: null };
+      attempt = {
+        outcome: 'deferred',
+        classification: 'Uncategorized',
+        smtpCode: 0,
+        enhanced: '',
+        response: `internal error: ${(err as Error).message}`,
+        command: '',
+        host: null,
+      };
     }
     transactionDone();
     const next = await this.record(message, attempt, log);
     log.info(
-      { status: next?.status ?? 'unchanged', host: attempt.host, response: attempt.response, classification: attempt.classification, next_attempt_at: next?.status === 'Deferred' ? next.dueAt : undefined },
+      {
+        status: next?.status ?? 'unchanged',
+        host: attempt.host,
+        response: attempt.response,
+        classification: attempt.classification,
+        next_attempt_at: next?.status === 'Deferred' ? next.dueAt : undefined,
+      },
       'delivery attempt',
     );
     if (next?.status === 'Deferred') this.links.engine?.notify(Date.parse(next.dueAt));

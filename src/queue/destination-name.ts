@@ -67,7 +67,8 @@ export type ParsedName =
   | { kind: 'name'; name: string };
 
 const HOST = /^(?:[a-z0-9_-]+(?:\.[a-z0-9_-]+)*\.?|\[?[0-9a-f:.]+\]?)$/;
-const HELP = 'give a recipient domain (example.org), an MX set or host as queue status shows it (mx1.example.net,mx2.example.net), or a URL origin (https://hooks.example.com)';
+const HELP =
+  'give a recipient domain (example.org), an MX set or host as queue status shows it (mx1.example.net,mx2.example.net), or a URL origin (https://hooks.example.com)';
 
 /** The name's shape, normalised; anything else is refused. Pure. */
 export function parseDestinationName(text: string): ParsedName {
@@ -113,11 +114,17 @@ export async function resolveDestination(text: string, facts: DestinationFacts):
   if (facts.known(name)) return { destination: name, via: 'destination' };
   const found = isIP(name) === 0 && isValidDomain(name) ? await facts.mxSet(name) : { permanent: true, text: `${name} is not a domain name` };
   if (typeof found === 'string') return { destination: found, via: 'mx' };
-  if (!found.permanent) throw new AppError(503, `cannot tell where mail for ${name} goes now (${found.text}): try again, or name its MX set as queue status shows it`);
-  throw badRequest(`"${name}" matches nothing: no destination of that name is queued, configured or suspended, and as a recipient domain its mail has nowhere to go (${found.text}); ${HELP}`);
+  if (!found.permanent)
+    throw new AppError(503, `cannot tell where mail for ${name} goes now (${found.text}): try again, or name its MX set as queue status shows it`);
+  throw badRequest(
+    `"${name}" matches nothing: no destination of that name is queued, configured or suspended, and as a recipient domain its mail has nowhere to go (${found.text}); ${HELP}`,
+  );
 }
 
 /** A host as the engine names it (Router.mxSet): lower case, without IPv6 brackets. */
 function hostName(host: string): string {
-  return host.trim().toLowerCase().replace(/^\[(.*)\]$/, '$1');
+  return host
+    .trim()
+    .toLowerCase()
+    .replace(/^\[(.*)\]$/, '$1');
 }

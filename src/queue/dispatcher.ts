@@ -224,7 +224,10 @@ export class Dispatcher implements Placer {
     if (aside.size > 0) fill.again = true;
     for (const [destination, items] of aside) {
       try {
-        await kind.setAside!(items.map((i) => i.job), destination);
+        await kind.setAside!(
+          items.map((i) => i.job),
+          destination,
+        );
       } catch (err) {
         this.log.error({ err, destination }, 'could not park the jobs of a destination that is down');
         for (const item of items) this.links.claims.skip(item, destination);
@@ -266,7 +269,10 @@ export class Dispatcher implements Placer {
     }
     for (const [kind, list] of parked) {
       // Held as taken until they are parked, so that no fill reads them meanwhile.
-      void kind.setAside!(list.map((i) => i.job), destination).then(
+      void kind.setAside!(
+        list.map((i) => i.job),
+        destination,
+      ).then(
         () => {
           for (const item of list) this.links.claims.letGo(item);
         },
@@ -339,10 +345,13 @@ export class Dispatcher implements Placer {
       if (!started) break;
     }
     if (wait !== null && !this.rateTimer && !this.stopped) {
-      this.rateTimer = setTimeout(() => {
-        this.rateTimer = null;
-        this.dispatchAll();
-      }, Math.max(Math.ceil(wait), 1));
+      this.rateTimer = setTimeout(
+        () => {
+          this.rateTimer = null;
+          this.dispatchAll();
+        },
+        Math.max(Math.ceil(wait), 1),
+      );
       this.rateTimer.unref();
     }
   }

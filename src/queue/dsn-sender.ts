@@ -55,9 +55,10 @@ export class DsnSender {
         remoteMta: attempt.smtpCode > 0 ? attempt.host : null,
         diagnostic: attempt.smtpCode > 0 ? attempt.response : null,
         lastAttempt: new Date(now),
-        explanation: final === 'bounced'
-          ? 'The receiving server refused it permanently.'
-          : `Delivery was retried until it expired; the last attempt said: ${attempt.response}`,
+        explanation:
+          final === 'bounced'
+            ? 'The receiving server refused it permanently.'
+            : `Delivery was retried until it expired; the last attempt said: ${attempt.response}`,
       },
     });
     // The stored form splits the per-message header block (To, Message-ID) from the rest.

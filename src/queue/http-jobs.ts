@@ -137,10 +137,12 @@ export class HttpJobs implements JobKind<PreparedJob> {
    */
   async loadMany(ids: readonly string[], keys: readonly string[]): Promise<Array<PreparedJob | null>> {
     const records = await this.d.jobs.getMany(ids, keys);
-    return Promise.all(records.map(async (job): Promise<PreparedJob | null> => {
-      if (!job || job.state !== 'pending') return null;
-      return { job, target: await this.d.targets.get(job.targetId), body: undefined };
-    }));
+    return Promise.all(
+      records.map(async (job): Promise<PreparedJob | null> => {
+        if (!job || job.state !== 'pending') return null;
+        return { job, target: await this.d.targets.get(job.targetId), body: undefined };
+      }),
+    );
   }
 
   /** The bodies of jobs going into a ready queue (small bodies: webhooks), their events in one read. */
@@ -259,7 +261,9 @@ export class HttpJobs implements JobKind<PreparedJob> {
 
   private async unpark(jobs: JobRecord[]): Promise<void> {
     const now = this.d.clock.now();
-    await this.d.store.commit(jobs.flatMap((job) => this.d.jobs.change(job, { ...job, state: 'pending', parkedOn: undefined, dueAt: iso(now), updatedAt: iso(now) })));
+    await this.d.store.commit(
+      jobs.flatMap((job) => this.d.jobs.change(job, { ...job, state: 'pending', parkedOn: undefined, dueAt: iso(now), updatedAt: iso(now) })),
+    );
     this.d.notify(now);
   }
 
@@ -308,9 +312,10 @@ export class HttpJobs implements JobKind<PreparedJob> {
     if (!outcome.ok && next === null) {
       const attempts = job.attempts + 1;
       const due = nextHttpAttemptAt(attempts, now, this.d.targets.schedule, this.d.random);
-      next = due === null
-        ? { ...job, state: 'failed', attempts, updatedAt: at, lastAttempt }
-        : { ...job, state: 'pending', attempts, dueAt: iso(due), updatedAt: at, lastAttempt };
+      next =
+        due === null
+          ? { ...job, state: 'failed', attempts, updatedAt: at, lastAttempt }
+          : { ...job, state: 'pending', attempts, dueAt: iso(due), updatedAt: at, lastAttempt };
     }
     const { counts, op } = await this.d.targets.counters.count(target.id, outcome.ok, at);
     const ops = [...this.d.jobs.change(job, next), op];
@@ -323,11 +328,18 @@ export class HttpJobs implements JobKind<PreparedJob> {
     }
     log().info(
       { status: outcome.status, error: outcome.error, attempts: next!.attempts, next_attempt_at: next!.state === 'pending' ? next!.dueAt : undefined },
-      next!.state === 'failed' ? `${this.name} delivery failed for good` : outcome.unreachable ? `${this.name} endpoint not answering; deliveries wait` : `${this.name} delivery failed; will retry`,
+      next!.state === 'failed'
+        ? `${this.name} delivery failed for good`
+        : outcome.unreachable
+          ? `${this.name} endpoint not answering; deliveries wait`
+          : `${this.name} delivery failed; will retry`,
     );
     if (next!.state === 'pending') this.d.notify(Date.parse(next!.dueAt));
     if (counts.errorsSinceLastSuccess >= AUTO_DISABLE_AFTER && (await this.d.targets.disable(target.id))) {
-      log().warn({ errors_since_last_success: counts.errorsSinceLastSuccess, url: target.url }, `${this.name} disabled after ${AUTO_DISABLE_AFTER} failed deliveries in a row; enable it again through the API to resume`);
+      log().warn(
+        { errors_since_last_success: counts.errorsSinceLastSuccess, url: target.url },
+        `${this.name} disabled after ${AUTO_DISABLE_AFTER} failed deliveries in a row; enable it again through the API to resume`,
+      );
     }
   }
 

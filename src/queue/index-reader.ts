@@ -286,7 +286,10 @@ export class IndexReader {
       const limit = Math.min(PAGE, Math.max(MIN_PAGE, 2 * (room - fill.fresh)));
       const page = await this.index.due(kind.name, now, limit, floor);
       if (page.length === 0) break;
-      const [left] = await this.takeEntries(fill, page.map((entry) => ({ entry })));
+      const [left] = await this.takeEntries(
+        fill,
+        page.map((entry) => ({ entry })),
+      );
       if (left) {
         floor = left.entry.key;
         break;
@@ -352,7 +355,12 @@ export class IndexReader {
   private async load(kind: JobKind, visits: Visit[]): Promise<unknown[]> {
     const unread = visits.filter((v) => v.job === undefined).map((v) => v.entry);
     if (unread.length === 0) return visits.map((v) => v.job);
-    const read = kind.loadMany ? await kind.loadMany(unread.map((e) => e.id), unread.map((e) => e.key)) : await Promise.all(unread.map((e) => kind.load(e.id, e.key)));
+    const read = kind.loadMany
+      ? await kind.loadMany(
+          unread.map((e) => e.id),
+          unread.map((e) => e.key),
+        )
+      : await Promise.all(unread.map((e) => kind.load(e.id, e.key)));
     let next = 0;
     return visits.map((v) => (v.job === undefined ? read[next++] : v.job));
   }

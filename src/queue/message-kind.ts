@@ -12,7 +12,11 @@ const DESTINATION_WAIT_MS = 2000;
  * Outbound mail as a job kind: the SMTP dispatcher, destinations by MX set, and
  * DeliveryQueue's attempt and outcome rules.
  */
-export function messageKind(repo: Pick<MessagesRepo, 'get' | 'getManyCached'>, queue: Pick<DeliveryQueue, 'process'>, mxSet: (domain: string) => Promise<string>): JobKind<MessageRecord> {
+export function messageKind(
+  repo: Pick<MessagesRepo, 'get' | 'getManyCached'>,
+  queue: Pick<DeliveryQueue, 'process'>,
+  mxSet: (domain: string) => Promise<string>,
+): JobKind<MessageRecord> {
   return {
     name: 'message',
     dispatcher: 'smtp',

@@ -28,7 +28,11 @@ export class OutcomeWriter {
         }
         const delay = outcomeRetryDelayMs(failures);
         // One line per job, not one per try.
-        if (failures === 1) log().error({ err, ...what, retry_in_ms: delay }, 'the outcome of an attempt could not be stored: kept in memory and written again; no new attempt for this job');
+        if (failures === 1)
+          log().error(
+            { err, ...what, retry_in_ms: delay },
+            'the outcome of an attempt could not be stored: kept in memory and written again; no new attempt for this job',
+          );
         await this.wait(delay);
       }
     }

@@ -17,7 +17,15 @@ export interface SuppressionList {
   active(accountId: string, email: string, domain: string): Promise<SuppressionRecord | undefined>;
   guard<T>(accountId: string, email: string, domain: string, fn: (stored: SuppressionRecord | undefined) => Promise<T>): Promise<T>;
   inForce(record: SuppressionRecord | undefined, now: number): boolean;
-  automatic(accountId: string, email: string, domain: string, reason: string, source: 'bounce' | 'failure', now: number, previous?: SuppressionRecord): WriteOp[];
+  automatic(
+    accountId: string,
+    email: string,
+    domain: string,
+    reason: string,
+    source: 'bounce' | 'failure',
+    now: number,
+    previous?: SuppressionRecord,
+  ): WriteOp[];
 }
 
 /** Reports bounces and final failures (implemented by DsnSender). */
@@ -61,10 +69,22 @@ export class Outcomes {
           updatedAt: iso(now),
           attempts: [...current.attempts, { time: iso(now), log: `bounce received: ${text}`.slice(0, 1000), status: 'Bounced' }],
         };
-        const suppress = bounceSuppresses(classification) && !this.suppressions.inForce(stored, now)
-          ? this.suppressions.automatic(current.accountId, current.recipient, current.domain, `Hard bounce (${classification}): ${text}`.slice(0, 255), 'bounce', now, stored)
-          : [];
-        return { next, extra: [...(isFinal(current.status) ? [] : this.repo.unschedule(current)), ...this.event(next, 'message.bounced', undefined), ...suppress] };
+        const suppress =
+          bounceSuppresses(classification) && !this.suppressions.inForce(stored, now)
+            ? this.suppressions.automatic(
+                current.accountId,
+                current.recipient,
+                current.domain,
+                `Hard bounce (${classification}): ${text}`.slice(0, 255),
+                'bounce',
+                now,
+                stored,
+              )
+            : [];
+        return {
+          next,
+          extra: [...(isFinal(current.status) ? [] : this.repo.unschedule(current)), ...this.event(next, 'message.bounced', undefined), ...suppress],
+        };
       }),
     );
   }
@@ -84,7 +104,9 @@ export class Outcomes {
       const withAttempt = (status: string) => ({ ...base, attempts: [...current.attempts, { time: iso(now), log, status }] });
       const data = attemptData(attempt);
       const suppress = (reason: string, source: 'bounce' | 'failure') =>
-        this.suppressions.inForce(stored, now) ? [] : this.suppressions.automatic(current.accountId, current.recipient, current.domain, reason, source, now, stored);
+        this.suppressions.inForce(stored, now)
+          ? []
+          : this.suppressions.automatic(current.accountId, current.recipient, current.domain, reason, source, now, stored);
       switch (attempt.outcome) {
         case 'delivered': {
           const next = { ...withAttempt('Delivered'), status: 'Delivered' as MessageStatus, deliveredAt: iso(now), bounceClassification: '' };
@@ -105,13 +127,17 @@ export class Outcomes {
           };
         }
         case 'deferred': {
-          const at = nextAttemptAt({
-            attempts: current.attempts.length + 1,
-            createdAt: Date.parse(current.createdAt),
-            now,
-            expiresAt: current.schedule?.expires ? Date.parse(current.schedule.expires) : null,
-            hintMs: attempt.hintMs,
-          }, this.policy, this.random);
+          const at = nextAttemptAt(
+            {
+              attempts: current.attempts.length + 1,
+              createdAt: Date.parse(current.createdAt),
+              now,
+              expiresAt: current.schedule?.expires ? Date.parse(current.schedule.expires) : null,
+              hintMs: attempt.hintMs,
+            },
+            this.policy,
+            this.random,
+          );
           if (at === null) {
             const classification = attempt.classification ?? 'TransientFailure';
             const next = { ...withAttempt('Failed'), status: 'Failed' as MessageStatus, bounceClassification: classification };
@@ -172,7 +198,10 @@ export class Outcomes {
         bounceClassification: play.attempt?.classification ?? (play.status === 'Sandbox Failed' ? 'TransientFailure' : ''),
         attempts: [...current.attempts, { time: iso(now), log: `sandbox: ${play.attempt?.response ?? play.status}`, status: play.status }],
       };
-      return { next, extra: [...this.repo.unschedule(current), ...play.events.flatMap((type) => this.event(next, type, type === 'message.failed' ? undefined : attempt))] };
+      return {
+        next,
+        extra: [...this.repo.unschedule(current), ...play.events.flatMap((type) => this.event(next, type, type === 'message.failed' ? undefined : attempt))],
+      };
     });
   }
 
@@ -255,12 +284,24 @@ const SANDBOX: Record<SandboxResult, { status: MessageStatus; events: OutcomeEve
   bounce: {
     status: 'Sandbox Bounced',
     events: ['message.bounced'],
-    attempt: { smtp_code: 550, enhanced_status_code: '5.1.1', response: '550 5.1.1 sandbox: the recipient does not exist', command: 'RCPT TO', classification: 'InvalidRecipient' },
+    attempt: {
+      smtp_code: 550,
+      enhanced_status_code: '5.1.1',
+      response: '550 5.1.1 sandbox: the recipient does not exist',
+      command: 'RCPT TO',
+      classification: 'InvalidRecipient',
+    },
   },
   defer: {
     status: 'Sandbox Deferred',
     events: ['message.transient_error'],
-    attempt: { smtp_code: 451, enhanced_status_code: '4.3.0', response: '451 4.3.0 sandbox: try again later', command: 'DATA', classification: 'TransientFailure' },
+    attempt: {
+      smtp_code: 451,
+      enhanced_status_code: '4.3.0',
+      response: '451 4.3.0 sandbox: try again later',
+      command: 'DATA',
+      classification: 'TransientFailure',
+    },
   },
   fail: { status: 'Sandbox Failed', events: ['message.failed'] },
   suppress: { status: 'Sandbox Suppressed', events: ['message.suppressed'] },

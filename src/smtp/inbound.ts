@@ -3,7 +3,17 @@ import type { BoundSocket } from '../util/bound-socket.ts';
 import { printable, reply } from './session-limits.ts';
 import { envelopeAddress } from './envelope-address.ts';
 import { ListenerServer } from './listener-server.ts';
-import { listenerServer, listenOn, SmtpListeners, tooManyRecipients, type ListenerDeps, type ListenerObserver, type ListenerOptions, type ListenerRole, type ListenerSession } from './listener.ts';
+import {
+  listenerServer,
+  listenOn,
+  SmtpListeners,
+  tooManyRecipients,
+  type ListenerDeps,
+  type ListenerObserver,
+  type ListenerOptions,
+  type ListenerRole,
+  type ListenerSession,
+} from './listener.ts';
 import type { Accepted, InboundPolicy } from '../inbound/policy.ts';
 import type { HeaderSummary, Intake } from '../inbound/intake.ts';
 import type { DataSpool } from '../message/spool.ts';
@@ -106,7 +116,16 @@ function inboundRole(options: InboundOptions, deps: InboundDeps): ListenerRole<I
       policy.decide(address.address).then(
         (decision) => {
           if (decision.kind === 'refused') {
-            log.info({ client: session.remoteAddress, sender: session.envelope.mailFrom ? session.envelope.mailFrom.address : '', recipient: printable(address.address, 200), verdict: 'refused', reason: decision.reason }, 'inbound recipient refused');
+            log.info(
+              {
+                client: session.remoteAddress,
+                sender: session.envelope.mailFrom ? session.envelope.mailFrom.address : '',
+                recipient: printable(address.address, 200),
+                verdict: 'refused',
+                reason: decision.reason,
+              },
+              'inbound recipient refused',
+            );
             observer?.recipient('refused');
             return answer(reply(550, `5.7.1 ${printable(address.address, 200)}: ${decision.reason}`));
           }
@@ -147,7 +166,9 @@ function inboundRole(options: InboundOptions, deps: InboundDeps): ListenerRole<I
       const size = stored.size;
       log.info({ ...fields, inbound_id: record.id, size, verdict: 'accepted', kinds: [...new Set(state.accepted.map((a) => a.kind))] }, 'inbound message');
       // Bounces and complaints are taken in before the answer; a failure leaves them for the next start.
-      await intake.takeIn(record).catch((err: unknown) => log.error({ err, inbound_id: record.id }, 'inbound bounce or complaint not taken in yet; retried on the next start'));
+      await intake
+        .takeIn(record)
+        .catch((err: unknown) => log.error({ err, inbound_id: record.id }, 'inbound bounce or complaint not taken in yet; retried on the next start'));
       return `2.0.0 Ok: queued as ${record.id}`;
     },
 

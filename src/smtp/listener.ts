@@ -1,6 +1,13 @@
 import type { AddressInfo } from 'node:net';
 import type { Logger } from 'pino';
-import type { SMTPServer, SMTPServerAddress, SMTPServerAuthentication, SMTPServerAuthenticationResponse, SMTPServerOptions, SMTPServerSession } from 'smtp-server';
+import type {
+  SMTPServer,
+  SMTPServerAddress,
+  SMTPServerAuthentication,
+  SMTPServerAuthenticationResponse,
+  SMTPServerOptions,
+  SMTPServerSession,
+} from 'smtp-server';
 import { receiveData, type DataSpool, type SpooledMessage } from '../message/spool.ts';
 import type { BoundSocket } from '../util/bound-socket.ts';
 import { AppError } from '../util/errors.ts';
@@ -100,7 +107,8 @@ export function tooManyRecipients(max: number): Error {
 export function listenerServer<S extends ListenerSession>(options: ListenerOptions, deps: ListenerDeps, role: ListenerRole<S>): SMTPServer {
   const { log, observer } = deps;
   /** Counts a command's outcome by the reply its callback gets, then gives the reply. */
-  const decided = <A extends unknown[]>(command: Parameters<ListenerObserver['command']>[1], callback: (err?: Error | null, ...rest: A) => void) =>
+  const decided =
+    <A extends unknown[]>(command: Parameters<ListenerObserver['command']>[1], callback: (err?: Error | null, ...rest: A) => void) =>
     (err?: Error | null, ...rest: A) => {
       const code = (err as { responseCode?: number } | null | undefined)?.responseCode;
       const verdict = !err ? 'accepted' : code !== undefined && code < 500 ? 'deferred' : 'rejected';
@@ -164,8 +172,8 @@ export function listenerServer<S extends ListenerSession>(options: ListenerOptio
       const spool = role.newSpool();
       state.spool = spool;
       const lines = checkLines(stream);
-      receiveData(lines, options.maxMessageBytes, spool).then(
-        async (data) => {
+      receiveData(lines, options.maxMessageBytes, spool)
+        .then(async (data) => {
           if (data === null) {
             await spool.discard();
             role.refused?.(session, state, 'too big', 552);
@@ -180,19 +188,19 @@ export function listenerServer<S extends ListenerSession>(options: ListenerOptio
           if (stored instanceof Error) return callback(stored);
           state.delivered = true;
           callback(null, stored);
-        },
-      ).catch((err: unknown) => {
-        void spool.discard().catch(() => undefined);
-        if (err instanceof AppError && err.status < 500) return callback(reply(552, `5.3.4 ${err.message}`));
-        // The client left or was cut at the DATA deadline: its message was never complete, nothing of ours failed.
-        if (isClientGone(err)) {
-          log.info({ ...role.transaction(session, state), code: (err as { code?: string }).code }, role.lines.dataIncomplete);
-          return callback(reply(451, '4.4.2 The message was not received in full'));
-        }
-        if (isStorageFailure(err, deps.storage)) return callback(reply(452, INSUFFICIENT_STORAGE));
-        log.error({ err }, role.lines.dataNotStored);
-        callback(reply(451, '4.3.0 The message could not be stored; try again'));
-      });
+        })
+        .catch((err: unknown) => {
+          void spool.discard().catch(() => undefined);
+          if (err instanceof AppError && err.status < 500) return callback(reply(552, `5.3.4 ${err.message}`));
+          // The client left or was cut at the DATA deadline: its message was never complete, nothing of ours failed.
+          if (isClientGone(err)) {
+            log.info({ ...role.transaction(session, state), code: (err as { code?: string }).code }, role.lines.dataIncomplete);
+            return callback(reply(451, '4.4.2 The message was not received in full'));
+          }
+          if (isStorageFailure(err, deps.storage)) return callback(reply(452, INSUFFICIENT_STORAGE));
+          log.error({ err }, role.lines.dataNotStored);
+          callback(reply(451, '4.3.0 The message could not be stored; try again'));
+        });
     },
   };
   if (role.auth) {
@@ -221,7 +229,13 @@ export interface Listening {
  * cannot listen, those started are closed again and its error is thrown. `label` begins the
  * servers' session error lines.
  */
-export async function listenOn(host: string, ports: readonly ListenerPort[], log: Logger, label: string, create: (port: ListenerPort) => SMTPServer): Promise<Listening[]> {
+export async function listenOn(
+  host: string,
+  ports: readonly ListenerPort[],
+  log: Logger,
+  label: string,
+  create: (port: ListenerPort) => SMTPServer,
+): Promise<Listening[]> {
   const started: Listening[] = [];
   try {
     for (const port of ports) {

@@ -10,12 +10,24 @@ import { Gate } from '../util/gate.ts';
 import { AuthAfterTlsServer, ENCRYPTION_REQUIRED } from './auth-after-tls.ts';
 import type { AuthThrottle } from './auth-throttle.ts';
 import { envelopeAddress } from './envelope-address.ts';
-import { listenerServer, listenOn, SmtpListeners, tooManyRecipients, type ListenerDeps, type ListenerOptions, type ListenerRole, type ListenerSession } from './listener.ts';
+import {
+  listenerServer,
+  listenOn,
+  SmtpListeners,
+  tooManyRecipients,
+  type ListenerDeps,
+  type ListenerOptions,
+  type ListenerRole,
+  type ListenerSession,
+} from './listener.ts';
 import { printable, reply } from './session-limits.ts';
 
 /** What AUTH needs to know of a credential (implemented by accounts/SmtpCredentials). */
 export interface CredentialCheck {
-  authenticate(username: string, password: string): Promise<{ id: string; accountId: string; sandbox: boolean; scope: 'global' | 'scoped'; domains: string[] } | null>;
+  authenticate(
+    username: string,
+    password: string,
+  ): Promise<{ id: string; accountId: string; sandbox: boolean; scope: 'global' | 'scoped'; domains: string[] } | null>;
   /** Whether the credential still exists (a deleted one ends its sessions' sending). */
   exists(id: string): Promise<boolean>;
 }
@@ -52,7 +64,9 @@ interface SubmissionSession extends ListenerSession {
  */
 export class SubmissionListeners extends SmtpListeners {
   static async start(options: SubmissionOptions, deps: SubmissionDeps): Promise<SubmissionListeners> {
-    const started = await listenOn(options.host, options.ports, deps.log, 'SMTP submission', ({ secure }) => listenerServer(options, deps, submissionRole(options, deps, secure)));
+    const started = await listenOn(options.host, options.ports, deps.log, 'SMTP submission', ({ secure }) =>
+      listenerServer(options, deps, submissionRole(options, deps, secure)),
+    );
     deps.log.info({ host: options.host, ports: started.map((s) => ({ port: s.port, tls: s.secure ? 'implicit' : 'starttls' })) }, 'SMTP submission listening');
     return new SubmissionListeners(started);
   }
@@ -108,7 +122,8 @@ function submissionRole(options: SubmissionOptions, deps: SubmissionDeps, secure
           return callback(reply(535, '5.7.8 Authentication credentials invalid'));
         }
         const account = await accounts.get(credential.accountId);
-        if (account?.status !== 'active') return callback(reply(535, `5.7.8 The account of this credential ${account?.status === 'deleted' ? 'has been deleted' : 'is suspended'}`));
+        if (account?.status !== 'active')
+          return callback(reply(535, `5.7.8 The account of this credential ${account?.status === 'deleted' ? 'has been deleted' : 'is suspended'}`));
         throttle.succeed(address);
         const user: SessionUser = {
           credentialId: credential.id,
@@ -131,7 +146,8 @@ function submissionRole(options: SubmissionOptions, deps: SubmissionDeps, secure
         const user = session.user as SessionUser;
         if (!(await credentials.exists(user.credentialId))) return callback(reply(535, '5.7.8 This credential no longer exists'));
         const account = await accounts.get(user.relayer.account.id);
-        if (account?.status !== 'active') return callback(reply(550, `5.7.1 The account of this credential ${account?.status === 'deleted' ? 'has been deleted' : 'is suspended'}`));
+        if (account?.status !== 'active')
+          return callback(reply(550, `5.7.1 The account of this credential ${account?.status === 'deleted' ? 'has been deleted' : 'is suspended'}`));
         const relayer = { ...user.relayer, account };
         user.relayer = relayer;
         try {
@@ -171,7 +187,10 @@ function submissionRole(options: SubmissionOptions, deps: SubmissionDeps, secure
       try {
         const client = { helo: session.hostNameAppearsAs ?? '', address: session.remoteAddress, tls: session.secure };
         const accepted = await relay.accept(user.relayer, domain, from, to, raw, client);
-        log.info({ account_id: user.relayer.account.id, message_ids: accepted.map((m) => m.id), recipients: to.length, sandbox: accepted[0]?.sandbox ?? null }, 'SMTP message accepted');
+        log.info(
+          { account_id: user.relayer.account.id, message_ids: accepted.map((m) => m.id), recipients: to.length, sandbox: accepted[0]?.sandbox ?? null },
+          'SMTP message accepted',
+        );
         return `2.0.0 Ok: queued as ${accepted[0]!.id}${accepted.length > 1 ? ` (+${accepted.length - 1} more)` : ''}`;
       } catch (err) {
         await spool.discard();

@@ -120,7 +120,11 @@ export class Statistics {
   private async severalTags(accountId: string, tags: string[], rollup: (dim: Dimension, values: string[], factor?: number) => Promise<void>): Promise<void> {
     const overlaps = await this.tagSetOverlaps(accountId, tags);
     const several = overlaps.filter(([, k]) => k >= 2);
-    if (overlaps.length <= tags.length + several.length) return rollup('g', overlaps.map(([set]) => set));
+    if (overlaps.length <= tags.length + several.length)
+      return rollup(
+        'g',
+        overlaps.map(([set]) => set),
+      );
     await rollup('t', tags);
     for (const [set, k] of several) await rollup('g', [set], -(k - 1));
   }

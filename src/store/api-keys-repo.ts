@@ -22,10 +22,7 @@ export class ApiKeysRepo {
 
   /** The record and its hash index; the hash never changes after creation. */
   create(key: ApiKeyRecord): WriteOp[] {
-    return [
-      this.update(key),
-      { type: 'put', family: 'apiKeysByHash', key: key.secretHash, value: primaryKey(key.accountId, key.id) },
-    ];
+    return [this.update(key), { type: 'put', family: 'apiKeysByHash', key: key.secretHash, value: primaryKey(key.accountId, key.id) }];
   }
 
   update(key: ApiKeyRecord): WriteOp {

@@ -76,11 +76,13 @@ export class EventsRepo {
     for (;;) {
       const old = (await this.store.families.events.values({ lt: idFloor(beforeMs), limit: 1000 }).all()) as EventRecord[];
       if (old.length === 0) return purged;
-      await this.store.commit(old.flatMap((event): WriteOp[] => [
-        { type: 'del', family: 'events', key: event.id },
-        // The per-account index earlier releases wrote: emptied as its events go.
-        { type: 'del', family: 'eventsByAccount', key: `${event.accountId}:${event.id}` },
-      ]));
+      await this.store.commit(
+        old.flatMap((event): WriteOp[] => [
+          { type: 'del', family: 'events', key: event.id },
+          // The per-account index earlier releases wrote: emptied as its events go.
+          { type: 'del', family: 'eventsByAccount', key: `${event.accountId}:${event.id}` },
+        ]),
+      );
       purged += old.length;
     }
   }

@@ -50,7 +50,10 @@ export class GroupCommitter {
 
   private async flush(group: Pending[]): Promise<void> {
     try {
-      await this.write(group.flatMap((p) => p.ops), group.length);
+      await this.write(
+        group.flatMap((p) => p.ops),
+        group.length,
+      );
       for (const p of group) p.resolve();
     } catch (err) {
       if (group.length === 1) {

@@ -17,7 +17,11 @@ export class InboundRepo {
 
   put(record: InboundRecord): WriteOp[] {
     const ops: WriteOp[] = [{ type: 'put', family: 'inbound', key: `r:${record.id}`, value: record }];
-    ops.push(record.state === 'pending' ? { type: 'put', family: 'inbound', key: `p:${record.id}`, value: record.id } : { type: 'del', family: 'inbound', key: `p:${record.id}` });
+    ops.push(
+      record.state === 'pending'
+        ? { type: 'put', family: 'inbound', key: `p:${record.id}`, value: record.id }
+        : { type: 'del', family: 'inbound', key: `p:${record.id}` },
+    );
     return ops;
   }
 
@@ -36,7 +40,12 @@ export class InboundRepo {
    * `spooled`), chunks[0] goes first and the others after them.
    */
   chunkOps(bodyId: string, chunks: Buffer[], spooled: number): WriteOp[] {
-    return chunks.map((bytes, i) => ({ type: 'put', family: 'bodies', key: `${bodyId}:${(i === 0 ? 0 : i + spooled).toString().padStart(6, '0')}`, value: bytes }));
+    return chunks.map((bytes, i) => ({
+      type: 'put',
+      family: 'bodies',
+      key: `${bodyId}:${(i === 0 ? 0 : i + spooled).toString().padStart(6, '0')}`,
+      value: bytes,
+    }));
   }
 
   /** The message's bytes, chunk by chunk. */
@@ -69,7 +78,12 @@ export class InboundRepo {
       const old = (await this.store.families.inbound.values({ gt: 'r:', lt: `r:${idFloor(beforeMs)}`, limit: 200 }).all()) as InboundRecord[];
       if (old.length === 0) return purged;
       const ops: WriteOp[] = [];
-      for (const r of old) ops.push({ type: 'del', family: 'inbound', key: `r:${r.id}` }, { type: 'del', family: 'inbound', key: `p:${r.id}` }, ...(await this.dropBody(r.bodyId)));
+      for (const r of old)
+        ops.push(
+          { type: 'del', family: 'inbound', key: `r:${r.id}` },
+          { type: 'del', family: 'inbound', key: `p:${r.id}` },
+          ...(await this.dropBody(r.bodyId)),
+        );
       await this.store.commit(ops);
       purged += old.length;
     }

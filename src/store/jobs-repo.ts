@@ -44,7 +44,10 @@ export class JobsRepo {
     let unread = ids.flatMap((_, i) => (found[i] === undefined ? [i] : []));
     if (unread.length === 0) return found;
     if (keys) {
-      const values = await this.store.getMany<JobRecord | string>('schedule', unread.map((i) => keys[i]!));
+      const values = await this.store.getMany<JobRecord | string>(
+        'schedule',
+        unread.map((i) => keys[i]!),
+      );
       for (const [n, i] of unread.entries()) {
         const value = values[n];
         if (typeof value === 'object' && value.id === ids[i]) found[i] = value;
@@ -52,7 +55,10 @@ export class JobsRepo {
       unread = unread.filter((i) => found[i] === undefined);
       if (unread.length === 0) return found;
     }
-    const read = await this.store.getMany<JobRecord>('jobs', unread.map((i) => ids[i]!));
+    const read = await this.store.getMany<JobRecord>(
+      'jobs',
+      unread.map((i) => ids[i]!),
+    );
     for (const [n, i] of unread.entries()) found[i] = read[n];
     return found;
   }
@@ -154,7 +160,10 @@ export class JobsRepo {
    * stale one) is not the job's: it is left out, the job counts at its own entry or listing.
    */
   async pending(entries: readonly DueEntry[]): Promise<JobRecord[]> {
-    const jobs = await this.getMany(entries.map((e) => e.id), entries.map((e) => e.key));
+    const jobs = await this.getMany(
+      entries.map((e) => e.id),
+      entries.map((e) => e.key),
+    );
     return jobs.filter((job, i): job is JobRecord => job?.state === 'pending' && Date.parse(job.dueAt) === entries[i]!.dueMs);
   }
 

@@ -297,8 +297,6 @@ function expiryKeys(m: MessageRecord): string[] {
   return keys;
 }
 
-
-
 function chunkKey(bodyId: string, index: number): string {
   return `${bodyId}:${index.toString().padStart(6, '0')}`;
 }
@@ -337,11 +335,7 @@ const minString = (a: string, b: string) => (a < b ? a : b);
  * Walks several index ranges at once in id order (descending when `reverse`), yielding each
  * id once. Each range holds `prefix + id` keys strictly between `above` and `below`.
  */
-async function* mergeRanges(
-  index: Sublevel,
-  prefixes: string[],
-  bounds: { above: string; below: string; reverse: boolean },
-): AsyncGenerator<string> {
+async function* mergeRanges(index: Sublevel, prefixes: string[], bounds: { above: string; below: string; reverse: boolean }): AsyncGenerator<string> {
   const iterators = prefixes.map((p) => index.iterator({ gt: p + bounds.above, lt: p + bounds.below, reverse: bounds.reverse }));
   try {
     const heads = await Promise.all(iterators.map(async (it) => (await it.next())?.[1] as string | undefined));

@@ -61,7 +61,9 @@ export async function migrate(store: Store, hooks: MigrationSteps): Promise<stri
   const meta = new MetaRepo(store);
   const found = await meta.schemaVersion();
   if (found > SCHEMA_VERSION) {
-    throw new SchemaError(`the data directory ${store.dir} was written by a newer release (store schema ${found}; this release knows ${SCHEMA_VERSION}): run that release, or restore a backup`);
+    throw new SchemaError(
+      `the data directory ${store.dir} was written by a newer release (store schema ${found}; this release knows ${SCHEMA_VERSION}): run that release, or restore a backup`,
+    );
   }
   const steps: string[] = [];
   if (found === 1 && (await isEmpty(store))) {

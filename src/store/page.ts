@@ -24,8 +24,7 @@ export interface Page<T> {
 export async function readPage<T>(sublevel: Sublevel, prefix: string, req: PageRequest): Promise<Page<T>> {
   const lower = prefix;
   const upper = `${prefix}\xff`;
-  const take = async (options: { gt: string; lt: string; reverse: boolean; limit: number }) =>
-    (await sublevel.iterator(options).all()) as Array<[string, T]>;
+  const take = async (options: { gt: string; lt: string; reverse: boolean; limit: number }) => (await sublevel.iterator(options).all()) as Array<[string, T]>;
 
   if (req.before !== undefined) {
     const rows = await take({ gt: lower, lt: prefix + req.before, reverse: true, limit: req.limit + 1 });
@@ -34,9 +33,10 @@ export async function readPage<T>(sublevel: Sublevel, prefix: string, req: PageR
     const last = page.at(-1)?.[0];
     // Nothing before the cursor in this range: what follows starts at the cursor itself. A merged
     // listing (domains split by validity) needs this for the range whose page came up empty.
-    const hasNext = last === undefined
-      ? (await sublevel.iterator({ gte: prefix + req.before, lt: upper, limit: 1 }).all()).length > 0
-      : (await take({ gt: last, lt: upper, reverse: false, limit: 1 })).length > 0;
+    const hasNext =
+      last === undefined
+        ? (await sublevel.iterator({ gte: prefix + req.before, lt: upper, limit: 1 }).all()).length > 0
+        : (await take({ gt: last, lt: upper, reverse: false, limit: 1 })).length > 0;
     return build(page, prefix, hasNext, hasPrevious);
   }
 
@@ -45,9 +45,7 @@ export async function readPage<T>(sublevel: Sublevel, prefix: string, req: PageR
   const hasNext = rows.length > req.limit;
   const page = rows.slice(0, req.limit);
   const first = page[0]?.[0];
-  const hasPrevious = first === undefined
-    ? req.after !== undefined
-    : (await take({ gt: lower, lt: first, reverse: true, limit: 1 })).length > 0;
+  const hasPrevious = first === undefined ? req.after !== undefined : (await take({ gt: lower, lt: first, reverse: true, limit: 1 })).length > 0;
   return build(page, prefix, hasNext, hasPrevious);
 }
 

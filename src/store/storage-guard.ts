@@ -56,9 +56,10 @@ export function formatBytes(bytes: number): string {
 /** The line that says why a reading is too low. */
 export function lowSpaceText(dir: string, reading: SpaceReading, settings: Pick<StorageSettings, 'minFreeBytes' | 'minFreePercent'>): string {
   const need = requiredFreeBytes(reading.total, settings);
-  const setting = need > settings.minFreeBytes
-    ? `storage.min_free_percent ${settings.minFreePercent}% = ${formatBytes(need)}`
-    : `storage.min_free_bytes ${formatBytes(settings.minFreeBytes)}`;
+  const setting =
+    need > settings.minFreeBytes
+      ? `storage.min_free_percent ${settings.minFreePercent}% = ${formatBytes(need)}`
+      : `storage.min_free_bytes ${formatBytes(settings.minFreeBytes)}`;
   return `${formatBytes(reading.free)} free on the filesystem of ${dir}, below ${setting}`;
 }
 
@@ -220,8 +221,10 @@ export class StorageGuard {
     this.problem = problem;
     if (!this.ok) return;
     this.ok = false;
-    this.deps.log.warn({ data_dir: this.dir, reason: problem.text, free_bytes: this.reading?.free ?? null },
-      'storage refuses writes: new mail is refused (API 507, SMTP 452 4.3.1) and no new attempts start until it recovers');
+    this.deps.log.warn(
+      { data_dir: this.dir, reason: problem.text, free_bytes: this.reading?.free ?? null },
+      'storage refuses writes: new mail is refused (API 507, SMTP 452 4.3.1) and no new attempts start until it recovers',
+    );
     this.deps.onChange?.(false);
   }
 }

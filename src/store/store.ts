@@ -101,9 +101,7 @@ export class Store {
       await db.open();
     } catch (err) {
       if (isLockError(err)) {
-        throw new StoreLockedError(
-          `data directory ${dir} is in use by another process (is a postilion daemon already running on it?)`,
-        );
+        throw new StoreLockedError(`data directory ${dir} is in use by another process (is a postilion daemon already running on it?)`);
       }
       throw err;
     }

@@ -73,9 +73,12 @@ export class SuppressionsRepo {
    * walk when given; the other conditions are checked on each record.
    */
   async list(accountId: string, filter: SuppressionFilter, req: PageRequest): Promise<Page<SuppressionRecord>> {
-    const prefix = filter.email !== undefined
-      ? `e:${accountId}:${enc(filter.email)}:`
-      : filter.domain !== undefined ? `d:${accountId}:${filter.domain}:` : `a:${accountId}:`;
+    const prefix =
+      filter.email !== undefined
+        ? `e:${accountId}:${enc(filter.email)}:`
+        : filter.domain !== undefined
+          ? `d:${accountId}:${filter.domain}:`
+          : `a:${accountId}:`;
     const low = filter.fromMs !== undefined ? idFloor(filter.fromMs) : '';
     const high = filter.toMs !== undefined ? idFloor(filter.toMs + 1) : '\xff';
     // Newest first: "after" a cursor means older ids, "before" means newer ones.

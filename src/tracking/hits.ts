@@ -138,27 +138,50 @@ export class TrackingHits {
     const first = !isBot && !counts.firstOpenAt && !m.firstOpenAt;
     counts.opens += 1;
     if (first) counts.firstOpenAt = iso(hit.at);
-    return this.events.record({
-      type: 'message.opened',
-      accountId: m.accountId,
-      data: {
-        account_id: m.accountId, event: 'on_opened', from: m.sender, recipient: m.recipient, subject: m.subject,
-        message_id_header: m.messageId, id: m.id, user_agent: hit.userAgent, ip: hit.ip, is_bot: isBot,
+    return this.events.record(
+      {
+        type: 'message.opened',
+        accountId: m.accountId,
+        data: {
+          account_id: m.accountId,
+          event: 'on_opened',
+          from: m.sender,
+          recipient: m.recipient,
+          subject: m.subject,
+          message_id_header: m.messageId,
+          id: m.id,
+          user_agent: hit.userAgent,
+          ip: hit.ip,
+          is_bot: isBot,
+        },
       },
-    }, { message: m, first });
+      { message: m, first },
+    );
   }
 
   private clicked(m: MessageRecord, counts: MessageHitsRecord, hit: Hit, isBot: boolean): WriteOp[] {
     const first = !isBot && !counts.firstClickAt && !m.firstClickAt;
     counts.clicks += 1;
     if (first) counts.firstClickAt = iso(hit.at);
-    return this.events.record({
-      type: 'message.clicked',
-      accountId: m.accountId,
-      data: {
-        account_id: m.accountId, event: 'on_clicked', from: m.sender, recipient: m.recipient, subject: m.subject,
-        message_id_header: m.messageId, id: m.id, url: hit.url ?? '', user_agent: hit.userAgent, ip: hit.ip, is_bot: isBot,
+    return this.events.record(
+      {
+        type: 'message.clicked',
+        accountId: m.accountId,
+        data: {
+          account_id: m.accountId,
+          event: 'on_clicked',
+          from: m.sender,
+          recipient: m.recipient,
+          subject: m.subject,
+          message_id_header: m.messageId,
+          id: m.id,
+          url: hit.url ?? '',
+          user_agent: hit.userAgent,
+          ip: hit.ip,
+          is_bot: isBot,
+        },
       },
-    }, { message: m, first });
+      { message: m, first },
+    );
   }
 }

@@ -106,10 +106,7 @@ export class LeanHttpServer {
       if (!c.answering) c.socket.destroy();
     }
     if (this.connections.size > 0) {
-      await Promise.race([
-        new Promise<void>((resolve) => (this.drained = resolve)),
-        new Promise<void>((resolve) => setTimeout(resolve, graceMs).unref()),
-      ]);
+      await Promise.race([new Promise<void>((resolve) => (this.drained = resolve)), new Promise<void>((resolve) => setTimeout(resolve, graceMs).unref())]);
     }
     for (const c of this.connections) c.socket.destroy();
     await closed;

@@ -124,7 +124,8 @@ export class TrackingListenerThread {
       for (const done of this.syncs.values()) done();
       this.syncs.clear();
       this.onClosed?.();
-      if (this.closing === null) this.deps?.log.error({ code }, 'the tracking listener thread ended: opens and clicks are not answered until the daemon restarts');
+      if (this.closing === null)
+        this.deps?.log.error({ code }, 'the tracking listener thread ended: opens and clicks are not answered until the daemon restarts');
     });
   }
 

@@ -71,13 +71,15 @@ function factsOf(id: string): Maybe<Facts | null> {
   if (kept) return kept;
   let read = reading.get(id);
   if (!read) {
-    read = ask<MessageFacts | null>({ kind: 'message', id }).then((found) => {
-      facts.delete(id);
-      if (!found) return null;
-      const entry: Facts = { ...found, links: undefined };
-      facts.set(id, entry);
-      return entry;
-    }).finally(() => reading.delete(id));
+    read = ask<MessageFacts | null>({ kind: 'message', id })
+      .then((found) => {
+        facts.delete(id);
+        if (!found) return null;
+        const entry: Facts = { ...found, links: undefined };
+        facts.set(id, entry);
+        return entry;
+      })
+      .finally(() => reading.delete(id));
     reading.set(id, read);
   }
   return read;

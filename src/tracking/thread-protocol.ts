@@ -44,10 +44,7 @@ export interface MessageFacts {
   click: boolean;
 }
 
-export type Lookup =
-  | { kind: 'host'; host: string }
-  | { kind: 'message'; id: string }
-  | { kind: 'links'; id: string };
+export type Lookup = { kind: 'host'; host: string } | { kind: 'message'; id: string } | { kind: 'links'; id: string };
 
 /** Thread → daemon. */
 export type FromThread =

@@ -9,7 +9,7 @@ export class BloomFilter {
   private added = 0;
 
   constructor(readonly capacity: number) {
-    this.bits = Math.max(64, Math.ceil(Math.max(1, capacity) * BITS_PER_ENTRY / 32) * 32);
+    this.bits = Math.max(64, Math.ceil((Math.max(1, capacity) * BITS_PER_ENTRY) / 32) * 32);
     this.words = new Uint32Array(this.bits / 32);
   }
 

@@ -28,9 +28,10 @@ export function parseCidr(input: string): Cidr {
     addr = (addr as ipaddr.IPv6).toIPv4Address();
     bits -= 96;
   }
-  const network = addr.kind() === 'ipv4'
-    ? ipaddr.IPv4.networkAddressFromCIDR(`${addr.toString()}/${bits}`)
-    : ipaddr.IPv6.networkAddressFromCIDR(`${addr.toString()}/${bits}`);
+  const network =
+    addr.kind() === 'ipv4'
+      ? ipaddr.IPv4.networkAddressFromCIDR(`${addr.toString()}/${bits}`)
+      : ipaddr.IPv6.networkAddressFromCIDR(`${addr.toString()}/${bits}`);
   return [network, bits];
 }
 

@@ -12,7 +12,10 @@ export function forwardedClient(peer: Ip, header: string | undefined, trustedPro
   const trusted = (ip: Ip) => trustedProxies.some((cidr) => cidrContains(cidr, ip));
   if (!trusted(peer)) return peer;
   let client = peer;
-  const hops = (header || '').split(',').map((s) => s.trim()).filter(Boolean);
+  const hops = (header || '')
+    .split(',')
+    .map((s) => s.trim())
+    .filter(Boolean);
   for (let i = hops.length - 1; i >= 0; i--) {
     const hop = parseForwardedHop(hops[i]!);
     if (!hop) return hops[i]!;

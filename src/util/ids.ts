@@ -29,11 +29,26 @@ function format(msecs: number, seq: number): string {
   const r = random16();
   const h = HEX;
   return (
-    h[(msecs / 0x10000000000) & 0xff]! + h[(msecs / 0x100000000) & 0xff]! + h[(msecs / 0x1000000) & 0xff]! + h[(msecs / 0x10000) & 0xff]! +
-    '-' + h[(msecs / 0x100) & 0xff]! + h[msecs & 0xff]! +
-    '-' + h[0x70 | ((seq >>> 28) & 0x0f)]! + h[(seq >>> 20) & 0xff]! +
-    '-' + h[0x80 | ((seq >>> 14) & 0x3f)]! + h[(seq >>> 6) & 0xff]! +
-    '-' + h[((seq << 2) & 0xff) | (pool[r + 10]! & 0x03)]! + h[pool[r + 11]!]! + h[pool[r + 12]!]! + h[pool[r + 13]!]! + h[pool[r + 14]!]! + h[pool[r + 15]!]!
+    h[(msecs / 0x10000000000) & 0xff]! +
+    h[(msecs / 0x100000000) & 0xff]! +
+    h[(msecs / 0x1000000) & 0xff]! +
+    h[(msecs / 0x10000) & 0xff]! +
+    '-' +
+    h[(msecs / 0x100) & 0xff]! +
+    h[msecs & 0xff]! +
+    '-' +
+    h[0x70 | ((seq >>> 28) & 0x0f)]! +
+    h[(seq >>> 20) & 0xff]! +
+    '-' +
+    h[0x80 | ((seq >>> 14) & 0x3f)]! +
+    h[(seq >>> 6) & 0xff]! +
+    '-' +
+    h[((seq << 2) & 0xff) | (pool[r + 10]! & 0x03)]! +
+    h[pool[r + 11]!]! +
+    h[pool[r + 12]!]! +
+    h[pool[r + 13]!]! +
+    h[pool[r + 14]!]! +
+    h[pool[r + 15]!]!
   );
 }
 

@@ -85,7 +85,7 @@ class Parts {
       return;
     }
     this.text('"');
-    for (let at = 0; at < text.length; ) {
+    for (let at = 0; at < text.length;) {
       let end = Math.min(at + SLICE_CHARS, text.length);
       const last = text.charCodeAt(end - 1);
       if (end < text.length && last >= 0xd800 && last <= 0xdbff) end -= 1;

@@ -156,7 +156,9 @@ export class WebhookFanout {
       let hooks = byAccount.get(event.accountId);
       if (!hooks) {
         const all = (await this.webhooks.ofAccount(event.accountId)).filter((w) => w.enabled);
-        hooks = await Promise.all(all.map(async (webhook) => ({ webhook, domains: webhook.scope === 'scoped' ? new Set(await this.webhooks.domainsOf(webhook)) : null })));
+        hooks = await Promise.all(
+          all.map(async (webhook) => ({ webhook, domains: webhook.scope === 'scoped' ? new Set(await this.webhooks.domainsOf(webhook)) : null })),
+        );
         byAccount.set(event.accountId, hooks);
       }
       let mine: { event: EventRecord; jobs: number } | null = null;

@@ -27,7 +27,12 @@ export function eventDomain(event: EventRecord): string | null {
   // A plain address, or `Name <address>` (campaign mail).
   const address = /<([^<>]*)>\s*$/.exec(data.from)?.[1] ?? data.from;
   const at = address.lastIndexOf('@');
-  return at < 0 ? null : address.slice(at + 1).trim().toLowerCase();
+  return at < 0
+    ? null
+    : address
+        .slice(at + 1)
+        .trim()
+        .toLowerCase();
 }
 
 /** Whether the webhook wants the event: enabled, its flag set, and (scoped) one of its domains. */

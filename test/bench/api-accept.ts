@@ -69,9 +69,10 @@ type ServerChild = ServerProcess<ServerInfo, CommitStats>;
 
 /** A transactional-looking HTML body of exactly `bytes` bytes. */
 function html(bytes: number): string {
-  const head = '<!doctype html><html><head><meta charset="utf-8"><title>Your receipt</title>'
-    + '<style>body{font-family:Arial,sans-serif;color:#222}table{border-collapse:collapse}td{padding:4px 8px}</style>'
-    + '</head><body><h1>Thanks for your order</h1><p>Hello, here is your receipt.</p><table>';
+  const head =
+    '<!doctype html><html><head><meta charset="utf-8"><title>Your receipt</title>' +
+    '<style>body{font-family:Arial,sans-serif;color:#222}table{border-collapse:collapse}td{padding:4px 8px}</style>' +
+    '</head><body><h1>Thanks for your order</h1><p>Hello, here is your receipt.</p><table>';
   const tail = '</table><p>Questions? Reply to this email or visit <a href="https://example.com/help">our help centre</a>.</p></body></html>';
   let rows = '';
   for (let i = 1; head.length + rows.length + tail.length < bytes; i++) {
@@ -176,7 +177,8 @@ async function preflight(child: ServerChild, headers: Record<string, string>, bo
   if (recipients !== null) {
     const data = (JSON.parse(text) as { data: Array<{ error?: unknown }> }).data;
     const failed = data.filter((d) => d.error);
-    if (data.length !== recipients || failed.length > 0) throw new Error(`${child.name} preflight: ${data.length} outcomes, ${failed.length} errors: ${text.slice(0, 500)}`);
+    if (data.length !== recipients || failed.length > 0)
+      throw new Error(`${child.name} preflight: ${data.length} outcomes, ${failed.length} errors: ${text.slice(0, 500)}`);
   }
 }
 
@@ -191,12 +193,16 @@ const pad = (s: string, n: number): string => s.padEnd(n);
 const lpad = (s: string, n: number): string => s.padStart(n);
 
 function line(run: Run, extra = ''): string {
-  const codes = Object.entries(run.statusCodes).map(([c, n]) => `${c}:${n}`).join(' ');
-  return `  ${pad(run.target, 22)} ${lpad(f1(run.perSecond), 9)}/s  202s ${lpad(String(run.accepted), 6)}  non-2xx ${run.non2xx}  errors ${run.errors}`
-    + `  timeouts ${run.timeouts}  p50 ${lpad(f1(run.p50), 6)} ms  p99 ${lpad(f1(run.p99), 6)} ms`
-    + `  synced writers ${run.committedWriters} in ${run.fsyncBatches} fsyncs (${f1(run.committedWriters / Math.max(1, run.fsyncBatches))}/fsync)`
-    + (run.serverCpu === null ? '' : `  server CPU ${f0(run.serverCpu * 100)}% = ${f0(run.cpuPerAccept ?? 0)} µs/202`)
-    + `  [${codes}]${extra}`;
+  const codes = Object.entries(run.statusCodes)
+    .map(([c, n]) => `${c}:${n}`)
+    .join(' ');
+  return (
+    `  ${pad(run.target, 22)} ${lpad(f1(run.perSecond), 9)}/s  202s ${lpad(String(run.accepted), 6)}  non-2xx ${run.non2xx}  errors ${run.errors}` +
+    `  timeouts ${run.timeouts}  p50 ${lpad(f1(run.p50), 6)} ms  p99 ${lpad(f1(run.p99), 6)} ms` +
+    `  synced writers ${run.committedWriters} in ${run.fsyncBatches} fsyncs (${f1(run.committedWriters / Math.max(1, run.fsyncBatches))}/fsync)` +
+    (run.serverCpu === null ? '' : `  server CPU ${f0(run.serverCpu * 100)}% = ${f0(run.cpuPerAccept ?? 0)} µs/202`) +
+    `  [${codes}]${extra}`
+  );
 }
 
 function filesystemOf(path: string): string {
@@ -224,19 +230,31 @@ async function main(): Promise<void> {
   try {
     const floor: ServerChild = new ServerProcess('floor', 'floor-server.ts');
     children.push(floor);
-    const postilion: ServerChild = new ServerProcess('postilion', 'postilion-server.ts', { nodeArgs: CPU_PROF ? ['--cpu-prof', `--cpu-prof-dir=${CPU_PROF}`] : [] });
+    const postilion: ServerChild = new ServerProcess('postilion', 'postilion-server.ts', {
+      nodeArgs: CPU_PROF ? ['--cpu-prof', `--cpu-prof-dir=${CPU_PROF}`] : [],
+    });
     children.push(postilion);
     await Promise.all([floor.ready(), postilion.ready()]);
 
     const cpu = cpus();
     console.log('api-accept benchmark');
     console.log(`  machine: ${cpu.length} × ${cpu[0]?.model.trim() ?? '?'}; node ${process.version}; temp dir ${tmpdir()} on ${filesystemOf(tmpdir())}`);
-    console.log(`  load average at start: ${loadavg().map((n) => n.toFixed(2)).join(' ')} (other work on this machine skews the figures)`);
-    console.log(`  load: autocannon, ${CONNECTIONS} connections, ${WARMUP} s warm-up per server, ${RUNS} × ${DURATION} s runs alternating floor / postilion; loopback 127.0.0.1`);
+    console.log(
+      `  load average at start: ${loadavg()
+        .map((n) => n.toFixed(2))
+        .join(' ')} (other work on this machine skews the figures)`,
+    );
+    console.log(
+      `  load: autocannon, ${CONNECTIONS} connections, ${WARMUP} s warm-up per server, ${RUNS} × ${DURATION} s runs alternating floor / postilion; loopback 127.0.0.1`,
+    );
     console.log(`  body: single recipient, ${HTML.length}-byte html_content (request ${sendBody('app@example.com', 1).length} bytes)`);
-    console.log(`  postilion: ${postilion.info.url}${postilion.info.path} (pid ${postilion.info.pid}); per-account general rate limit RAISED to`
-      + ` ${postilion.info.rateLimit?.per_second}/s, burst ${postilion.info.rateLimit?.burst} (default 100/s, burst 200) so it does not cap the load; log level silent`);
-    console.log(`  floor:     ${floor.info.url}${floor.info.path} (pid ${floor.info.pid}); bare Koa, JSON.parse, Store.commit (group commit, one synced classic-level batch), 202`);
+    console.log(
+      `  postilion: ${postilion.info.url}${postilion.info.path} (pid ${postilion.info.pid}); per-account general rate limit RAISED to` +
+        ` ${postilion.info.rateLimit?.per_second}/s, burst ${postilion.info.rateLimit?.burst} (default 100/s, burst 200) so it does not cap the load; log level silent`,
+    );
+    console.log(
+      `  floor:     ${floor.info.url}${floor.info.path} (pid ${floor.info.pid}); bare Koa, JSON.parse, Store.commit (group commit, one synced classic-level batch), 202`,
+    );
     if (CPU_PROF) console.log(`  postilion child runs under --cpu-prof; profile goes to ${CPU_PROF}`);
     console.log('');
 
@@ -299,16 +317,22 @@ async function main(): Promise<void> {
       const ratio = pMed / fMed;
       console.log(`single recipient, 5 KB HTML, ${CONNECTIONS} connections, median of ${RUNS} × ${DURATION} s:`);
       console.log(`  floor (Koa + JSON + LevelDB group commit, sync)  ${lpad(f1(fMed), 8)} accepts/s   ${latency(floorRuns)}   non-2xx ${non2xx(floorRuns)}`);
-      console.log(`  postilion POST /v2/accounts/{id}/messages        ${lpad(f1(pMed), 8)} accepts/s   ${latency(postilionRuns)}   non-2xx ${non2xx(postilionRuns)}`);
+      console.log(
+        `  postilion POST /v2/accounts/{id}/messages        ${lpad(f1(pMed), 8)} accepts/s   ${latency(postilionRuns)}   non-2xx ${non2xx(postilionRuns)}`,
+      );
       if (floorRuns[0]?.cpuPerAccept != null && postilionRuns[0]?.cpuPerAccept != null) {
-        console.log(`  server CPU per 202 (user+sys, all threads): floor ${f0(med(floorRuns, (r) => r.cpuPerAccept!))} µs, postilion ${f0(med(postilionRuns, (r) => r.cpuPerAccept!))} µs`
-          + ` (server CPU use: floor ${f0(med(floorRuns, (r) => r.serverCpu!) * 100)}%, postilion ${f0(med(postilionRuns, (r) => r.serverCpu!) * 100)}% of one core)`);
+        console.log(
+          `  server CPU per 202 (user+sys, all threads): floor ${f0(med(floorRuns, (r) => r.cpuPerAccept!))} µs, postilion ${f0(med(postilionRuns, (r) => r.cpuPerAccept!))} µs` +
+            ` (server CPU use: floor ${f0(med(floorRuns, (r) => r.serverCpu!) * 100)}%, postilion ${f0(med(postilionRuns, (r) => r.serverCpu!) * 100)}% of one core)`,
+        );
       }
       console.log(`  ratio postilion / floor: ${ratio.toFixed(3)}   (target ≥ 0.5: ${ratio >= 0.5 ? 'MET' : 'NOT MET'})`);
       const floorCpu = floorRuns[0]?.cpuPerAccept != null ? med(floorRuns, (r) => r.cpuPerAccept!) : null;
       if (floorCpu !== null) {
-        console.log(`  MIME composition alone: ${f0(compose)} µs CPU per message = ${(compose / floorCpu).toFixed(2)} × the floor's CPU per request;`
-          + ` a server doing the floor's work plus composition, CPU-bound like the floor, reaches at most ${(floorCpu / (floorCpu + compose)).toFixed(2)} of it`);
+        console.log(
+          `  MIME composition alone: ${f0(compose)} µs CPU per message = ${(compose / floorCpu).toFixed(2)} × the floor's CPU per request;` +
+            ` a server doing the floor's work plus composition, CPU-bound like the floor, reaches at most ${(floorCpu / (floorCpu + compose)).toFixed(2)} of it`,
+        );
       }
     }
     if (BULK_RUNS > 0) {
@@ -317,10 +341,18 @@ async function main(): Promise<void> {
       console.log(`  postilion  ${f1(bMed)} requests/s = ${f0(bMed * BULK_RECIPIENTS)} recipients/s   ${latency(bulkRuns)}   non-2xx ${non2xx(bulkRuns)}`);
     }
     console.log(`non-2xx + errors + timeouts over all measured runs: ${bad}`);
-    console.log(`every 202 after a synced write: ${unsynced.length === 0 ? 'yes' : 'NO'} (synced group-commit writers ≥ 202s in ${all.length - unsynced.length}/${all.length} runs;`
-      + ' Store.commit = one classic-level batch with { sync: true })');
-    console.log(`load average at end: ${loadavg().map((n) => n.toFixed(2)).join(' ')}`);
-    console.log(`postilion per-account rate limit was raised to ${postilion.info.rateLimit?.per_second}/s (burst ${postilion.info.rateLimit?.burst}) for this benchmark`);
+    console.log(
+      `every 202 after a synced write: ${unsynced.length === 0 ? 'yes' : 'NO'} (synced group-commit writers ≥ 202s in ${all.length - unsynced.length}/${all.length} runs;` +
+        ' Store.commit = one classic-level batch with { sync: true })',
+    );
+    console.log(
+      `load average at end: ${loadavg()
+        .map((n) => n.toFixed(2))
+        .join(' ')}`,
+    );
+    console.log(
+      `postilion per-account rate limit was raised to ${postilion.info.rateLimit?.per_second}/s (burst ${postilion.info.rateLimit?.burst}) for this benchmark`,
+    );
     console.log('====================================================================================');
   } finally {
     await Promise.allSettled(children.map((c) => c.stop()));

@@ -25,7 +25,12 @@ interface Profile {
   endTime: number;
 }
 
-const flags = new Map(process.argv.slice(2).filter((a) => a.startsWith('--')).map((a) => a.slice(2).split('=') as [string, string]));
+const flags = new Map(
+  process.argv
+    .slice(2)
+    .filter((a) => a.startsWith('--'))
+    .map((a) => a.slice(2).split('=') as [string, string]),
+);
 const [file, countArg, filter] = process.argv.slice(2).filter((a) => !a.startsWith('--'));
 const fromUs = Number(flags.get('from') ?? 0) * 1e6;
 const toUs = Number(flags.get('to') ?? Infinity) * 1e6;
@@ -106,7 +111,9 @@ const ms = (us: number): string => `${(us / 1000).toFixed(0).padStart(7)} ms`;
 
 console.log(`${file}: ${profile.samples.length} samples`);
 console.log(`busy % per second: ${timeline.map(([busy, idle], sec) => `${sec}:${Math.round((100 * busy) / (busy + idle || 1))}`).join(' ')}`);
-console.log(`window ${fromUs / 1e6}–${toUs === Infinity ? 'end' : toUs / 1e6} s: ${(windowUs / 1e6).toFixed(2)} s, busy ${(totalUs / 1e6).toFixed(2)} s (percentages below are of busy time)`);
+console.log(
+  `window ${fromUs / 1e6}–${toUs === Infinity ? 'end' : toUs / 1e6} s: ${(windowUs / 1e6).toFixed(2)} s, busy ${(totalUs / 1e6).toFixed(2)} s (percentages below are of busy time)`,
+);
 console.log('\nself time by function:');
 for (const [k, us] of selfBy(fnKey).slice(0, count)) console.log(`  ${pct(us)} ${ms(us)}  ${k}`);
 console.log('\nself time by file / package:');

@@ -30,7 +30,11 @@ export interface ServerStats {
 export class PostilionChild extends ServerProcess<ServerInfo, ServerStats> {
   constructor(env: Record<string, string>, nodeArgs: string[]) {
     // The thread pool sized as the postilion launcher sizes it (src/cli/postilion.js).
-    super('postilion', 'deliver-server.ts', { nodeArgs, env: { UV_THREADPOOL_SIZE: process.env.UV_THREADPOOL_SIZE ?? String(Math.max(2, availableParallelism())), ...env }, killAfterMs: 30_000 });
+    super('postilion', 'deliver-server.ts', {
+      nodeArgs,
+      env: { UV_THREADPOOL_SIZE: process.env.UV_THREADPOOL_SIZE ?? String(Math.max(2, availableParallelism())), ...env },
+      killAfterMs: 30_000,
+    });
   }
 
   /** One API call with the admin key; `body` is the parsed JSON (`any`: the callers read several response shapes loosely). */
@@ -65,16 +69,26 @@ export class PostilionChild extends ServerProcess<ServerInfo, ServerStats> {
    * account is in another status than Delivered (once the last outcomes are on disk).
    */
   async drained(): Promise<void> {
-    await until('an empty delivery queue', async () => {
-      const s = await this.stats();
-      return s.running === 0 && s.ready === 0;
-    }, 30_000, 50);
+    await until(
+      'an empty delivery queue',
+      async () => {
+        const s = await this.stats();
+        return s.running === 0 && s.ready === 0;
+      },
+      30_000,
+      50,
+    );
     const undelivered = `${this.info.path}?status=Received,Deferred,Failed,Bounced,Suppressed&limit=3`;
     let left: Array<{ status: string }> = [];
-    await until('every message to be recorded as Delivered', async () => {
-      left = (await this.api('GET', undelivered)).body.data;
-      return left.length === 0;
-    }, 30_000, 50).catch(() => {
+    await until(
+      'every message to be recorded as Delivered',
+      async () => {
+        left = (await this.api('GET', undelivered)).body.data;
+        return left.length === 0;
+      },
+      30_000,
+      50,
+    ).catch(() => {
       throw new Error(`messages not Delivered after the run: ${JSON.stringify(left).slice(0, 500)}`);
     });
   }

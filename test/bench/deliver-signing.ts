@@ -57,7 +57,11 @@ export function signRate(key: KeyObject, seconds: number): Promise<SignRun> {
           const usage = process.cpuUsage(cpu);
           const used = (usage.user + usage.system) / 1e6;
           const busy = machineBusy();
-          done({ perSecond: signed / elapsed, cores: used / elapsed, otherCores: machine === null || busy === null ? null : Math.max(0, busy - machine - used) / elapsed });
+          done({
+            perSecond: signed / elapsed,
+            cores: used / elapsed,
+            otherCores: machine === null || busy === null ? null : Math.max(0, busy - machine - used) / elapsed,
+          });
         }
       });
     };

@@ -101,7 +101,8 @@ async function acceptAll(child: PostilionChild, tag: string, total: number): Pro
       if (res.status !== 202) throw new Error(`accept: HTTP ${res.status} ${JSON.stringify(res.body).slice(0, 500)}`);
       const data = res.body.data as Array<{ id?: string; error?: unknown }>;
       const failed = data.filter((d) => d.error || !d.id);
-      if (data.length !== count || failed.length > 0) throw new Error(`accept: ${data.length} outcomes for ${count}, ${failed.length} refused: ${JSON.stringify(failed[0])}`);
+      if (data.length !== count || failed.length > 0)
+        throw new Error(`accept: ${data.length} outcomes for ${count}, ${failed.length} refused: ${JSON.stringify(failed[0])}`);
       for (const d of data) ids.push(d.id!);
     }
   };
@@ -114,7 +115,10 @@ async function acceptAll(child: PostilionChild, tag: string, total: number): Pro
 
 /** One message to the capturing sink: its DKIM signature must verify, with an RSA-2048 key. */
 async function verifyOne(child: PostilionChild, capture: Awaited<ReturnType<typeof startCaptureSink>>): Promise<string> {
-  const res = await child.api('POST', child.info.path, { ...(batchBody(child.info.from, 'verify', 0, 1) as object), recipients: [{ email: 'check@verify.test' }] });
+  const res = await child.api('POST', child.info.path, {
+    ...(batchBody(child.info.from, 'verify', 0, 1) as object),
+    recipients: [{ email: 'check@verify.test' }],
+  });
   if (res.status !== 202) throw new Error(`verify: HTTP ${res.status} ${JSON.stringify(res.body)}`);
   const [got] = await capture.waitFor(1, 20_000);
   return child.verifyDkim(got!.raw);
@@ -142,7 +146,9 @@ async function diagnose(child: PostilionChild, sunk: number): Promise<string> {
   try {
     const stats = await child.stats();
     const deferred = await child.api('GET', `${child.info.path}?status=Deferred,Failed,Bounced&limit=3`);
-    const attempts = (deferred.body?.data ?? []).map((m: { status: string; delivery_attempts?: Array<{ log: string }> }) => `${m.status}: ${m.delivery_attempts?.at(-1)?.log}`);
+    const attempts = (deferred.body?.data ?? []).map(
+      (m: { status: string; delivery_attempts?: Array<{ log: string }> }) => `${m.status}: ${m.delivery_attempts?.at(-1)?.log}`,
+    );
     return `the sink counted ${sunk}; postilion ${JSON.stringify(stats)}; not delivered, e.g.: ${attempts.join(' | ') || 'none listed'}`;
   } catch (err) {
     return `the sink counted ${sunk}; no diagnosis: ${(err as Error).message}`;
@@ -191,10 +197,15 @@ async function deliveryRun(child: PostilionChild, sink: Sink, tag: string, total
   let acceptError: unknown = null;
   accepting.catch((err: unknown) => (acceptError = err));
   try {
-    await until(`the sink to count ${total} messages`, () => {
-      if (acceptError) throw acceptError;
-      return sink.count() - base >= total;
-    }, Math.max(120_000, total * 20), 2);
+    await until(
+      `the sink to count ${total} messages`,
+      () => {
+        if (acceptError) throw acceptError;
+        return sink.count() - base >= total;
+      },
+      Math.max(120_000, total * 20),
+      2,
+    );
   } catch (err) {
     throw new Error(`${(err as Error).message}; ${await diagnose(child, sink.count() - base)}`);
   }
@@ -231,19 +242,21 @@ async function deliveryRun(child: PostilionChild, sink: Sink, tag: string, total
 
 function runLine(label: string, r: DeliveryRun, before: SignRun, after: SignRun): string {
   const sign = (before.perSecond + after.perSecond) / 2;
-  return `  ${label.padEnd(8)} delivered ${f0(r.perSecond).padStart(5)} msgs/s (${MESSAGES} in ${r.seconds.toFixed(2)} s)`
-    + `  accepted ${f0(r.acceptPerSecond).padStart(5)}/s`
-    + `  after last 202 ${r.drainPerSecond === null ? '  n/a' : f0(r.drainPerSecond).padStart(5)}/s`
-    + (r.serverCores === null ? '' : `  postilion CPU ${f2(r.serverCores)} cores = ${f0(r.serverCpuPerMessage!)} µs/msg`)
-    + (r.mainThreadCores === null ? '' : ` (main thread ${f2(r.mainThreadCores)})`)
-    + (r.sinkCores === null ? '' : `  sink CPU ${f2(r.sinkCores)} cores`)
-    + (r.benchCores === null ? '' : `  this process ${f2(r.benchCores)} cores`)
-    + (r.otherCores === null ? '' : `  other processes ${f2(Math.max(0, r.otherCores))} cores`)
-    + `  fsyncs ${r.fsyncs}`
-    + `  | signing before/after ${f0(before.perSecond)}/${f0(after.perSecond)} signs/s (${f2(before.cores)}/${f2(after.cores)} cores`
-    + `${before.otherCores === null || after.otherCores === null ? '' : `, other processes ${f2(before.otherCores)}/${f2(after.otherCores)}`})`
-    + `  ratio ${(r.perSecond / sign).toFixed(3)}`
-    + `  | ${r.check}`;
+  return (
+    `  ${label.padEnd(8)} delivered ${f0(r.perSecond).padStart(5)} msgs/s (${MESSAGES} in ${r.seconds.toFixed(2)} s)` +
+    `  accepted ${f0(r.acceptPerSecond).padStart(5)}/s` +
+    `  after last 202 ${r.drainPerSecond === null ? '  n/a' : f0(r.drainPerSecond).padStart(5)}/s` +
+    (r.serverCores === null ? '' : `  postilion CPU ${f2(r.serverCores)} cores = ${f0(r.serverCpuPerMessage!)} µs/msg`) +
+    (r.mainThreadCores === null ? '' : ` (main thread ${f2(r.mainThreadCores)})`) +
+    (r.sinkCores === null ? '' : `  sink CPU ${f2(r.sinkCores)} cores`) +
+    (r.benchCores === null ? '' : `  this process ${f2(r.benchCores)} cores`) +
+    (r.otherCores === null ? '' : `  other processes ${f2(Math.max(0, r.otherCores))} cores`) +
+    `  fsyncs ${r.fsyncs}` +
+    `  | signing before/after ${f0(before.perSecond)}/${f0(after.perSecond)} signs/s (${f2(before.cores)}/${f2(after.cores)} cores` +
+    `${before.otherCores === null || after.otherCores === null ? '' : `, other processes ${f2(before.otherCores)}/${f2(after.otherCores)}`})` +
+    `  ratio ${(r.perSecond / sign).toFixed(3)}` +
+    `  | ${r.check}`
+  );
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -264,21 +277,36 @@ async function main(defer: Defer): Promise<void> {
   // The baseline without statistics counters, when comparing.
   let plain: PostilionChild | null = null;
   if (COMPARE_COUNTERS) {
-    plain = new PostilionChild({ BENCH_SINK_PORT: String(sink.port), BENCH_CAPTURE_PORT: String(capture.port), BENCH_SESSIONS: String(SESSIONS), BENCH_COUNTERS: 'off' }, []);
+    plain = new PostilionChild(
+      { BENCH_SINK_PORT: String(sink.port), BENCH_CAPTURE_PORT: String(capture.port), BENCH_SESSIONS: String(SESSIONS), BENCH_COUNTERS: 'off' },
+      [],
+    );
     defer(() => plain!.stop());
     await plain.ready();
   }
 
   const cpu = cpus();
   console.log('deliver benchmark');
-  console.log(`  machine: ${cpu.length} × ${cpu[0]?.model.trim() ?? '?'}; node ${process.version}; UV_THREADPOOL_SIZE ${process.env.UV_THREADPOOL_SIZE ?? '4 (default)'}`);
-  console.log(`  load average at start: ${loadavg().map((n) => n.toFixed(2)).join(' ')} (other work on this machine skews the figures)`);
+  console.log(
+    `  machine: ${cpu.length} × ${cpu[0]?.model.trim() ?? '?'}; node ${process.version}; UV_THREADPOOL_SIZE ${process.env.UV_THREADPOOL_SIZE ?? '4 (default)'}`,
+  );
+  console.log(
+    `  load average at start: ${loadavg()
+      .map((n) => n.toFixed(2))
+      .join(' ')} (other work on this machine skews the figures)`,
+  );
   console.log(`  sink: ${sink.name} on 127.0.0.1:${sink.port}`);
-  console.log(`  postilion: child pid ${child.info.pid}, delivery.concurrency = per_destination = ${SESSIONS} (all mail to one destination: ${SESSIONS} sessions),`
-    + ' smarthost 127.0.0.1 (tls off), default messages_per_connection (sessions reused), DKIM RSA-2048 only, log silent, rate limit raised');
-  console.log(`  load: ${MESSAGES} messages per run, 5 KB HTML (${HTML.length} bytes), one recipient each, accepted in requests of ${BATCH} recipients (${ACCEPT_IN_FLIGHT} in flight)`);
+  console.log(
+    `  postilion: child pid ${child.info.pid}, delivery.concurrency = per_destination = ${SESSIONS} (all mail to one destination: ${SESSIONS} sessions),` +
+      ' smarthost 127.0.0.1 (tls off), default messages_per_connection (sessions reused), DKIM RSA-2048 only, log silent, rate limit raised',
+  );
+  console.log(
+    `  load: ${MESSAGES} messages per run, 5 KB HTML (${HTML.length} bytes), one recipient each, accepted in requests of ${BATCH} recipients (${ACCEPT_IN_FLIGHT} in flight)`,
+  );
   console.log(`  measured: from the first request sent until the sink has counted all ${MESSAGES} (acceptance and delivery overlap)`);
-  console.log(`  signing: async crypto.sign('sha256', ${SIGNED_HEADERS.length}-byte header block, RSA-2048 KeyObject), ${SIGN_IN_FLIGHT} in flight, ${SIGN_SECONDS} s, in the benchmark process with postilion idle`);
+  console.log(
+    `  signing: async crypto.sign('sha256', ${SIGNED_HEADERS.length}-byte header block, RSA-2048 KeyObject), ${SIGN_IN_FLIGHT} in flight, ${SIGN_SECONDS} s, in the benchmark process with postilion idle`,
+  );
   if (CPU_PROF) console.log(`  postilion child runs under --cpu-prof; profile goes to ${CPU_PROF}`);
   console.log('');
 
@@ -321,22 +349,33 @@ async function main(defer: Defer): Promise<void> {
   console.log(`median of ${RUNS} runs, ${MESSAGES} messages each, ${SESSIONS} sessions, RSA-2048 DKIM:`);
   console.log(`  postilion delivered (accept → sink has all)   ${f0(dMed).padStart(6)} msgs/s   per run: ${deliveries.map((r) => f0(r.perSecond)).join(' ')}`);
   console.log(`  postilion accepted (API, 100 per request)     ${f0(median(deliveries.map((r) => r.acceptPerSecond))).padStart(6)} msgs/s`);
-  if (drains.length > 0) console.log(`  postilion delivery after the last 202         ${f0(median(drains)).padStart(6)} msgs/s   (${drains.length} runs with a backlog then)`);
+  if (drains.length > 0)
+    console.log(`  postilion delivery after the last 202         ${f0(median(drains)).padStart(6)} msgs/s   (${drains.length} runs with a backlog then)`);
   console.log(`  async RSA-2048 signing, 2 cores                ${f0(sMed).padStart(6)} signs/s  measurements: ${signs.map((r) => f0(r.perSecond)).join(' ')}`);
   if (deliveries[0]?.serverCores != null) {
-    console.log(`  postilion CPU: ${f2(median(deliveries.map((r) => r.serverCores!)))} cores, ${f0(median(deliveries.map((r) => r.serverCpuPerMessage!)))} µs per message (user+sys, all threads)`
-      + (deliveries[0]?.sinkCores != null ? `; sink ${f2(median(deliveries.map((r) => r.sinkCores!)))} cores` : ''));
+    console.log(
+      `  postilion CPU: ${f2(median(deliveries.map((r) => r.serverCores!)))} cores, ${f0(median(deliveries.map((r) => r.serverCpuPerMessage!)))} µs per message (user+sys, all threads)` +
+        (deliveries[0]?.sinkCores != null ? `; sink ${f2(median(deliveries.map((r) => r.sinkCores!)))} cores` : ''),
+    );
   }
-  console.log(`  ratio delivered / signing: ${ratio.toFixed(3)} (per run, against the signing around it: ${deliveries.map((r, i) => (r.perSecond / around[i]!).toFixed(3)).join(' ')})`
-    + `   target ≥ 0.7: ${ratio >= 0.7 ? 'MET' : 'NOT MET'}`);
+  console.log(
+    `  ratio delivered / signing: ${ratio.toFixed(3)} (per run, against the signing around it: ${deliveries.map((r, i) => (r.perSecond / around[i]!).toFixed(3)).join(' ')})` +
+      `   target ≥ 0.7: ${ratio >= 0.7 ? 'MET' : 'NOT MET'}`,
+  );
   if (plain) {
     const pMed = median(withoutCounters.map((r) => r.perSecond));
     const counterRatio = dMed / pMed;
     console.log(`  statistics counters on  (the runs above)       ${f0(dMed).padStart(6)} msgs/s`);
-    console.log(`  statistics counters off (statistics.counters: false) ${f0(pMed).padStart(6)} msgs/s   per run: ${withoutCounters.map((r) => f0(r.perSecond)).join(' ')}`);
+    console.log(
+      `  statistics counters off (statistics.counters: false) ${f0(pMed).padStart(6)} msgs/s   per run: ${withoutCounters.map((r) => f0(r.perSecond)).join(' ')}`,
+    );
     console.log(`  ratio with / without counters: ${counterRatio.toFixed(3)}   target ≥ 0.95: ${counterRatio >= 0.95 ? 'MET' : 'NOT MET'}`);
   }
-  console.log(`load average at end: ${loadavg().map((n) => n.toFixed(2)).join(' ')}`);
+  console.log(
+    `load average at end: ${loadavg()
+      .map((n) => n.toFixed(2))
+      .join(' ')}`,
+  );
   console.log('=================================================================================');
 }
 

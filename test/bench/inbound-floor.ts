@@ -24,7 +24,10 @@ const server = new SMTPServer({
     stream.on('data', (c: Buffer) => chunks.push(c));
     stream.on('end', () => {
       const key = String(n++).padStart(12, '0');
-      db.batch([{ type: 'put', key, value: Buffer.concat(chunks) }], { sync: true }).then(() => callback(), (err: Error) => callback(err));
+      db.batch([{ type: 'put', key, value: Buffer.concat(chunks) }], { sync: true }).then(
+        () => callback(),
+        (err: Error) => callback(err),
+      );
     });
   },
 });

@@ -39,7 +39,11 @@ function smtpSource(): string {
 /** smtp-source sending `count` messages of BYTES to `to` at 127.0.0.1:`port`; resolves when it exits. */
 function source(port: number, count: number, to: string): Promise<void> {
   return new Promise((resolve, reject) => {
-    const proc = spawn(smtpSource(), ['-c', '-l', String(BYTES), '-m', String(count), '-s', String(SESSIONS), '-f', 'customer@example.net', '-t', to, `127.0.0.1:${port}`], { stdio: ['ignore', 'ignore', 'pipe'] });
+    const proc = spawn(
+      smtpSource(),
+      ['-c', '-l', String(BYTES), '-m', String(count), '-s', String(SESSIONS), '-f', 'customer@example.net', '-t', to, `127.0.0.1:${port}`],
+      { stdio: ['ignore', 'ignore', 'pipe'] },
+    );
     let stderr = '';
     proc.stderr!.on('data', (d: Buffer) => (stderr += d.toString()));
     proc.on('exit', (code) => (code === 0 ? resolve() : reject(new Error(`smtp-source exited ${code}: ${stderr.slice(0, 500)}`))));
@@ -63,7 +67,11 @@ async function postilionRun(defer: Defer, receiver: Awaited<ReturnType<typeof st
   const d = new Daemon({ BENCH_INBOUND: '1' });
   defer(() => d.stop());
   await d.ready();
-  const created = await d.api('POST', `/v2/accounts/${d.info.accountId}/routes`, { name: 'bench', url: `http://127.0.0.1:${receiver.port}/route`, recipient: 'support@example.com' });
+  const created = await d.api('POST', `/v2/accounts/${d.info.accountId}/routes`, {
+    name: 'bench',
+    url: `http://127.0.0.1:${receiver.port}/route`,
+    recipient: 'support@example.com',
+  });
   if (created.status !== 201) throw new Error(`route: HTTP ${created.status} ${JSON.stringify(created.body)}`);
   // Warm-up: a few messages through the whole path.
   receiver.reset();
@@ -97,7 +105,9 @@ async function main(defer: Defer): Promise<void> {
   for (let i = 0; i < RUNS; i++) {
     ours.push(await postilionRun(defer, receiver));
     floors.push(await floorRun(defer));
-    console.log(`round ${i + 1}: postilion ${f0(ours.at(-1)!)} msgs/s (smtp-source → inbound → route POST), floor ${f0(floors.at(-1)!)} msgs/s (smtp-source → smtp-server → synced LevelDB batch)`);
+    console.log(
+      `round ${i + 1}: postilion ${f0(ours.at(-1)!)} msgs/s (smtp-source → inbound → route POST), floor ${f0(floors.at(-1)!)} msgs/s (smtp-source → smtp-server → synced LevelDB batch)`,
+    );
   }
   const a = median(ours);
   const b = median(floors);

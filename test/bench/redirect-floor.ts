@@ -11,7 +11,13 @@ import { serveUntilDone } from './serve.ts';
 
 const TARGET = 'https://shop.example.net/orders/7?from=mail';
 const server = createServer((req, res) => {
-  res.writeHead(302, { location: TARGET, 'cache-control': 'no-store, no-cache, must-revalidate, max-age=0', pragma: 'no-cache', expires: '0', 'content-length': '0' });
+  res.writeHead(302, {
+    location: TARGET,
+    'cache-control': 'no-store, no-cache, must-revalidate, max-age=0',
+    pragma: 'no-cache',
+    expires: '0',
+    'content-length': '0',
+  });
   res.end();
 });
 await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));

@@ -42,7 +42,17 @@ interface Options {
 const REPLY_TIMEOUT_MS = 60_000;
 
 function parseOptions(argv: string[], env: NodeJS.ProcessEnv): Options {
-  const options: Options = { sessions: 1, messages: 1, bytes: 0, from: 'sender@bench.test', to: 'rcpt@bench.test', reuse: false, host: '', port: 25, auth: null };
+  const options: Options = {
+    sessions: 1,
+    messages: 1,
+    bytes: 0,
+    from: 'sender@bench.test',
+    to: 'rcpt@bench.test',
+    reuse: false,
+    host: '',
+    port: 25,
+    auth: null,
+  };
   const count = (flag: string, value: string | undefined): number => {
     const n = Number(value);
     if (!Number.isInteger(n) || n < 0) throw new Error(`${flag} needs a whole number, not ${value}`);
@@ -51,12 +61,24 @@ function parseOptions(argv: string[], env: NodeJS.ProcessEnv): Options {
   for (let i = 0; i < argv.length; i++) {
     const arg = argv[i]!;
     switch (arg) {
-      case '-d': options.reuse = true; break;
-      case '-s': options.sessions = Math.max(1, count(arg, argv[++i])); break;
-      case '-m': options.messages = count(arg, argv[++i]); break;
-      case '-l': options.bytes = count(arg, argv[++i]); break;
-      case '-f': options.from = argv[++i] ?? ''; break;
-      case '-t': options.to = argv[++i] ?? ''; break;
+      case '-d':
+        options.reuse = true;
+        break;
+      case '-s':
+        options.sessions = Math.max(1, count(arg, argv[++i]));
+        break;
+      case '-m':
+        options.messages = count(arg, argv[++i]);
+        break;
+      case '-l':
+        options.bytes = count(arg, argv[++i]);
+        break;
+      case '-f':
+        options.from = argv[++i] ?? '';
+        break;
+      case '-t':
+        options.to = argv[++i] ?? '';
+        break;
       default: {
         if (arg.startsWith('-')) throw new Error(`unknown option ${arg}`);
         const colon = arg.lastIndexOf(':');
@@ -204,8 +226,9 @@ async function run(options: Options): Promise<void> {
         const n = options.messages - left;
         left -= 1;
         c ??= await openInTurn();
-        const head = `From: <${options.from}>\r\nTo: <${options.to}>\r\nDate: ${new Date().toUTCString()}\r\n`
-          + `Message-Id: <${process.pid}.${s}.${n}.${Date.now()}@${helo}>\r\n\r\n`;
+        const head =
+          `From: <${options.from}>\r\nTo: <${options.to}>\r\nDate: ${new Date().toUTCString()}\r\n` +
+          `Message-Id: <${process.pid}.${s}.${n}.${Date.now()}@${helo}>\r\n\r\n`;
         await c.send(`MAIL FROM:<${options.from}>\r\n`, 250, 'MAIL FROM');
         await c.send(`RCPT TO:<${options.to}>\r\n`, 250, 'RCPT TO');
         await c.send('DATA\r\n', 354, 'DATA');

@@ -80,7 +80,12 @@ const sleep = (ms: number) => new Promise((done) => setTimeout(done, ms));
  * Waits until the other processes use less than `maxCores` over a `sampleMs` sample, checking
  * again every 15 s for at most `waitMs`. Returns the last sample and whether it was quiet.
  */
-export async function waitQuiet(maxCores: number, waitMs: number, sampleMs = 3000, say: (text: string) => void = () => undefined): Promise<{ quiet: boolean; sample: OtherCpu }> {
+export async function waitQuiet(
+  maxCores: number,
+  waitMs: number,
+  sampleMs = 3000,
+  say: (text: string) => void = () => undefined,
+): Promise<{ quiet: boolean; sample: OtherCpu }> {
   const deadline = Date.now() + waitMs;
   for (;;) {
     const before = snapshot();

@@ -68,7 +68,9 @@ export function peerMissing(): string | null {
 export function peerVersions(): string {
   const run = (cmd: string, args: string[]): string => {
     try {
-      return execFileSync(cmd, args, { encoding: 'utf8', stdio: ['ignore', 'pipe', 'pipe'] }).trim().split('\n')[0]!;
+      return execFileSync(cmd, args, { encoding: 'utf8', stdio: ['ignore', 'pipe', 'pipe'] })
+        .trim()
+        .split('\n')[0]!;
     } catch {
       return '?';
     }

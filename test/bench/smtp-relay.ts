@@ -151,10 +151,15 @@ async function postilionRun(child: PostilionChild, sink: Sink, client: string, t
   const proc = startClient(client, submission!.port, total, child.info.from, RECIPIENT, submission!);
   let failed: unknown = null;
   proc.done.catch((err: unknown) => (failed = err));
-  await until(`the sink to count ${total} messages`, () => {
-    if (failed) throw failed;
-    return sink.count() - base >= total;
-  }, Math.max(120_000, total * 20), 5);
+  await until(
+    `the sink to count ${total} messages`,
+    () => {
+      if (failed) throw failed;
+      return sink.count() - base >= total;
+    },
+    Math.max(120_000, total * 20),
+    5,
+  );
   const t1 = performance.now();
   const snap1 = snapshot();
   const cpu1 = cpuSeconds(child.info.pid);
@@ -182,23 +187,29 @@ async function postilionRun(child: PostilionChild, sink: Sink, client: string, t
 }
 
 function postilionLine(r: PostilionRun): string {
-  return `postilion                  ${f0(r.perSecond).padStart(5)} msgs/s at the sink (${MESSAGES} in ${r.seconds.toFixed(2)} s)`
-    + `  all 250s ${f0(r.acceptPerSecond).padStart(5)}/s`
-    + (r.serverCores === null ? '' : `  postilion CPU ${f2(r.serverCores)} cores = ${f0(r.serverCpuPerMessage!)} µs/msg (main thread ${f2(r.mainThreadCores ?? 0)})`)
-    + `  client ${f2(r.client.cpuSeconds / r.seconds)} cores (start ${f2(r.client.startupSeconds)} s)`
-    + (r.sinkCores === null ? '' : `  sink ${f2(r.sinkCores)} cores`)
-    + (r.benchCores === null ? '' : `  this process ${f2(r.benchCores)} cores`)
-    + `  machine ${r.cpu.machineCores === null ? '?' : f2(r.cpu.machineCores)} cores, other processes ${f2(r.cpu.otherCores)}`
-    + `  fsyncs ${r.fsyncs}`;
+  return (
+    `postilion                  ${f0(r.perSecond).padStart(5)} msgs/s at the sink (${MESSAGES} in ${r.seconds.toFixed(2)} s)` +
+    `  all 250s ${f0(r.acceptPerSecond).padStart(5)}/s` +
+    (r.serverCores === null
+      ? ''
+      : `  postilion CPU ${f2(r.serverCores)} cores = ${f0(r.serverCpuPerMessage!)} µs/msg (main thread ${f2(r.mainThreadCores ?? 0)})`) +
+    `  client ${f2(r.client.cpuSeconds / r.seconds)} cores (start ${f2(r.client.startupSeconds)} s)` +
+    (r.sinkCores === null ? '' : `  sink ${f2(r.sinkCores)} cores`) +
+    (r.benchCores === null ? '' : `  this process ${f2(r.benchCores)} cores`) +
+    `  machine ${r.cpu.machineCores === null ? '?' : f2(r.cpu.machineCores)} cores, other processes ${f2(r.cpu.otherCores)}` +
+    `  fsyncs ${r.fsyncs}`
+  );
 }
 
 function peerLine(label: string, r: PeerRun): string {
-  return `${label.padEnd(26)} ${f0(r.perSecond).padStart(5)} msgs/s at the sink (${PEER_MESSAGES})`
-    + `  all 250s ${f0(r.injectPerSecond).padStart(5)}/s  left in queue ${r.leftInQueue}`
-    + (r.client ? `  client ${f2(r.client.cpuSeconds / (PEER_MESSAGES / r.perSecond))} cores (start ${f2(r.client.startupSeconds)} s)` : '')
-    + `  | whole call ${r.seconds.toFixed(1)} s (set-up, DKIM check, 200 warm-up, run):`
-    + ` machine ${r.cpu.machineCores === null ? '?' : f2(r.cpu.machineCores)} cores, other processes ${f2(r.cpu.otherCores)}`
-    + (r.postilionCores === null ? '' : `, idle postilion ${f2(r.postilionCores)}`);
+  return (
+    `${label.padEnd(26)} ${f0(r.perSecond).padStart(5)} msgs/s at the sink (${PEER_MESSAGES})` +
+    `  all 250s ${f0(r.injectPerSecond).padStart(5)}/s  left in queue ${r.leftInQueue}` +
+    (r.client ? `  client ${f2(r.client.cpuSeconds / (PEER_MESSAGES / r.perSecond))} cores (start ${f2(r.client.startupSeconds)} s)` : '') +
+    `  | whole call ${r.seconds.toFixed(1)} s (set-up, DKIM check, 200 warm-up, run):` +
+    ` machine ${r.cpu.machineCores === null ? '?' : f2(r.cpu.machineCores)} cores, other processes ${f2(r.cpu.otherCores)}` +
+    (r.postilionCores === null ? '' : `, idle postilion ${f2(r.postilionCores)}`)
+  );
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -236,19 +247,30 @@ async function main(defer: Defer): Promise<void> {
 
   const cpu = cpus();
   console.log('smtp-relay benchmark');
-  console.log(`  machine: ${cpu.length} × ${cpu[0]?.model.trim() ?? '?'}; node ${process.version}; UV_THREADPOOL_SIZE ${process.env.UV_THREADPOOL_SIZE ?? '4 (default)'} (postilion's too);`
-    + ` load average at start ${loadavg().map(f2).join(' ')}`);
-  console.log(`  client: smtp-relay-client.ts (node, transpiled; started as \`timeout 600 smtp-source …\` on both sides), ${SESSIONS} sessions, one connection each,`
-    + ` lock-step commands (no pipelining), messages of From/To/Date/Message-Id + ${MSGLEN} body bytes; AUTH PLAIN in clear for Postilion (loopback), none for Postfix;`
-    + ' sessions connect and authenticate one after another');
+  console.log(
+    `  machine: ${cpu.length} × ${cpu[0]?.model.trim() ?? '?'}; node ${process.version}; UV_THREADPOOL_SIZE ${process.env.UV_THREADPOOL_SIZE ?? '4 (default)'} (postilion's too);` +
+      ` load average at start ${loadavg().map(f2).join(' ')}`,
+  );
+  console.log(
+    `  client: smtp-relay-client.ts (node, transpiled; started as \`timeout 600 smtp-source …\` on both sides), ${SESSIONS} sessions, one connection each,` +
+      ` lock-step commands (no pipelining), messages of From/To/Date/Message-Id + ${MSGLEN} body bytes; AUTH PLAIN in clear for Postilion (loopback), none for Postfix;` +
+      ' sessions connect and authenticate one after another',
+  );
   console.log(`  sink: ${sink.name} for Postilion; the peer script's smtp-sink (-M N, backlog 4096) for Postfix`);
-  console.log(`  postilion: child pid ${info.pid}, SMTP submission 127.0.0.1:${submission.port} (STARTTLS listener, no TLS used), DKIM RSA-2048,`
-    + ` delivery to the sink as smarthost, ${SESSIONS} sessions, log silent; ${MESSAGES} messages per run`);
-  console.log(peerWhy ? `  postfix + opendkim: not measured: ${peerWhy}`
-    : `  postfix + opendkim: ${peerVersions()}; ${PEER_SCRIPT} DKIM=1 RUNS=1 MSGS=${PEER_MESSAGES}, private instance under ${peerWork}`
-      + `; driven by the same client${WITH_SMTP_SOURCE ? ', then by Postfix\'s smtp-source' : ''}`);
-  console.log(`  measured: from the client's start until the sink has counted every message; before each run other processes must use < ${QUIET_CORES} cores,`
-    + ` and a run during which they used > ${RETRY_CORES} is taken again (${RETRIES} times at most)`);
+  console.log(
+    `  postilion: child pid ${info.pid}, SMTP submission 127.0.0.1:${submission.port} (STARTTLS listener, no TLS used), DKIM RSA-2048,` +
+      ` delivery to the sink as smarthost, ${SESSIONS} sessions, log silent; ${MESSAGES} messages per run`,
+  );
+  console.log(
+    peerWhy
+      ? `  postfix + opendkim: not measured: ${peerWhy}`
+      : `  postfix + opendkim: ${peerVersions()}; ${PEER_SCRIPT} DKIM=1 RUNS=1 MSGS=${PEER_MESSAGES}, private instance under ${peerWork}` +
+          `; driven by the same client${WITH_SMTP_SOURCE ? ", then by Postfix's smtp-source" : ''}`,
+  );
+  console.log(
+    `  measured: from the client's start until the sink has counted every message; before each run other processes must use < ${QUIET_CORES} cores,` +
+      ` and a run during which they used > ${RETRY_CORES} is taken again (${RETRIES} times at most)`,
+  );
   if (CPU_PROF) console.log(`  postilion runs under --cpu-prof; the profile goes to ${CPU_PROF}`);
   console.log('');
 
@@ -286,11 +308,22 @@ async function main(defer: Defer): Promise<void> {
     if (!peerWhy) {
       const peer = async (shim: string | null): Promise<PeerRun> =>
         peerRun({ messages: PEER_MESSAGES, sessions: SESSIONS, msglen: MSGLEN, sinkPort: await freePort(), work: peerWork, shim, postilionPid: info.pid });
-      postfix = await clean('postfix', () => peer(client.shim), (r) => peerLine('postfix + opendkim', r));
+      postfix = await clean(
+        'postfix',
+        () => peer(client.shim),
+        (r) => peerLine('postfix + opendkim', r),
+      );
       if (i === 1) console.log(`    (its DKIM check: ${postfix.dkimCheck})`);
-      if (WITH_SMTP_SOURCE) smtpSource = await clean('postfix/smtp-source', () => peer(null), (r) => peerLine('postfix + opendkim (smtp-source)', r));
-      console.log(`  ratio postilion / postfix + opendkim: ${(postilion.perSecond / postfix.perSecond).toFixed(2)}`
-        + (smtpSource ? `  (against smtp-source-driven postfix: ${(postilion.perSecond / smtpSource.perSecond).toFixed(2)})` : ''));
+      if (WITH_SMTP_SOURCE)
+        smtpSource = await clean(
+          'postfix/smtp-source',
+          () => peer(null),
+          (r) => peerLine('postfix + opendkim (smtp-source)', r),
+        );
+      console.log(
+        `  ratio postilion / postfix + opendkim: ${(postilion.perSecond / postfix.perSecond).toFixed(2)}` +
+          (smtpSource ? `  (against smtp-source-driven postfix: ${(postilion.perSecond / smtpSource.perSecond).toFixed(2)})` : ''),
+      );
     }
     rounds.push({ postilion, postfix, smtpSource, busy });
   }
@@ -302,21 +335,31 @@ async function main(defer: Defer): Promise<void> {
   console.log(`client: smtp-relay-client.ts, ${SESSIONS} sessions, AUTH PLAIN for Postilion; sink: Postfix smtp-sink on 127.0.0.1; body ${MSGLEN} bytes`);
   console.log(`median of ${RUNS} rounds, end to end (client start → sink has all), DKIM RSA-2048:`);
   console.log(`  postilion                         ${f0(pMed).padStart(6)} msgs/s   per run: ${runs((r) => r.postilion.perSecond)}`);
-  console.log(`  postilion CPU: ${f0(middle(rounds.map((r) => r.postilion.serverCpuPerMessage ?? 0)))} µs per message, ${f2(middle(rounds.map((r) => r.postilion.serverCores ?? 0)))} cores`);
+  console.log(
+    `  postilion CPU: ${f0(middle(rounds.map((r) => r.postilion.serverCpuPerMessage ?? 0)))} µs per message, ${f2(middle(rounds.map((r) => r.postilion.serverCores ?? 0)))} cores`,
+  );
   if (rounds[0]!.postfix) {
     const fMed = middle(rounds.map((r) => r.postfix!.perSecond));
     console.log(`  postfix + opendkim (same client)  ${f0(fMed).padStart(6)} msgs/s   per run: ${runs((r) => r.postfix!.perSecond)}`);
     if (rounds[0]!.smtpSource) {
-      console.log(`  postfix + opendkim (smtp-source)  ${f0(middle(rounds.map((r) => r.smtpSource!.perSecond))).padStart(6)} msgs/s   per run: ${runs((r) => r.smtpSource!.perSecond)}`);
+      console.log(
+        `  postfix + opendkim (smtp-source)  ${f0(middle(rounds.map((r) => r.smtpSource!.perSecond))).padStart(6)} msgs/s   per run: ${runs((r) => r.smtpSource!.perSecond)}`,
+      );
     }
     const ratio = pMed / fMed;
-    console.log(`  ratio (medians): ${ratio.toFixed(2)}   per round: ${rounds.map((r) => (r.postilion.perSecond / r.postfix!.perSecond).toFixed(2)).join(' ')}`
-      + `   target ≥ 3: ${ratio >= 3 ? 'MET' : 'NOT MET'}`);
+    console.log(
+      `  ratio (medians): ${ratio.toFixed(2)}   per round: ${rounds.map((r) => (r.postilion.perSecond / r.postfix!.perSecond).toFixed(2)).join(' ')}` +
+        `   target ≥ 3: ${ratio >= 3 ? 'MET' : 'NOT MET'}`,
+    );
   } else {
     console.log(`  postfix + opendkim: not measured (${peerWhy})`);
   }
   const busy = rounds.flatMap((r, i) => r.busy.map((b) => `round ${i + 1} ${b}`));
-  console.log(busy.length === 0 ? `every run kept: other processes under ${RETRY_CORES} cores during it` : `measured on a busy machine (kept after ${RETRIES} retries): ${busy.join(', ')}`);
+  console.log(
+    busy.length === 0
+      ? `every run kept: other processes under ${RETRY_CORES} cores during it`
+      : `measured on a busy machine (kept after ${RETRIES} retries): ${busy.join(', ')}`,
+  );
   console.log(`load average at end: ${loadavg().map(f2).join(' ')}`);
   console.log('================================================================================');
 }

@@ -42,7 +42,7 @@ interface Info {
 }
 
 let seed = 5;
-const random = () => ((seed = (seed * 1103515245 + 12345) % 2 ** 31) / 2 ** 31);
+const random = () => (seed = (seed * 1103515245 + 12345) % 2 ** 31) / 2 ** 31;
 const pick = <T>(list: readonly T[]) => list[Math.floor(random() * list.length)]!;
 const iso = (ms: number) => new Date(ms).toISOString().replace('.000Z', 'Z');
 
@@ -66,7 +66,10 @@ const SHAPES: Array<[string, () => string]> = [
  * Measured apart, and not in the per-endpoint figure.
  */
 const SLOW_SHAPES: Array<[string, () => string]> = [
-  ['recipient_domains (10) + tags (2)', () => `&recipient_domains=${Array.from({ length: 10 }, () => pick(RECIPIENTS)).join(',')}&tags=${pick(TAGS)},${pick(TAGS)}`],
+  [
+    'recipient_domains (10) + tags (2)',
+    () => `&recipient_domains=${Array.from({ length: 10 }, () => pick(RECIPIENTS)).join(',')}&tags=${pick(TAGS)},${pick(TAGS)}`,
+  ],
 ];
 
 const percentile = (xs: number[], p: number) => {
@@ -93,11 +96,19 @@ function get(info: Info, agent: Agent, path: string): Promise<{ status: number; 
 async function main(defer: Defer): Promise<void> {
   const cpu = cpus();
   console.log('statistics benchmark');
-  console.log(`  machine: ${cpu.length} × ${cpu[0]?.model.trim() ?? '?'}; node ${process.version}; load average ${loadavg().map((n) => n.toFixed(2)).join(' ')}`);
-  const child = new ServerProcess<Info, unknown>('postilion', 'stats-server.ts', { env: { BENCH_STATS_MESSAGES: process.env.BENCH_STATS_MESSAGES ?? '1000000' } });
+  console.log(
+    `  machine: ${cpu.length} × ${cpu[0]?.model.trim() ?? '?'}; node ${process.version}; load average ${loadavg()
+      .map((n) => n.toFixed(2))
+      .join(' ')}`,
+  );
+  const child = new ServerProcess<Info, unknown>('postilion', 'stats-server.ts', {
+    env: { BENCH_STATS_MESSAGES: process.env.BENCH_STATS_MESSAGES ?? '1000000' },
+  });
   defer(() => child.stop());
   const info = await child.ready(900_000);
-  console.log(`  counters: ${info.messages} messages over 90 days, 50 sender domains, 500 recipient domains, 20 tags → ${info.rows} rows, made in ${info.seconds.toFixed(1)} s`);
+  console.log(
+    `  counters: ${info.messages} messages over 90 days, 50 sender domains, 500 recipient domains, 20 tags → ${info.rows} rows, made in ${info.seconds.toFixed(1)} s`,
+  );
   console.log(`  requests: 30-day windows grouped by day, ${REQUESTS} per endpoint and filter shape per run, one at a time, ${RUNS} runs`);
   const agent = new Agent({ keepAlive: true, maxSockets: 1 });
   defer(() => agent.destroy());
@@ -156,16 +167,26 @@ async function main(defer: Defer): Promise<void> {
   console.log(`median over ${RUNS} runs of each run's p50 / p99, ms (30-day window, group_by=day):`);
   console.log(`  ${'shape'.padEnd(50)}${ENDPOINTS.map((e) => e.padStart(20)).join('')}`);
   for (const [name] of SHAPES) {
-    console.log(`  ${name.padEnd(50)}${ENDPOINTS.map((e) => `${median(p50s.get(`${e}|${name}`)!).toFixed(1)} / ${median(p99s.get(`${e}|${name}`)!).toFixed(1)}`.padStart(20)).join('')}`);
+    console.log(
+      `  ${name.padEnd(50)}${ENDPOINTS.map((e) => `${median(p50s.get(`${e}|${name}`)!).toFixed(1)} / ${median(p99s.get(`${e}|${name}`)!).toFixed(1)}`.padStart(20)).join('')}`,
+    );
   }
   for (const [name] of SLOW_SHAPES) {
-    console.log(`  ${`${name} (apart)`.padEnd(50)}${ENDPOINTS.map((e) => `${percentile(slow.get(`${e}|${name}`)!, 50).toFixed(1)} / ${percentile(slow.get(`${e}|${name}`)!, 99).toFixed(1)}`.padStart(20)).join('')}`);
+    console.log(
+      `  ${`${name} (apart)`.padEnd(50)}${ENDPOINTS.map((e) => `${percentile(slow.get(`${e}|${name}`)!, 50).toFixed(1)} / ${percentile(slow.get(`${e}|${name}`)!, 99).toFixed(1)}`.padStart(20)).join('')}`,
+    );
   }
   for (const endpoint of ENDPOINTS) {
     const p99 = median(p99s.get(endpoint)!);
-    console.log(`  ${endpoint.padEnd(16)} shapes above: p50 ${median(p50s.get(endpoint)!).toFixed(1)} ms, p99 ${p99.toFixed(1)} ms   target p99 ≤ 50 ms: ${p99 <= 50 ? 'MET' : 'NOT MET'}`);
+    console.log(
+      `  ${endpoint.padEnd(16)} shapes above: p50 ${median(p50s.get(endpoint)!).toFixed(1)} ms, p99 ${p99.toFixed(1)} ms   target p99 ≤ 50 ms: ${p99 <= 50 ? 'MET' : 'NOT MET'}`,
+    );
   }
-  console.log(`load average at end: ${loadavg().map((n) => n.toFixed(2)).join(' ')}`);
+  console.log(
+    `load average at end: ${loadavg()
+      .map((n) => n.toFixed(2))
+      .join(' ')}`,
+  );
   console.log('==================================================================================');
 }
 

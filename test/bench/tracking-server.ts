@@ -20,7 +20,11 @@ const bed = await startMessageBed({ api: { rate_limits: { general: RAISED_RATE }
 const ids: string[] = [];
 for (let first = 0; first < MESSAGES; first += 100) {
   const recipients = Array.from({ length: Math.min(100, MESSAGES - first) }, (_, i) => ({ email: `r${first + i}@example.org` }));
-  const res = await bed.send({ recipients, html_content: `<html><body><p>Your order</p><a href="${TARGET}">See it</a></body></html>`, tracking: { click: true, open: false } });
+  const res = await bed.send({
+    recipients,
+    html_content: `<html><body><p>Your order</p><a href="${TARGET}">See it</a></body></html>`,
+    tracking: { click: true, open: false },
+  });
   if (res.status !== 202) throw new Error(`send: HTTP ${res.status} ${JSON.stringify(res.body)}`);
   ids.push(...res.body.data.map((d: { id: string }) => d.id));
 }

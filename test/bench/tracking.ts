@@ -31,9 +31,20 @@ const RUNS = Math.round(envNumber('BENCH_RUNS', 5));
 const DURATION = envNumber('BENCH_DURATION', 10, 1);
 const CONNECTIONS = Math.round(envNumber('BENCH_CONNECTIONS', 50));
 
-interface PostilionInfo { url: string; host: string; paths: string[]; target: string; pid: number }
-interface FloorInfo { url: string; pid: number }
-interface PostilionStats { clicked: number }
+interface PostilionInfo {
+  url: string;
+  host: string;
+  paths: string[];
+  target: string;
+  pid: number;
+}
+interface FloorInfo {
+  url: string;
+  pid: number;
+}
+interface PostilionStats {
+  clicked: number;
+}
 
 const median = (xs: number[]) => {
   const s = [...xs].sort((a, b) => a - b);
@@ -52,11 +63,29 @@ function cpuSeconds(pid: number): number | null {
   }
 }
 
-interface Run { perSecond: number; p50: number; p99: number; redirects: number; other: number; errors: number; cores: number | null }
+interface Run {
+  perSecond: number;
+  p50: number;
+  p99: number;
+  redirects: number;
+  other: number;
+  errors: number;
+  cores: number | null;
+}
 
 async function load(url: string, host: string, paths: string[], pid: number, duration: number): Promise<Run> {
   const cpu0 = cpuSeconds(pid);
-  const r: Result = await autocannon({ url, connections: CONNECTIONS, duration, timeout: 30, requests: paths.map((path) => ({ method: 'GET', path, headers: { host, 'user-agent': 'Mozilla/5.0 (Windows NT 10.0; Win64; x64) AppleWebKit/537.36 (KHTML, like Gecko) Chrome/131.0.0.0 Safari/537.36' } })) });
+  const r: Result = await autocannon({
+    url,
+    connections: CONNECTIONS,
+    duration,
+    timeout: 30,
+    requests: paths.map((path) => ({
+      method: 'GET',
+      path,
+      headers: { host, 'user-agent': 'Mozilla/5.0 (Windows NT 10.0; Win64; x64) AppleWebKit/537.36 (KHTML, like Gecko) Chrome/131.0.0.0 Safari/537.36' },
+    })),
+  });
   const cpu1 = cpuSeconds(pid);
   const redirects = r.statusCodeStats['302']?.count ?? 0;
   return {
@@ -72,7 +101,11 @@ async function load(url: string, host: string, paths: string[], pid: number, dur
 
 async function main(defer: Defer): Promise<void> {
   const cpuProf = process.env.BENCH_CPU_PROF;
-  const postilion = new ServerProcess<PostilionInfo, PostilionStats>('postilion', 'tracking-server.ts', cpuProf ? { nodeArgs: ['--cpu-prof', `--cpu-prof-dir=${cpuProf}`] } : {});
+  const postilion = new ServerProcess<PostilionInfo, PostilionStats>(
+    'postilion',
+    'tracking-server.ts',
+    cpuProf ? { nodeArgs: ['--cpu-prof', `--cpu-prof-dir=${cpuProf}`] } : {},
+  );
   defer(() => postilion.stop());
   const floor = new ServerProcess<FloorInfo, unknown>('floor', 'redirect-floor.ts');
   defer(() => floor.stop());
@@ -90,8 +123,14 @@ async function main(defer: Defer): Promise<void> {
 
   const cpu = cpus();
   console.log('click-redirect benchmark');
-  console.log(`  machine: ${cpu.length} × ${cpu[0]?.model.trim() ?? '?'}; node ${process.version}; load average ${loadavg().map((n) => n.toFixed(2)).join(' ')}`);
-  console.log(`  postilion: tracking listener ${p.url} (Host ${p.host}), ${p.paths.length} tracked messages, each request a different message's click link in turn`);
+  console.log(
+    `  machine: ${cpu.length} × ${cpu[0]?.model.trim() ?? '?'}; node ${process.version}; load average ${loadavg()
+      .map((n) => n.toFixed(2))
+      .join(' ')}`,
+  );
+  console.log(
+    `  postilion: tracking listener ${p.url} (Host ${p.host}), ${p.paths.length} tracked messages, each request a different message's click link in turn`,
+  );
   console.log(`  floor: bare node:http answering every request with a fixed 302, ${f.url}`);
   console.log(`  load: autocannon, ${CONNECTIONS} connections, ${RUNS} × ${DURATION} s per server, alternating floor / postilion, after 3 s of warm-up each`);
   console.log('');
@@ -101,7 +140,8 @@ async function main(defer: Defer): Promise<void> {
 
   const floorRuns: Run[] = [];
   const postilionRuns: Run[] = [];
-  const line = (name: string, r: Run) => `  ${name.padEnd(10)} ${f0(r.perSecond).padStart(7)} redirects/s  p50 ${r.p50} ms  p99 ${r.p99} ms  other answers ${r.other}  errors ${r.errors}${r.cores === null ? '' : `  server CPU ${r.cores.toFixed(2)} cores`}`;
+  const line = (name: string, r: Run) =>
+    `  ${name.padEnd(10)} ${f0(r.perSecond).padStart(7)} redirects/s  p50 ${r.p50} ms  p99 ${r.p99} ms  other answers ${r.other}  errors ${r.errors}${r.cores === null ? '' : `  server CPU ${r.cores.toFixed(2)} cores`}`;
   for (let i = 1; i <= RUNS; i++) {
     const fr = await load(f.url, p.host, p.paths, f.pid, DURATION);
     floorRuns.push(fr);
@@ -131,7 +171,11 @@ async function main(defer: Defer): Promise<void> {
   console.log(`  bare node:http 302 (floor)  ${f0(fMed).padStart(7)}/s   per run: ${floorRuns.map((r) => f0(r.perSecond)).join(' ')}`);
   console.log(`  clicks recorded (message.clicked events landed in the store): ${f0(recorded)} of ${f0(answered)} answered`);
   console.log(`  ratio postilion / floor: ${(pMed / fMed).toFixed(3)}   target ≥ 0.5: ${pMed / fMed >= 0.5 ? 'MET' : 'NOT MET'}`);
-  console.log(`load average at end: ${loadavg().map((n) => n.toFixed(2)).join(' ')}`);
+  console.log(
+    `load average at end: ${loadavg()
+      .map((n) => n.toFixed(2))
+      .join(' ')}`,
+  );
   console.log('=================================================================================');
 }
 

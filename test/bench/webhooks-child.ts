@@ -38,7 +38,11 @@ export class Daemon {
   constructor(env: Record<string, string>) {
     // BENCH_CPU_PROF=<dir>: the daemon runs under --cpu-prof (see cpuprofile-top.ts).
     const prof = process.env.BENCH_CPU_PROF ? ['--cpu-prof', `--cpu-prof-dir=${process.env.BENCH_CPU_PROF}`] : [];
-    this.proc = spawn(process.execPath, [...prof, '--import', 'tsx', join(HERE, 'webhooks-server.ts')], { cwd: ROOT, stdio: ['pipe', 'pipe', 'pipe'], env: { ...process.env, TEST_LOG: 'silent', ...env } });
+    this.proc = spawn(process.execPath, [...prof, '--import', 'tsx', join(HERE, 'webhooks-server.ts')], {
+      cwd: ROOT,
+      stdio: ['pipe', 'pipe', 'pipe'],
+      env: { ...process.env, TEST_LOG: 'silent', ...env },
+    });
     this.exited = new Promise((done) => this.proc.once('exit', () => done()));
     this.proc.stderr!.on('data', (d: Buffer) => (this.stderr += d.toString()));
     createInterface({ input: this.proc.stdout! }).on('line', (line) => {
@@ -110,10 +114,13 @@ export class Daemon {
   private next(word: string, ms: number): Promise<string> {
     return new Promise((resolveLine, reject) => {
       const timer = setTimeout(() => reject(new Error(`daemon: no answer within ${ms} ms\n${this.stderr}`)), ms);
-      this.lines.push({ word, take: (line) => {
-        clearTimeout(timer);
-        resolveLine(line);
-      } });
+      this.lines.push({
+        word,
+        take: (line) => {
+          clearTimeout(timer);
+          resolveLine(line);
+        },
+      });
     });
   }
 }
@@ -149,4 +156,3 @@ export async function createWebhook(d: Daemon, url: string, flags: Record<string
   const res = await d.api('POST', `/v2/accounts/${d.info.accountId}/webhooks`, { name: 'bench', url, scope: 'global', ...flags });
   if (res.status !== 201) throw new Error(`webhook: HTTP ${res.status} ${JSON.stringify(res.body)}`);
 }
-

@@ -31,7 +31,10 @@ const clockAtStart = bed.clock.ms;
 bed.clock.now = () => clockAtStart + (Date.now() - startedAt);
 
 const { daemon } = bed.server;
-async function countKeys(family: { keys(range?: { gt?: string; gte?: string; lt?: string }): AsyncIterable<unknown> }, range: { gt?: string; gte?: string; lt?: string } = {}): Promise<number> {
+async function countKeys(
+  family: { keys(range?: { gt?: string; gte?: string; lt?: string }): AsyncIterable<unknown> },
+  range: { gt?: string; gte?: string; lt?: string } = {},
+): Promise<number> {
   let n = 0;
   for await (const _ of family.keys(range)) n += 1;
   return n;
@@ -45,7 +48,17 @@ const stats = async (count: boolean) => {
     paused: http.filter((d) => d.pausedUntil !== null).length,
     // Counted key by key: a million keys read into one array would weigh on the very RSS measured.
     // Stored jobs: those pending (each with its one due-time entry), held, parked and failed.
-    ...(count ? { jobs: (await countKeys(daemon.core.store.families.schedule, { gt: 'route:', lt: fenceKey('route') })) + (await countKeys(daemon.core.store.families.schedule, { gt: 'webhook:', lt: fenceKey('webhook') })) + (await countKeys(daemon.core.store.families.jobsHeld)) + (await countKeys(daemon.core.store.families.jobsParked)) + (await countKeys(daemon.core.store.families.jobsFailed)), parked: await countKeys(daemon.core.store.families.jobsParked) } : {}),
+    ...(count
+      ? {
+          jobs:
+            (await countKeys(daemon.core.store.families.schedule, { gt: 'route:', lt: fenceKey('route') })) +
+            (await countKeys(daemon.core.store.families.schedule, { gt: 'webhook:', lt: fenceKey('webhook') })) +
+            (await countKeys(daemon.core.store.families.jobsHeld)) +
+            (await countKeys(daemon.core.store.families.jobsParked)) +
+            (await countKeys(daemon.core.store.families.jobsFailed)),
+          parked: await countKeys(daemon.core.store.families.jobsParked),
+        }
+      : {}),
   };
 };
 
@@ -58,33 +71,39 @@ const finish = async (): Promise<void> => {
 };
 process.on('SIGTERM', () => void finish());
 process.on('SIGINT', () => void finish());
-createInterface({ input: process.stdin }).on('line', (line) => {
-  const command = line.trim();
-  // `suspend <destination>` / `resume <destination>`: as `postilion queue suspend|resume`.
-  const m = /^(suspend|resume) (\S+)$/.exec(command);
-  if (m) {
-    if (m[1] === 'suspend') daemon.parts.jobs.engine.suspend(m[2]!);
-    else daemon.parts.jobs.engine.resume(m[2]!);
-    process.stdout.write(`DONE ${command}\n`);
-    return;
-  }
-  if (command === 'mem') {
-    const m = process.memoryUsage();
-    const mb = (n: number) => Math.round(n / 1048576);
-    process.stdout.write(`MEM ${JSON.stringify({ rss: mb(m.rss), heapTotal: mb(m.heapTotal), heapUsed: mb(m.heapUsed), external: mb(m.external), arrayBuffers: mb(m.arrayBuffers), spaces: Object.fromEntries(getHeapSpaceStatistics().map((sp) => [sp.space_name.replace('_space', ''), mb(sp.space_size)])) })}\n`);
-    return;
-  }
-  if (command === 'stats' || command === 'stats count') {
-    void stats(command === 'stats count').then((s) => process.stdout.write(`STATS ${JSON.stringify(s)}\n`));
-  }
-}).on('close', () => void finish());
-process.stdout.write(`READY ${JSON.stringify({
-  url: bed.server.url,
-  key: bed.server.adminKey,
-  accountId: bed.server.accountId,
-  messages: bed.messages,
-  from: `app@${bed.domain.domain}`,
-  dir: bed.server.dir,
-  inboundPort: bed.server.daemon.parts.inbound.port,
-  pid: process.pid,
-})}\n`);
+createInterface({ input: process.stdin })
+  .on('line', (line) => {
+    const command = line.trim();
+    // `suspend <destination>` / `resume <destination>`: as `postilion queue suspend|resume`.
+    const m = /^(suspend|resume) (\S+)$/.exec(command);
+    if (m) {
+      if (m[1] === 'suspend') daemon.parts.jobs.engine.suspend(m[2]!);
+      else daemon.parts.jobs.engine.resume(m[2]!);
+      process.stdout.write(`DONE ${command}\n`);
+      return;
+    }
+    if (command === 'mem') {
+      const m = process.memoryUsage();
+      const mb = (n: number) => Math.round(n / 1048576);
+      process.stdout.write(
+        `MEM ${JSON.stringify({ rss: mb(m.rss), heapTotal: mb(m.heapTotal), heapUsed: mb(m.heapUsed), external: mb(m.external), arrayBuffers: mb(m.arrayBuffers), spaces: Object.fromEntries(getHeapSpaceStatistics().map((sp) => [sp.space_name.replace('_space', ''), mb(sp.space_size)])) })}\n`,
+      );
+      return;
+    }
+    if (command === 'stats' || command === 'stats count') {
+      void stats(command === 'stats count').then((s) => process.stdout.write(`STATS ${JSON.stringify(s)}\n`));
+    }
+  })
+  .on('close', () => void finish());
+process.stdout.write(
+  `READY ${JSON.stringify({
+    url: bed.server.url,
+    key: bed.server.adminKey,
+    accountId: bed.server.accountId,
+    messages: bed.messages,
+    from: `app@${bed.domain.domain}`,
+    dir: bed.server.dir,
+    inboundPort: bed.server.daemon.parts.inbound.port,
+    pid: process.pid,
+  })}\n`,
+);

@@ -55,20 +55,23 @@ describe('e2e: backup of a running daemon, restored elsewhere', function () {
 
   function writeConfig(name: string, sinks: { tracked: number; queued: number }, inbound: boolean): string {
     const path = join(dir, `${name}.yaml`);
-    writeFileSync(path, [
-      'server:\n  hostname: mx.postilion.test\n  sending_ips: [192.0.2.10]',
-      `dns:\n  servers: ["${dns.address}"]\n  timeout_ms: 500\n  tries: 1`,
-      'api:\n  port: 0\n  rate_limits:\n    general:\n      per_second: 10000\n      burst: 10000',
-      `data:\n  dir: ${join(dir, name, 'data')}\nkeys:\n  dir: ${join(dir, name, 'keys')}`,
-      // Deferred mail is tried again within seconds (the restored daemon keeps each message's next attempt).
-      'delivery:\n  enabled: true\n  retry:\n    first_delay_seconds: 1\n    max_delay_seconds: 2\n  transport:',
-      `    example.org:\n      host: 127.0.0.1\n      port: ${sinks.tracked}\n      tls: "off"`,
-      `    queued.example:\n      host: 127.0.0.1\n      port: ${sinks.queued}\n      tls: "off"`,
-      'tracking:\n  port: 0\n  link_scheme: http\n  scanner_seconds: 0',
-      `smtp:\n  submission:\n    enabled: false\n  inbound:\n    enabled: ${inbound}\n    host: 127.0.0.1\n    port: 0`,
-      'shutdown:\n  grace_seconds: 2',
-      '',
-    ].join('\n'));
+    writeFileSync(
+      path,
+      [
+        'server:\n  hostname: mx.postilion.test\n  sending_ips: [192.0.2.10]',
+        `dns:\n  servers: ["${dns.address}"]\n  timeout_ms: 500\n  tries: 1`,
+        'api:\n  port: 0\n  rate_limits:\n    general:\n      per_second: 10000\n      burst: 10000',
+        `data:\n  dir: ${join(dir, name, 'data')}\nkeys:\n  dir: ${join(dir, name, 'keys')}`,
+        // Deferred mail is tried again within seconds (the restored daemon keeps each message's next attempt).
+        'delivery:\n  enabled: true\n  retry:\n    first_delay_seconds: 1\n    max_delay_seconds: 2\n  transport:',
+        `    example.org:\n      host: 127.0.0.1\n      port: ${sinks.tracked}\n      tls: "off"`,
+        `    queued.example:\n      host: 127.0.0.1\n      port: ${sinks.queued}\n      tls: "off"`,
+        'tracking:\n  port: 0\n  link_scheme: http\n  scanner_seconds: 0',
+        `smtp:\n  submission:\n    enabled: false\n  inbound:\n    enabled: ${inbound}\n    host: 127.0.0.1\n    port: 0`,
+        'shutdown:\n  grace_seconds: 2',
+        '',
+      ].join('\n'),
+    );
     return path;
   }
 
@@ -124,7 +127,12 @@ describe('e2e: backup of a running daemon, restored elsewhere', function () {
     const load = (async () => {
       while (loading) {
         const batch = Array.from({ length: 5 }, () => `r${n++}@queued.example`);
-        const res = await call(first.api, 'POST', '/messages', { from: { email: 'app@example.com' }, recipients: batch.map((email) => ({ email })), subject: 'Queued', text_content: 'Hi' });
+        const res = await call(first.api, 'POST', '/messages', {
+          from: { email: 'app@example.com' },
+          recipients: batch.map((email) => ({ email })),
+          subject: 'Queued',
+          text_content: 'Hi',
+        });
         expect(res.status, JSON.stringify(res.body)).to.equal(202);
         acceptedAll.push(...batch);
         if (!backupStarted) acceptedBefore.push(...batch);
@@ -147,7 +155,10 @@ describe('e2e: backup of a running daemon, restored elsewhere', function () {
     const manifest = JSON.parse(readFileSync(join(target, 'postilion-backup.json'), 'utf8'));
     const keyFiles = manifest.files.map((f: { path: string }) => f.path);
     for (const file of ['secret-box.key', 'webhook-secrets.key', 'route-secrets.key', 'tracking.key', 'verp.key']) expect(keyFiles).to.include(file);
-    expect(keyFiles.some((f: string) => /^dkim\/[0-9a-f-]+\/[^/]+\.pem$/.test(f)), keyFiles.join(', ')).to.equal(true);
+    expect(
+      keyFiles.some((f: string) => /^dkim\/[0-9a-f-]+\/[^/]+\.pem$/.test(f)),
+      keyFiles.join(', '),
+    ).to.equal(true);
     expect(keyFiles).to.not.include('README.md');
     expect(statSync(join(target, 'keys', 'verp.key')).mode & 0o777).to.equal(0o600);
     expect(statSync(target).mode & 0o777).to.equal(0o700);
@@ -163,7 +174,7 @@ describe('e2e: backup of a running daemon, restored elsewhere', function () {
     // Restored elsewhere: other data and keys directories, another MX that accepts everything.
     const secondConfig = writeConfig('second', { tracked: restoredSink.port, queued: restoredSink.port }, true);
     mkdirSync(join(dir, 'second', 'keys'), { recursive: true });
-    writeFileSync(join(dir, 'second', 'keys', 'README.md'), 'the repository\'s README\n');
+    writeFileSync(join(dir, 'second', 'keys', 'README.md'), "the repository's README\n");
     const notBackup = await run(['--config', secondConfig, 'restore', dir], dir);
     expect(notBackup.code).to.equal(2);
     expect(notBackup.stderr).to.match(/^postilion: .* is not a Postilion backup: it has no postilion-backup\.json/);
@@ -193,7 +204,10 @@ describe('e2e: backup of a running daemon, restored elsewhere', function () {
     await new Promise((r) => setTimeout(r, 500));
     const got = restoredSink.received.map((m) => m.to[0]!);
     expect(new Set(got).size, 'no message twice').to.equal(got.length);
-    expect(got.every((r) => acceptedAll.includes(r)), 'only mail that was accepted').to.equal(true);
+    expect(
+      got.every((r) => acceptedAll.includes(r)),
+      'only mail that was accepted',
+    ).to.equal(true);
     expect(got.length).to.be.at.most(atEnd);
 
     // The old link still redirects: the restored tracking.key verifies it.
@@ -202,9 +216,7 @@ describe('e2e: backup of a running daemon, restored elsewhere', function () {
     expect(click.headers.location).to.equal('https://shop.example.net/orders/7');
 
     // A late bounce to the old return path is taken: the restored verp.key verifies its token.
-    const raw = readFileSync(join(FIXTURES, 'postfix.eml'), 'latin1')
-      .replaceAll(FIXTURE_TOKEN, returnPath)
-      .replaceAll(FIXTURE_MESSAGE_ID, trackedId);
+    const raw = readFileSync(join(FIXTURES, 'postfix.eml'), 'latin1').replaceAll(FIXTURE_TOKEN, returnPath).replaceAll(FIXTURE_MESSAGE_ID, trackedId);
     const { client } = await RawSmtp.open(inboundPort, { localAddress: '127.0.0.1' });
     try {
       await client.command('EHLO mx.example.org');

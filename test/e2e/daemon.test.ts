@@ -143,7 +143,10 @@ describe('postilion daemon (child process)', function () {
     expect(twice.code).to.equal(1);
     expect(twice.stderr).to.contain('already initialised');
 
-    const created = await run(['--config', configPath, 'keys', 'create', '--account', account, '--label', 'cli', '--scope', 'accounts:read', '--ip', '127.0.0.1'], dir);
+    const created = await run(
+      ['--config', configPath, 'keys', 'create', '--account', account, '--label', 'cli', '--scope', 'accounts:read', '--ip', '127.0.0.1'],
+      dir,
+    );
     expect(created.code).to.equal(0);
     const key = KEY.exec(created.stdout)![0];
     const bad = await run(['--config', configPath, 'keys', 'create', '--account', account, '--label', 'x', '--scope', 'nope'], dir);
@@ -179,7 +182,9 @@ describe('postilion daemon (child process)', function () {
 
     const again = start();
     const url2 = await apiUrl(again);
-    const list = (await (await fetch(`${url2}/v2/accounts/${account}/api-keys`, { headers: { authorization: `Bearer ${key}` } })).json()) as { data: Array<{ id: string }> };
+    const list = (await (await fetch(`${url2}/v2/accounts/${account}/api-keys`, { headers: { authorization: `Bearer ${key}` } })).json()) as {
+      data: Array<{ id: string }>;
+    };
     const ids = new Set(list.data.map((k) => k.id));
     for (const c of created) expect(ids.has(c.id), c.id).to.equal(true);
     const res = await fetch(`${url2}/v2/ping`, { headers: { authorization: `Bearer ${created[19]!.secret_key}` } });

@@ -201,14 +201,21 @@ describe('e2e: delivery by the running daemon', function () {
     for (const release of releases.splice(0)) release();
     const beforeRestart = copies(target.received);
     const daemon = await start();
-    const stored = await until(async () => {
-      const all = await daemon.list();
-      return all.every((m) => m.status === 'Delivered') ? all : null;
-    }, 'every stored message Delivered', 20_000);
+    const stored = await until(
+      async () => {
+        const all = await daemon.list();
+        return all.every((m) => m.status === 'Delivered') ? all : null;
+      },
+      'every stored message Delivered',
+      20_000,
+    );
     const storedIds = new Set(stored.map((m) => m.id));
     for (const id of acknowledged) expect(storedIds.has(idOfMessageId(id)), `acknowledged ${id} is stored`).to.equal(true);
     const counts = copies(target.received);
-    expect([...counts.keys()].filter((token) => !stored.some((m) => tokenOf(m.id) === token)), 'copies of unknown messages').to.deep.equal([]);
+    expect(
+      [...counts.keys()].filter((token) => !stored.some((m) => tokenOf(m.id) === token)),
+      'copies of unknown messages',
+    ).to.deep.equal([]);
     for (const m of stored) {
       expect(counts.get(tokenOf(m.id)), `copies of ${m.recipient}`).to.be.at.least(1);
       // An attempt cut by the kill left no record.
@@ -389,10 +396,14 @@ class RunningDaemon {
   /** Polls the read API until the message has `status`. */
   until(id: string, status: string, timeoutMs = 10_000): Promise<ApiMessage> {
     let last: ApiMessage | null = null;
-    return until(async () => {
-      last = await this.read(id);
-      return last.status === status ? last : null;
-    }, `${id} ${status}`, timeoutMs).catch((err: Error) => {
+    return until(
+      async () => {
+        last = await this.read(id);
+        return last.status === status ? last : null;
+      },
+      `${id} ${status}`,
+      timeoutMs,
+    ).catch((err: Error) => {
       throw new Error(`${err.message}; last read: ${JSON.stringify(last)}`);
     });
   }

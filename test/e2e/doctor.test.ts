@@ -27,7 +27,7 @@ describe('postilion doctor against a running daemon (child processes)', function
     rmSync(dir, { recursive: true, force: true });
   });
 
-  it('checks the listeners the daemon holds and each domain\'s DNS records, DKIM keys and served certificates, without stopping it', async () => {
+  it("checks the listeners the daemon holds and each domain's DNS records, DKIM keys and served certificates, without stopping it", async () => {
     const config = join(dir, 'postilion.yaml');
     writeFileSync(
       config,

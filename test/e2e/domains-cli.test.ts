@@ -109,7 +109,9 @@ describe('postilion domains (CLI)', function () {
     const res = await cli('domains', 'check', 'byhand.example');
     expect(res.code, res.stdout + res.stderr).to.equal(1);
     expect(res.stdout).to.match(/^byhand\.example {2}dns_valid=true \(verified by hand\) {2}last check: /);
-    expect(res.stderr).to.match(/^postilion: byhand\.example: verified by hand; DNS records TXT byhand\.example, TXT pst\w+\._domainkey\.byhand\.example, TXT _dmarc\.byhand\.example missing\n$/);
+    expect(res.stderr).to.match(
+      /^postilion: byhand\.example: verified by hand; DNS records TXT byhand\.example, TXT pst\w+\._domainkey\.byhand\.example, TXT _dmarc\.byhand\.example missing\n$/,
+    );
 
     publishRecords(dns.zone, printedRecords(added.stdout));
     const published = await cli('domains', 'check', 'byhand.example');

@@ -57,7 +57,12 @@ describe('README: first message in two minutes', function () {
     // the packages (linked above) and a test must not reach the registry. What it does beyond
     // that, its `prepare` script (the build into dist/), is run instead.
     const script = ['set -e', 'npm run --silent prepare', ...lines.slice(1), 'kill %1 %2', 'wait'].join('\n');
-    const shell = spawn('bash', ['-c', script], { cwd: dir, detached: true, stdio: ['ignore', 'pipe', 'pipe'], env: { PATH: process.env.PATH, HOME: process.env.HOME } });
+    const shell = spawn('bash', ['-c', script], {
+      cwd: dir,
+      detached: true,
+      stdio: ['ignore', 'pipe', 'pipe'],
+      env: { PATH: process.env.PATH, HOME: process.env.HOME },
+    });
     let out = '';
     shell.stdout.on('data', (d: Buffer) => (out += d.toString()));
     shell.stderr.on('data', (d: Buffer) => (out += d.toString()));
@@ -72,9 +77,10 @@ describe('README: first message in two minutes', function () {
     } catch {
       leftover = false; // the group is gone
     }
-    const log = () => `${out}\n--- postilion.log ---\n${safeRead(join(dir, 'postilion.log')).slice(-3000)}\n--- sink.log ---\n${safeRead(join(dir, 'sink.log'))}`;
+    const log = () =>
+      `${out}\n--- postilion.log ---\n${safeRead(join(dir, 'postilion.log')).slice(-3000)}\n--- sink.log ---\n${safeRead(join(dir, 'sink.log'))}`;
     expect(code, log()).to.equal(0);
-    expect(leftover, 'processes were still running after the README\'s `kill %1 %2`').to.equal(false);
+    expect(leftover, "processes were still running after the README's `kill %1 %2`").to.equal(false);
 
     const files = readdirSync(join(dir, 'outbox')).filter((f) => f.endsWith('.eml'));
     expect(files, log()).to.have.length(1);

@@ -54,17 +54,20 @@ describe('e2e: kill -9 between the inbound 250 and the route POST', function () 
 
   it('the POST of every accepted message arrives after a restart', async () => {
     const config = join(dir, 'postilion.yaml');
-    writeFileSync(config, [
-      'server:\n  hostname: mx.postilion.test\n  sending_ips: [192.0.2.10]',
-      `dns:\n  servers: ["${dns.address}"]\n  timeout_ms: 500\n  tries: 1`,
-      'api:\n  port: 0',
-      `data:\n  dir: ${join(dir, 'data')}\nkeys:\n  dir: ${join(dir, 'keys')}`,
-      'delivery:\n  enabled: false',
-      'webhooks:\n  allow_networks: [127.0.0.1/32]',
-      'shutdown:\n  grace_seconds: 2',
-      'smtp:\n  submission:\n    enabled: false\n  inbound:\n    port: 0',
-      '',
-    ].join('\n'));
+    writeFileSync(
+      config,
+      [
+        'server:\n  hostname: mx.postilion.test\n  sending_ips: [192.0.2.10]',
+        `dns:\n  servers: ["${dns.address}"]\n  timeout_ms: 500\n  tries: 1`,
+        'api:\n  port: 0',
+        `data:\n  dir: ${join(dir, 'data')}\nkeys:\n  dir: ${join(dir, 'keys')}`,
+        'delivery:\n  enabled: false',
+        'webhooks:\n  allow_networks: [127.0.0.1/32]',
+        'shutdown:\n  grace_seconds: 2',
+        'smtp:\n  submission:\n    enabled: false\n  inbound:\n    port: 0',
+        '',
+      ].join('\n'),
+    );
     const init = await cli(config, 'init');
     const account = /account id: ([0-9a-f-]{36})/.exec(init)![1]!;
     const key = /aha-sk-[A-Za-z0-9]{64}/.exec(init)![0];

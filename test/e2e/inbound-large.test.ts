@@ -18,7 +18,9 @@ const ATTACHMENTS = 10;
 /** 1.8 MiB each: base64 makes 10 of them about 24 MiB, under the 25 MiB limit. */
 const ATTACHMENT_BYTES = Math.floor(1.8 * 1024 * 1024);
 const RSS_BOUND_MB = 512;
-const UNIT_MMAP_THRESHOLD = /^Environment=MALLOC_MMAP_THRESHOLD_=(\d+)$/m.exec(readFileSync(new URL('../../systemd/postilion.service', import.meta.url), 'utf8'))![1]!;
+const UNIT_MMAP_THRESHOLD = /^Environment=MALLOC_MMAP_THRESHOLD_=(\d+)$/m.exec(
+  readFileSync(new URL('../../systemd/postilion.service', import.meta.url), 'utf8'),
+)![1]!;
 
 async function cli(config: string, ...args: string[]): Promise<string> {
   let out = '';
@@ -49,18 +51,21 @@ describe('e2e: 20 parallel 24 MiB messages to the inbound MX', function () {
     rmSync(dir, { recursive: true, force: true });
   });
 
-  it('keeps the daemon\'s memory bounded and forwards every message', async () => {
+  it("keeps the daemon's memory bounded and forwards every message", async () => {
     const config = join(dir, 'postilion.yaml');
-    writeFileSync(config, [
-      'server:\n  hostname: mx.postilion.test\n  sending_ips: [192.0.2.10]',
-      `dns:\n  servers: ["${dns.address}"]\n  timeout_ms: 500\n  tries: 1`,
-      'api:\n  port: 0',
-      `data:\n  dir: ${join(dir, 'data')}\nkeys:\n  dir: ${join(dir, 'keys')}`,
-      'delivery:\n  enabled: false',
-      'webhooks:\n  allow_networks: [127.0.0.1/32]',
-      'smtp:\n  submission:\n    enabled: false\n  inbound:\n    port: 0',
-      '',
-    ].join('\n'));
+    writeFileSync(
+      config,
+      [
+        'server:\n  hostname: mx.postilion.test\n  sending_ips: [192.0.2.10]',
+        `dns:\n  servers: ["${dns.address}"]\n  timeout_ms: 500\n  tries: 1`,
+        'api:\n  port: 0',
+        `data:\n  dir: ${join(dir, 'data')}\nkeys:\n  dir: ${join(dir, 'keys')}`,
+        'delivery:\n  enabled: false',
+        'webhooks:\n  allow_networks: [127.0.0.1/32]',
+        'smtp:\n  submission:\n    enabled: false\n  inbound:\n    port: 0',
+        '',
+      ].join('\n'),
+    );
     const init = await cli(config, 'init');
     const account = /account id: ([0-9a-f-]{36})/.exec(init)![1]!;
     const key = /aha-sk-[A-Za-z0-9]{64}/.exec(init)![0];

@@ -68,7 +68,11 @@ describe('e2e: sending through the running daemon', function () {
     const legacy = await fetch(`${url}/v1/email/send`, {
       method: 'POST',
       headers: { 'x-api-key': v1Key, 'content-type': 'application/json' },
-      body: JSON.stringify({ from: { email: 'app@example.com' }, recipients: [{ email: 'cid@example.org' }], content: { subject: 'Legacy', text_body: 'plain' } }),
+      body: JSON.stringify({
+        from: { email: 'app@example.com' },
+        recipients: [{ email: 'cid@example.org' }],
+        content: { subject: 'Legacy', text_body: 'plain' },
+      }),
     });
     expect(legacy.status).to.equal(201);
     expect(await legacy.json()).to.deep.equal({ success_count: 1, fail_count: 0, failed_recipients: [], errors: [] });

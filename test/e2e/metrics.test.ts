@@ -16,7 +16,18 @@ import { WebhookReceiver } from '../helpers/webhook-receiver.ts';
  * messages, tracking requests and hits (counted in the tracking listener's thread and brought
  * to the daemon's registry).
  */
-const FLAGS = ['on_reception', 'on_delivered', 'on_transient_error', 'on_failed', 'on_bounced', 'on_suppressed', 'on_opened', 'on_clicked', 'on_suppression_created', 'on_dns_error'];
+const FLAGS = [
+  'on_reception',
+  'on_delivered',
+  'on_transient_error',
+  'on_failed',
+  'on_bounced',
+  'on_suppressed',
+  'on_opened',
+  'on_clicked',
+  'on_suppression_created',
+  'on_dns_error',
+];
 const BROWSER = 'Mozilla/5.0 (Windows NT 10.0; Win64; x64) AppleWebKit/537.36 (KHTML, like Gecko) Chrome/131.0.0.0 Safari/537.36';
 
 /** `name{labels} value` lines of an exposition, as a map from the series to its value. */
@@ -55,19 +66,22 @@ describe('e2e: /metrics after webhook deliveries, a route POST, inbound sessions
 
   it('moves the delivery, backlog, inbound and tracking series', async () => {
     const config = join(dir, 'postilion.yaml');
-    writeFileSync(config, [
-      'server:\n  hostname: mx.postilion.test\n  sending_ips: [192.0.2.10]',
-      `dns:\n  servers: ["${dns.address}"]\n  timeout_ms: 500\n  tries: 1`,
-      'api:\n  port: 0',
-      `data:\n  dir: ${join(dir, 'data')}\nkeys:\n  dir: ${join(dir, 'keys')}`,
-      `delivery:\n  enabled: true\n  transport:\n    example.org:\n      host: 127.0.0.1\n      port: ${sink.port}\n      tls: "off"`,
-      'webhooks:\n  allow_networks: [127.0.0.1/32]',
-      'tracking:\n  port: 0\n  link_scheme: http\n  scanner_seconds: 0',
-      'smtp:\n  submission:\n    enabled: false\n  inbound:\n    port: 0',
-      'metrics:\n  port: 0\n  queue_refresh_seconds: 1',
-      'shutdown:\n  grace_seconds: 2',
-      '',
-    ].join('\n'));
+    writeFileSync(
+      config,
+      [
+        'server:\n  hostname: mx.postilion.test\n  sending_ips: [192.0.2.10]',
+        `dns:\n  servers: ["${dns.address}"]\n  timeout_ms: 500\n  tries: 1`,
+        'api:\n  port: 0',
+        `data:\n  dir: ${join(dir, 'data')}\nkeys:\n  dir: ${join(dir, 'keys')}`,
+        `delivery:\n  enabled: true\n  transport:\n    example.org:\n      host: 127.0.0.1\n      port: ${sink.port}\n      tls: "off"`,
+        'webhooks:\n  allow_networks: [127.0.0.1/32]',
+        'tracking:\n  port: 0\n  link_scheme: http\n  scanner_seconds: 0',
+        'smtp:\n  submission:\n    enabled: false\n  inbound:\n    port: 0',
+        'metrics:\n  port: 0\n  queue_refresh_seconds: 1',
+        'shutdown:\n  grace_seconds: 2',
+        '',
+      ].join('\n'),
+    );
     const cli = checkedCli(config, dir);
     const { accountId: account, key } = initialised(await cli('init'));
     await cli('domains', 'add', 'example.com', '--account', account);
@@ -92,14 +106,25 @@ describe('e2e: /metrics after webhook deliveries, a route POST, inbound sessions
     // Before anything moved: no delivery, inbound or tracking series counts anything.
     const before = await scrape();
     for (const [name, value] of before) {
-      if (/^postilion_(http_deliveries_total|inbound_|tracking_)/.test(name) || /^postilion_smtp_\w+\{listener="inbound"/.test(name)) expect(value, name).to.equal(0);
+      if (/^postilion_(http_deliveries_total|inbound_|tracking_)/.test(name) || /^postilion_smtp_\w+\{listener="inbound"/.test(name))
+        expect(value, name).to.equal(0);
     }
 
     // A webhook that takes every event, one that refuses them (500: retried, so it stays in the backlog), a route.
-    const hook = await call('POST', '/webhooks', { name: 'all', url: receiver.url('/hooks'), scope: 'global', ...Object.fromEntries(FLAGS.map((f) => [f, true])) });
+    const hook = await call('POST', '/webhooks', {
+      name: 'all',
+      url: receiver.url('/hooks'),
+      scope: 'global',
+      ...Object.fromEntries(FLAGS.map((f) => [f, true])),
+    });
     expect(hook.status, JSON.stringify(hook.body)).to.equal(201);
     receiver.secrets.set('/hooks', hook.body.secret);
-    const refusing = await call('POST', '/webhooks', { name: 'refusing', url: receiver.url('/refuse'), scope: 'global', ...Object.fromEntries(FLAGS.map((f) => [f, f === 'on_reception'])) });
+    const refusing = await call('POST', '/webhooks', {
+      name: 'refusing',
+      url: receiver.url('/refuse'),
+      scope: 'global',
+      ...Object.fromEntries(FLAGS.map((f) => [f, f === 'on_reception'])),
+    });
     expect(refusing.status, JSON.stringify(refusing.body)).to.equal(201);
     receiver.answer = (d) => (d.path === '/refuse' ? 500 : d.payload ? 204 : 400);
     const route = await call('POST', '/routes', { name: 'support', url: receiver.url('/inbound'), recipient: 'support@example.com' });
@@ -131,7 +156,10 @@ describe('e2e: /metrics after webhook deliveries, a route POST, inbound sessions
     const transport = createTransport({ host: '127.0.0.1', port: inbound, secure: false, ignoreTLS: true, pool: false });
     const info = await transport.sendMail({ from: 'c@example.net', to: 'support@example.com', subject: 'help', text: 'please' });
     expect(info.response).to.match(/^250 /);
-    const relay = await transport.sendMail({ from: 'c@example.net', to: 'someone@elsewhere.example', subject: 'relay?', text: 'x' }).then(() => 'sent', (err: Error) => err.message);
+    const relay = await transport.sendMail({ from: 'c@example.net', to: 'someone@elsewhere.example', subject: 'relay?', text: 'x' }).then(
+      () => 'sent',
+      (err: Error) => err.message,
+    );
     expect(relay).to.match(/550/);
     transport.close();
 
@@ -161,7 +189,10 @@ describe('e2e: /metrics after webhook deliveries, a route POST, inbound sessions
       'postilion_tracking_hits_total{listener="tracking",kind="click"}': (v) => v === 1,
     };
     let m = await scrape();
-    const missing = () => Object.entries(wanted).filter(([name, ok]) => !(m.has(name) && ok(m.get(name)!))).map(([name]) => `${name} = ${m.get(name)}`);
+    const missing = () =>
+      Object.entries(wanted)
+        .filter(([name, ok]) => !(m.has(name) && ok(m.get(name)!)))
+        .map(([name]) => `${name} = ${m.get(name)}`);
     for (let i = 0; i < 100 && missing().length > 0; i++) {
       await new Promise((r) => setTimeout(r, 100));
       m = await scrape();

@@ -34,7 +34,10 @@ describe('postilion: the API resources and messages show (CLI, daemon running)',
       });
       return { status: res.status, body: (await res.json()) as Record<string, unknown> };
     };
-    for (const args of [['domains', 'add', 'example.test', '--account', daemon.account], ['domains', 'verify', 'example.test']]) {
+    for (const args of [
+      ['domains', 'add', 'example.test', '--account', daemon.account],
+      ['domains', 'verify', 'example.test'],
+    ]) {
       const res = await daemon.cli(...args);
       expect(res.code, res.stderr).to.equal(0);
     }
@@ -80,7 +83,9 @@ describe('postilion: the API resources and messages show (CLI, daemon running)',
     expect(await ok('smtp-credentials', 'delete', id, '--account', daemon.account)).to.equal(`deleted ${id}\n`);
     expect((await api('GET', `/smtp-credentials/${id}`)).status).to.equal(404);
     expect(await refused('smtp-credentials', 'show', id, '--account', daemon.account)).to.equal('postilion: smtp credential not found\n');
-    expect(await refused('smtp-credentials', 'show', 'nope', '--account', daemon.account)).to.equal('postilion: "nope" is not an SMTP credential id (a UUID)\n');
+    expect(await refused('smtp-credentials', 'show', 'nope', '--account', daemon.account)).to.equal(
+      'postilion: "nope" is not an SMTP credential id (a UUID)\n',
+    );
   });
 
   it('webhooks: list, show, disable, enable and delete, the secret never printed', async () => {
@@ -140,16 +145,24 @@ describe('postilion: the API resources and messages show (CLI, daemon running)',
     const list = await ok('suppressions', 'list', '--account', daemon.account);
     expect(list).to.match(/^gone@example\.org\texample\.test\t\S+\t-\tasked to stop\n$/);
     expect(await ok('suppressions', 'show', 'gone@example.org', '--account', daemon.account)).to.equal(list);
-    const json = JSON.parse(await ok('suppressions', 'list', '--account', daemon.account, '--domain', 'example.test', '--json')) as Array<Record<string, unknown>>;
+    const json = JSON.parse(await ok('suppressions', 'list', '--account', daemon.account, '--domain', 'example.test', '--json')) as Array<
+      Record<string, unknown>
+    >;
     expect(json).to.have.length(1);
     expect(json[0]).to.include({ email: 'gone@example.org', domain: 'example.test', protected: false });
 
     expect(await ok('suppressions', 'delete', 'GONE@example.org', '--account', daemon.account)).to.equal('removed 1 suppression of gone@example.org\n');
     expect(await ok('suppressions', 'list', '--account', daemon.account)).to.equal('');
     expect(await refused('suppressions', 'show', 'gone@example.org', '--account', daemon.account)).to.equal('postilion: gone@example.org is not suppressed\n');
-    expect(await refused('suppressions', 'delete', 'gone@example.org', '--account', daemon.account)).to.equal('postilion: no suppression found for gone@example.org\n');
-    expect(await refused('suppressions', 'show', 'not-an-address', '--account', daemon.account)).to.equal('postilion: "not-an-address" is not an email address\n');
-    expect(await refused('suppressions', 'list', '--account', daemon.account, '--domain', 'other.example')).to.contain('other.example is not a domain of this account');
+    expect(await refused('suppressions', 'delete', 'gone@example.org', '--account', daemon.account)).to.equal(
+      'postilion: no suppression found for gone@example.org\n',
+    );
+    expect(await refused('suppressions', 'show', 'not-an-address', '--account', daemon.account)).to.equal(
+      'postilion: "not-an-address" is not an email address\n',
+    );
+    expect(await refused('suppressions', 'list', '--account', daemon.account, '--domain', 'other.example')).to.contain(
+      'other.example is not a domain of this account',
+    );
   });
 
   it('messages show: the message, then each event and delivery attempt in order', async () => {

@@ -30,16 +30,19 @@ describe('e2e: a platform runs a customer as a sub account', function () {
 
   it('bootstraps the sub account, sends from its domain, and the operator suspends and unsuspends it', async () => {
     const config = join(dir, 'postilion.yaml');
-    writeFileSync(config, [
-      'server:\n  hostname: mx.postilion.test\n  sending_ips: [192.0.2.10]',
-      'api:\n  port: 0',
-      `data:\n  dir: ${join(dir, 'data')}\nkeys:\n  dir: ${join(dir, 'keys')}`,
-      `delivery:\n  enabled: true\n  transport:\n    example.org:\n      host: 127.0.0.1\n      port: ${sink.port}\n      tls: "off"`,
-      'tracking:\n  enabled: false',
-      'smtp:\n  submission:\n    enabled: false\n  inbound:\n    enabled: false',
-      'shutdown:\n  grace_seconds: 2',
-      '',
-    ].join('\n'));
+    writeFileSync(
+      config,
+      [
+        'server:\n  hostname: mx.postilion.test\n  sending_ips: [192.0.2.10]',
+        'api:\n  port: 0',
+        `data:\n  dir: ${join(dir, 'data')}\nkeys:\n  dir: ${join(dir, 'keys')}`,
+        `delivery:\n  enabled: true\n  transport:\n    example.org:\n      host: 127.0.0.1\n      port: ${sink.port}\n      tls: "off"`,
+        'tracking:\n  enabled: false',
+        'smtp:\n  submission:\n    enabled: false\n  inbound:\n    enabled: false',
+        'shutdown:\n  grace_seconds: 2',
+        '',
+      ].join('\n'),
+    );
     const cli = checkedCli(config, dir);
     const { accountId: parentId, key: parentKey } = initialised(await cli('init'));
 
@@ -47,7 +50,13 @@ describe('e2e: a platform runs a customer as a sub account', function () {
     const api = (await child.waitFor(/"urls":\["(http:\/\/127\.0\.0\.1:\d+)"/))[1]!;
     await child.waitFor(/"msg":"delivery started"/);
     // eslint-disable-next-line @typescript-eslint/no-explicit-any -- JSON of many shapes
-    const call = async (key: string, method: string, path: string, body?: unknown, headers: Record<string, string> = {}): Promise<{ status: number; body: any }> => {
+    const call = async (
+      key: string,
+      method: string,
+      path: string,
+      body?: unknown,
+      headers: Record<string, string> = {},
+    ): Promise<{ status: number; body: any }> => {
       const res = await fetch(`${api}/v2/accounts/${path}`, {
         method,
         headers: { authorization: `Bearer ${key}`, ...headers, ...(body === undefined ? {} : { 'content-type': 'application/json' }) },
@@ -56,7 +65,8 @@ describe('e2e: a platform runs a customer as a sub account', function () {
       return { status: res.status, body: await res.json() };
     };
 
-    const create = () => call(parentKey, 'POST', `${parentId}/sub-accounts`, { name: 'Customer One', website: 'customer-one.example' }, { 'idempotency-key': 'A' });
+    const create = () =>
+      call(parentKey, 'POST', `${parentId}/sub-accounts`, { name: 'Customer One', website: 'customer-one.example' }, { 'idempotency-key': 'A' });
     const sub = await create();
     expect(sub.status, JSON.stringify(sub.body)).to.equal(201);
     expect((await create()).body.id).to.equal(sub.body.id);

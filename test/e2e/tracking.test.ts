@@ -16,7 +16,18 @@ import { WebhookReceiver } from '../helpers/webhook-receiver.ts';
  * with the `standardwebhooks` package, and the counts read back from the statistics API.
  */
 const BROWSER = 'Mozilla/5.0 (Windows NT 10.0; Win64; x64) AppleWebKit/537.36 (KHTML, like Gecko) Chrome/131.0.0.0 Safari/537.36';
-const FLAGS = ['on_reception', 'on_delivered', 'on_transient_error', 'on_failed', 'on_bounced', 'on_suppressed', 'on_opened', 'on_clicked', 'on_suppression_created', 'on_dns_error'];
+const FLAGS = [
+  'on_reception',
+  'on_delivered',
+  'on_transient_error',
+  'on_failed',
+  'on_bounced',
+  'on_suppressed',
+  'on_opened',
+  'on_clicked',
+  'on_suppression_created',
+  'on_dns_error',
+];
 
 describe('e2e: tracked mail, opened and clicked', function () {
   this.timeout(60_000);
@@ -43,19 +54,22 @@ describe('e2e: tracked mail, opened and clicked', function () {
 
   it('delivers per-recipient links, redirects a click, sends both webhooks and counts both', async () => {
     const config = join(dir, 'postilion.yaml');
-    writeFileSync(config, [
-      'server:\n  hostname: mx.postilion.test\n  sending_ips: [192.0.2.10]',
-      `dns:\n  servers: ["${dns.address}"]\n  timeout_ms: 500\n  tries: 1`,
-      'api:\n  port: 0\n  rate_limits:\n    statistics:\n      per_second: 100\n      burst: 100',
-      `data:\n  dir: ${join(dir, 'data')}\nkeys:\n  dir: ${join(dir, 'keys')}`,
-      `delivery:\n  enabled: true\n  transport:\n    example.org:\n      host: 127.0.0.1\n      port: ${sink.port}\n      tls: "off"`,
-      'webhooks:\n  allow_networks: [127.0.0.1/32]',
-      // A click at once after delivery would be flagged as a link scanner's.
-      'tracking:\n  port: 0\n  link_scheme: http\n  scanner_seconds: 0',
-      'smtp:\n  submission:\n    enabled: false\n  inbound:\n    enabled: false',
-      'shutdown:\n  grace_seconds: 2',
-      '',
-    ].join('\n'));
+    writeFileSync(
+      config,
+      [
+        'server:\n  hostname: mx.postilion.test\n  sending_ips: [192.0.2.10]',
+        `dns:\n  servers: ["${dns.address}"]\n  timeout_ms: 500\n  tries: 1`,
+        'api:\n  port: 0\n  rate_limits:\n    statistics:\n      per_second: 100\n      burst: 100',
+        `data:\n  dir: ${join(dir, 'data')}\nkeys:\n  dir: ${join(dir, 'keys')}`,
+        `delivery:\n  enabled: true\n  transport:\n    example.org:\n      host: 127.0.0.1\n      port: ${sink.port}\n      tls: "off"`,
+        'webhooks:\n  allow_networks: [127.0.0.1/32]',
+        // A click at once after delivery would be flagged as a link scanner's.
+        'tracking:\n  port: 0\n  link_scheme: http\n  scanner_seconds: 0',
+        'smtp:\n  submission:\n    enabled: false\n  inbound:\n    enabled: false',
+        'shutdown:\n  grace_seconds: 2',
+        '',
+      ].join('\n'),
+    );
     const cli = checkedCli(config, dir);
     const { accountId: account, key } = initialised(await cli('init'));
     await cli('domains', 'add', 'example.com', '--account', account);
@@ -75,7 +89,12 @@ describe('e2e: tracked mail, opened and clicked', function () {
       return { status: res.status, body: await res.json() };
     };
 
-    const hook = await call('POST', '/webhooks', { name: 'tracking', url: receiver.url('/hooks'), scope: 'global', ...Object.fromEntries(FLAGS.map((f) => [f, f === 'on_opened' || f === 'on_clicked'])) });
+    const hook = await call('POST', '/webhooks', {
+      name: 'tracking',
+      url: receiver.url('/hooks'),
+      scope: 'global',
+      ...Object.fromEntries(FLAGS.map((f) => [f, f === 'on_opened' || f === 'on_clicked'])),
+    });
     expect(hook.status, JSON.stringify(hook.body)).to.equal(201);
     receiver.secrets.set('/hooks', hook.body.secret);
 
@@ -109,11 +128,21 @@ describe('e2e: tracked mail, opened and clicked', function () {
     expect(click.status).to.equal(302);
     expect(click.headers.location).to.equal('https://shop.example.net/orders/7');
 
-    await receiver.until((got) => got.filter((d) => d.payload?.type === 'message.clicked').length === 1 && got.filter((d) => d.payload?.type === 'message.opened').length === 2);
+    await receiver.until(
+      (got) => got.filter((d) => d.payload?.type === 'message.clicked').length === 1 && got.filter((d) => d.payload?.type === 'message.opened').length === 2,
+    );
     const events = receiver.verified('/hooks');
-    expect(receiver.received.every((d) => d.payload !== null), 'every request verifies').to.equal(true);
+    expect(
+      receiver.received.every((d) => d.payload !== null),
+      'every request verifies',
+    ).to.equal(true);
     for (const event of events) {
-      expect(event.payload!.data).to.include({ recipient: 'bob@example.org', id: (idOf['bob@example.org'] as string).replace(/^<|@.*$/g, ''), is_bot: false, user_agent: BROWSER });
+      expect(event.payload!.data).to.include({
+        recipient: 'bob@example.org',
+        id: (idOf['bob@example.org'] as string).replace(/^<|@.*$/g, ''),
+        is_bot: false,
+        user_agent: BROWSER,
+      });
     }
     expect(events.find((d) => d.payload!.type === 'message.clicked')!.payload!.data).to.include({ url: 'https://shop.example.net/orders/7' });
 

@@ -24,7 +24,18 @@ import { WebhookReceiver, type Delivery } from '../helpers/webhook-receiver.ts';
 const MESSAGES = 1000;
 /** `webhooks.per_origin`: requests in flight at once to the receiver. */
 const PER_ORIGIN = 4;
-const FLAGS = ['on_reception', 'on_delivered', 'on_transient_error', 'on_failed', 'on_bounced', 'on_suppressed', 'on_opened', 'on_clicked', 'on_suppression_created', 'on_dns_error'];
+const FLAGS = [
+  'on_reception',
+  'on_delivered',
+  'on_transient_error',
+  'on_failed',
+  'on_bounced',
+  'on_suppressed',
+  'on_opened',
+  'on_clicked',
+  'on_suppression_created',
+  'on_dns_error',
+];
 const RECEPTION_ONLY = { ...Object.fromEntries(FLAGS.map((f) => [f, false])), on_reception: true };
 
 const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms));
@@ -178,7 +189,13 @@ describe('e2e: kill -9 with a thousand webhook deliveries pending', function () 
     to?.secrets.set(new URL(url).pathname, created.body.secret);
     for (let first = 0; first < MESSAGES; first += 100) {
       const recipients = Array.from({ length: 100 }, (_, i) => ({ email: `r${first + i}@example.org` }));
-      const sent = await daemon.api('POST', '/messages', { from: { email: 'app@example.com' }, recipients, subject: 'Hi', text_content: 'Hello', sandbox: true });
+      const sent = await daemon.api('POST', '/messages', {
+        from: { email: 'app@example.com' },
+        recipients,
+        subject: 'Hi',
+        text_content: 'Hello',
+        sandbox: true,
+      });
       expect(sent.status, JSON.stringify(sent.body)).to.equal(202);
     }
     return { id: created.body.id, secret: created.body.secret };
@@ -202,7 +219,10 @@ describe('e2e: kill -9 with a thousand webhook deliveries pending', function () 
 
   /** Every event once or more, every request verified; returns the delivery ids received more than once. */
   function checkEveryEvent(got: Delivery[], webhookId: string): Set<string> {
-    expect(got.filter((d) => d.payload === null).map((d) => d.error), 'requests that do not verify').to.deep.equal([]);
+    expect(
+      got.filter((d) => d.payload === null).map((d) => d.error),
+      'requests that do not verify',
+    ).to.deep.equal([]);
     const byId = new Map<string, Delivery[]>();
     for (const d of got) byId.set(d.headers['webhook-id'] as string, [...(byId.get(d.headers['webhook-id'] as string) ?? []), d]);
     expect(byId.size, 'deliveries').to.equal(MESSAGES);
@@ -233,7 +253,10 @@ describe('e2e: kill -9 with a thousand webhook deliveries pending', function () 
     const left = await storedJobs(dir!);
     expect(left).to.have.length(MESSAGES);
     expect(left.filter((j) => j.state !== 'pending' && j.state !== 'parked').map((j) => j.state)).to.deep.equal([]);
-    expect(left.every((j) => j.attempts === 0), 'refused connections use up no attempt').to.equal(true);
+    expect(
+      left.every((j) => j.attempts === 0),
+      'refused connections use up no attempt',
+    ).to.equal(true);
 
     receiver = await WebhookReceiver.start(port);
     receiver.secrets.set('/hook', hook.secret);

@@ -87,7 +87,14 @@ export async function startServer(options: TestServerOptions = {}): Promise<Test
  * A started daemon as a TestServer. `ownsDir`: the temp dir was made for it and goes when it
  * stops, after any number of restarts (a restart announces no account: the first one's carry over).
  */
-function served(daemon: Daemon, config: Config, dir: string, ownsDir: boolean, options: TestServerOptions, bootstrap: { accountId: string; adminKey: string }): TestServer {
+function served(
+  daemon: Daemon,
+  config: Config,
+  dir: string,
+  ownsDir: boolean,
+  options: TestServerOptions,
+  bootstrap: { accountId: string; adminKey: string },
+): TestServer {
   return {
     daemon,
     config,

@@ -28,7 +28,11 @@ export interface MessageBed extends DomainBed {
 
 export const SENDER_DOMAIN = 'example.com';
 
-export async function startMessageBed(config: ConfigInput = {}, domainName = SENDER_DOMAIN, options: { logLines?: string[]; dir?: string } = {}): Promise<MessageBed> {
+export async function startMessageBed(
+  config: ConfigInput = {},
+  domainName = SENDER_DOMAIN,
+  options: { logLines?: string[]; dir?: string } = {},
+): Promise<MessageBed> {
   const bed = await startDomainBed(config, options);
   try {
     const created = await bed.create(domainName);

@@ -21,8 +21,9 @@ addFormats(ajv);
 ajv.addSchema(doc, 'openapi-v1');
 
 /** The request body schema of POST /v1/email/send, and what its local `$ref`s point at. */
-export const v1RequestSchema = (doc as { paths: Record<string, { post: { requestBody: { content: Record<string, { schema: unknown }> } } }> })
-  .paths['/v1/email/send']!.post.requestBody.content['application/json']!.schema;
+export const v1RequestSchema = (doc as { paths: Record<string, { post: { requestBody: { content: Record<string, { schema: unknown }> } } }> }).paths[
+  '/v1/email/send'
+]!.post.requestBody.content['application/json']!.schema;
 export function v1Ref(ref: string): unknown {
   let node: unknown = doc;
   for (const part of ref.replace(/^#\//, '').split('/')) node = (node as Record<string, unknown> | undefined)?.[part];

@@ -154,13 +154,14 @@ export async function sendWhole(url: string, head: string, bodyBytes: number, ch
       socket.once('connect', resolve);
       socket.once('error', reject);
     });
-    const write = (data: string | Buffer) => new Promise<void>((resolve) => {
-      if (socket.write(data)) resolve();
-      else {
-        socket.once('drain', resolve);
-        socket.once('close', resolve);
-      }
-    });
+    const write = (data: string | Buffer) =>
+      new Promise<void>((resolve) => {
+        if (socket.write(data)) resolve();
+        else {
+          socket.once('drain', resolve);
+          socket.once('close', resolve);
+        }
+      });
     await write(head);
     const piece = Buffer.alloc(64 * 1024, 0x61);
     for (let sent = 0; sent < bodyBytes && failure === null && !socket.destroyed; sent += piece.length) {

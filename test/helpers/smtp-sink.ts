@@ -38,7 +38,9 @@ export interface SmtpSink {
 }
 
 /** A real smtp-server on loopback acting as an MX host: records what it is sent. */
-export async function startSink(options: { host?: string; port?: number; tls?: { key: string; cert: string }; /** An MX that does not offer SMTPUTF8. */ hideSmtpUtf8?: boolean } = {}): Promise<SmtpSink> {
+export async function startSink(
+  options: { host?: string; port?: number; tls?: { key: string; cert: string }; /** An MX that does not offer SMTPUTF8. */ hideSmtpUtf8?: boolean } = {},
+): Promise<SmtpSink> {
   const host = options.host ?? '127.0.0.1';
   const attempts = new Map<string, number>();
   const sink: SmtpSink = {

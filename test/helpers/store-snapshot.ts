@@ -11,7 +11,10 @@ export type StoreSnapshot = Map<string, Buffer>;
  * `normalize` may rewrite an entry's bytes before they are kept, to leave out a field that
  * changes legitimately.
  */
-export async function snapshotStore({ store, counters }: { store: Store; counters: CountersRepo }, normalize?: (key: string, value: Buffer) => Buffer): Promise<StoreSnapshot> {
+export async function snapshotStore(
+  { store, counters }: { store: Store; counters: CountersRepo },
+  normalize?: (key: string, value: Buffer) => Buffer,
+): Promise<StoreSnapshot> {
   // The counters' log is folded in the background about once a second: folded first, what a
   // snapshot shows no longer moves on its own (a later one differs only by what was written since).
   await counters.fold();

@@ -18,7 +18,10 @@ export async function sendingChild(bed: MessageBed, name: string, domainName: st
   expect(created.status, JSON.stringify(created.body)).to.equal(201);
   const id = created.body.id as string;
   const keyRes = await bed.api('POST', `${parent}/${id}/api-keys`, {
-    body: { label: 'app', scopes: ['domains:read', 'domains:write', 'messages:send:all', 'messages:read:all', 'smtp-credentials:write:all', 'smtp-credentials:read:all'] },
+    body: {
+      label: 'app',
+      scopes: ['domains:read', 'domains:write', 'messages:send:all', 'messages:read:all', 'smtp-credentials:write:all', 'smtp-credentials:read:all'],
+    },
   });
   expect(keyRes.status, JSON.stringify(keyRes.body)).to.equal(201);
   const key = keyRes.body.secret_key as string;

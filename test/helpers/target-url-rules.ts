@@ -25,7 +25,10 @@ export function itFollowsTargetUrlRules(bed: TargetUrlBed): void {
     expect(byNetwork.length).to.be.greaterThan(10);
     const created = await bed.create(bed.body());
     for (const [url] of byNetwork) {
-      for (const res of [await bed.api('POST', bed.base(), { body: bed.body({ url }) }), await bed.api('PUT', `${bed.base()}/${created.id}`, { body: { url } })]) {
+      for (const res of [
+        await bed.api('POST', bed.base(), { body: bed.body({ url }) }),
+        await bed.api('PUT', `${bed.base()}/${created.id}`, { body: { url } }),
+      ]) {
         expect(res.status, String(url)).to.equal(400);
         expect(res.body.message, String(url)).to.match(/; such targets are refused unless the operator lists their network in webhooks\.allow_networks$/);
       }

@@ -7,7 +7,15 @@ export async function writeTestCertificate(keysDir: string): Promise<{ cert: str
   const pems = await generate([{ name: 'commonName', value: 'localhost' }], {
     keySize: 2048,
     algorithm: 'sha256',
-    extensions: [{ name: 'subjectAltName', altNames: [{ type: 2, value: 'localhost' }, { type: 7, ip: '127.0.0.1' }] }],
+    extensions: [
+      {
+        name: 'subjectAltName',
+        altNames: [
+          { type: 2, value: 'localhost' },
+          { type: 7, ip: '127.0.0.1' },
+        ],
+      },
+    ],
   });
   mkdirSync(join(keysDir, 'tls'), { recursive: true });
   writeFileSync(join(keysDir, 'tls', 'api.crt'), pems.cert);

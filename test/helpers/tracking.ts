@@ -12,7 +12,13 @@ export function trackingGet(base: string, link: string, headers: Record<string, 
   const listener = new URL(base);
   return new Promise((resolve, reject) => {
     const req = request(
-      { host: listener.hostname, port: listener.port, method, path: target.pathname + target.search, headers: { host: target.host, 'user-agent': 'Mozilla/5.0 (X11; Linux x86_64; rv:128.0) Gecko/20100101 Firefox/128.0', ...headers } },
+      {
+        host: listener.hostname,
+        port: listener.port,
+        method,
+        path: target.pathname + target.search,
+        headers: { host: target.host, 'user-agent': 'Mozilla/5.0 (X11; Linux x86_64; rv:128.0) Gecko/20100101 Firefox/128.0', ...headers },
+      },
       (res) => {
         const chunks: Buffer[] = [];
         res.on('data', (c: Buffer) => chunks.push(c));

@@ -56,7 +56,13 @@ export class WebhookReceiver {
   async until(probe: (received: Delivery[]) => boolean, timeoutMs = 10_000): Promise<void> {
     const deadline = Date.now() + timeoutMs;
     while (!probe(this.received)) {
-      if (Date.now() > deadline) throw new Error(`receiver: condition not met in ${timeoutMs} ms; ${this.received.length} received: ${this.received.slice(-5).map((d) => d.body.slice(0, 200)).join('\n')}`);
+      if (Date.now() > deadline)
+        throw new Error(
+          `receiver: condition not met in ${timeoutMs} ms; ${this.received.length} received: ${this.received
+            .slice(-5)
+            .map((d) => d.body.slice(0, 200))
+            .join('\n')}`,
+        );
       await new Promise<void>((resolve) => {
         const timer = setTimeout(resolve, 50);
         this.waiters.add(() => {

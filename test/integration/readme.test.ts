@@ -39,9 +39,13 @@ function section(text: string, title: string): string[] {
 async function cliCommands(prefix: string[] = []): Promise<Map<string, string[]>> {
   const out = new Map<string, string[]>();
   const text = await help(prefix);
-  const subcommands = section(text, 'Commands:').map((l) => l.trim().split(/\s+/)[0]!).filter((name) => name !== 'help');
+  const subcommands = section(text, 'Commands:')
+    .map((l) => l.trim().split(/\s+/)[0]!)
+    .filter((name) => name !== 'help');
   if (prefix.length > 0 && subcommands.length === 0) {
-    const options = section(text, 'Options:').flatMap((l) => /--[a-z][a-z-]*/.exec(l.trim().split(/ {2,}/)[0]!)?.[0] ?? []).filter((o) => o !== '--help');
+    const options = section(text, 'Options:')
+      .flatMap((l) => /--[a-z][a-z-]*/.exec(l.trim().split(/ {2,}/)[0]!)?.[0] ?? [])
+      .filter((o) => o !== '--help');
     out.set(prefix.join(' '), options);
   }
   for (const name of subcommands) for (const [command, options] of await cliCommands([...prefix, name])) out.set(command, options);
@@ -88,7 +92,6 @@ function codeBlocks(): Array<{ lang: string; line: number; text: string }> {
   return blocks;
 }
 
-
 describe('README.md, as a newcomer follows it', function () {
   this.timeout(60_000);
   let cli: Map<string, string[]>;
@@ -109,7 +112,9 @@ describe('README.md, as a newcomer follows it', function () {
   });
 
   it('names every option of each command in its row', () => {
-    const missing = [...cli].flatMap(([command, options]) => (!table.has(command) ? [] : options.filter((o) => !table.get(command)!.includes(`\`${o}`)).map((o) => `${command} ${o}`)));
+    const missing = [...cli].flatMap(([command, options]) =>
+      !table.has(command) ? [] : options.filter((o) => !table.get(command)!.includes(`\`${o}`)).map((o) => `${command} ${o}`),
+    );
     expect(missing).to.deep.equal([]);
   });
 
@@ -126,7 +131,9 @@ describe('README.md, as a newcomer follows it', function () {
   });
 
   it('bounds every wait loop of its code blocks (for … in $(seq N); no until or while)', () => {
-    const unbounded = codeBlocks().flatMap((b) => b.text.split('\n').flatMap((l, i) => (/(^|[;&|(]\s*|\bdo\s+)(until|while)\s/.test(l) ? [`line ${b.line + 1 + i}: ${l.trim()}`] : [])));
+    const unbounded = codeBlocks().flatMap((b) =>
+      b.text.split('\n').flatMap((l, i) => (/(^|[;&|(]\s*|\bdo\s+)(until|while)\s/.test(l) ? [`line ${b.line + 1 + i}: ${l.trim()}`] : [])),
+    );
     expect(unbounded).to.deep.equal([]);
     const loops = codeBlocks().flatMap((b) => b.text.split('\n').filter((l) => /(^|[;&|]\s*)for\s/.test(l.trim())));
     for (const loop of loops) expect(loop, 'a loop runs a counted number of times').to.match(/\bfor \w+ in \$\(seq \d+\); do\b/);
@@ -139,13 +146,26 @@ describe('README.md, as a newcomer follows it', function () {
     });
     after(() => rmSync(dir, { recursive: true, force: true }));
 
-    it('removes what the first message made and keeps the checkout\'s keys/README.md, and git ignores all of it', () => {
+    it("removes what the first message made and keeps the checkout's keys/README.md, and git ignores all of it", () => {
       const heading = README.indexOf('### Start again');
       expect(heading, 'README.md has a "Start again" section').to.be.greaterThan(0);
       const block = /```sh\n([\s\S]*?)```/.exec(README.slice(heading))![1]!;
       // What a daemon, a sink and the first message leave in the checkout.
       for (const d of ['data', 'outbox', 'keys/dkim/0192', 'keys/tls', 'src']) mkdirSync(join(dir, d), { recursive: true });
-      const made = ['data/CURRENT', 'outbox/1.eml', 'keys/dkim/0192/default.pem', 'keys/tls/smtp.crt', 'keys/tls/smtp.key', 'keys/secret-box.key', 'keys/tracking.key', 'keys/verp.key', 'keys/webhook-secrets.key', 'keys/route-secrets.key', 'sink.log', 'postilion.log'];
+      const made = [
+        'data/CURRENT',
+        'outbox/1.eml',
+        'keys/dkim/0192/default.pem',
+        'keys/tls/smtp.crt',
+        'keys/tls/smtp.key',
+        'keys/secret-box.key',
+        'keys/tracking.key',
+        'keys/verp.key',
+        'keys/webhook-secrets.key',
+        'keys/route-secrets.key',
+        'sink.log',
+        'postilion.log',
+      ];
       const tracked = ['keys/README.md', 'README.md', 'src/daemon.ts'];
       for (const f of [...made, ...tracked]) writeFileSync(join(dir, f), 'x');
 

@@ -16,9 +16,7 @@ describe('store (real LevelDB)', () => {
   it('gathers concurrent commits into fewer synced batches, each caller answered after its batch', async () => {
     const store = await Store.open(dir);
     const writers = 200;
-    await Promise.all(
-      Array.from({ length: writers }, (_, i) => store.commit([{ type: 'put', family: 'meta', key: `k${i}`, value: { i } }])),
-    );
+    await Promise.all(Array.from({ length: writers }, (_, i) => store.commit([{ type: 'put', family: 'meta', key: `k${i}`, value: { i } }])));
     const { batches, writes } = store.commitStats;
     expect(writes).to.equal(writers);
     expect(batches).to.be.lessThan(writers);

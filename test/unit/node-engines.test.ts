@@ -13,7 +13,12 @@ import semver from 'semver';
 const ROOT = join(dirname(fileURLToPath(import.meta.url)), '../..');
 const LATER_LINES = ['22.0.0', '24.0.0'];
 
-interface LockEntry { dev?: boolean; optional?: boolean; devOptional?: boolean; engines?: { node?: string } | string[] }
+interface LockEntry {
+  dev?: boolean;
+  optional?: boolean;
+  devOptional?: boolean;
+  engines?: { node?: string } | string[];
+}
 
 function readJson<T>(path: string): T {
   return JSON.parse(readFileSync(path, 'utf8')) as T;
@@ -55,7 +60,10 @@ describe('Node version (package.json engines)', () => {
     expect(semver.valid(floor())).to.not.equal(null);
     const tree = productionEngines();
     expect(tree.map((p) => p.path)).to.include('node_modules/email-reply-parser');
-    expect(tree.filter((p) => p.missing).map((p) => p.path), 'lockfile packages not installed').to.deep.equal([]);
+    expect(
+      tree.filter((p) => p.missing).map((p) => p.path),
+      'lockfile packages not installed',
+    ).to.deep.equal([]);
   });
 
   it('has no installed production dependency whose engines.node excludes the floor', () => {

@@ -69,12 +69,31 @@ function describe(err: unknown): { status: number; message: string; headers: Rec
   if (err instanceof InsufficientStorageError) return { status: 507, message: err.message, headers: { 'Retry-After': '60' }, unexpected: false };
   // The store reopening after a failed write (store/store.ts recover): a moment, not a fault.
   const level = (err as { code?: unknown })?.code;
-  if (level === 'LEVEL_DATABASE_NOT_OPEN' || level === 'LEVEL_ITERATOR_NOT_OPEN') return { status: 503, message: 'the store is reopening; try again in a moment', headers: { 'Retry-After': '1' }, unexpected: false };
+  if (level === 'LEVEL_DATABASE_NOT_OPEN' || level === 'LEVEL_ITERATOR_NOT_OPEN')
+    return { status: 503, message: 'the store is reopening; try again in a moment', headers: { 'Retry-After': '1' }, unexpected: false };
   // A file the request writes outside the store (a DKIM key in keys.dir) on a full or read-only filesystem.
   const code = (err as { code?: unknown })?.code;
-  if (code === 'LEVEL_IO_ERROR') return { status: 507, message: 'insufficient storage: the server could not store this request; try again later', headers: { 'Retry-After': '60' }, unexpected: false };
-  if (code === 'ENOSPC' || code === 'EROFS') return { status: 507, message: `insufficient storage: the server could not write a file (${code === 'ENOSPC' ? 'no space left' : 'read-only filesystem'}); try again later`, headers: { 'Retry-After': '60' }, unexpected: false };
-  if (err instanceof StoreWriteError) return { status: 507, message: 'insufficient storage: the server could not store this request; try again later', headers: { 'Retry-After': '60' }, unexpected: false };
+  if (code === 'LEVEL_IO_ERROR')
+    return {
+      status: 507,
+      message: 'insufficient storage: the server could not store this request; try again later',
+      headers: { 'Retry-After': '60' },
+      unexpected: false,
+    };
+  if (code === 'ENOSPC' || code === 'EROFS')
+    return {
+      status: 507,
+      message: `insufficient storage: the server could not write a file (${code === 'ENOSPC' ? 'no space left' : 'read-only filesystem'}); try again later`,
+      headers: { 'Retry-After': '60' },
+      unexpected: false,
+    };
+  if (err instanceof StoreWriteError)
+    return {
+      status: 507,
+      message: 'insufficient storage: the server could not store this request; try again later',
+      headers: { 'Retry-After': '60' },
+      unexpected: false,
+    };
   // http-errors (ctx.throw, koa internals) mark the messages meant for clients with `expose`.
   const http = err as { status?: unknown; expose?: unknown; message?: unknown };
   if (http.expose === true && typeof http.status === 'number' && http.status >= 400 && http.status < 500 && typeof http.message === 'string') {

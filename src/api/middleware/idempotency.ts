@@ -93,7 +93,7 @@ export class Idempotency {
             422,
             decision.why === 'key'
               ? 'idempotency key was already used by another API key'
-              : "idempotency key was already used by this API key with other scopes",
+              : 'idempotency key was already used by this API key with other scopes',
           );
         case 'mismatch':
           throw new AppError(422, 'idempotency key was already used with a different request payload');

@@ -89,7 +89,10 @@ describe('account and members resources', () => {
   it('refuses a member name with control characters (CR/LF, NUL) with 400, and adds no one', async () => {
     const before = (await call(server, 'GET', `${base}/members`)).body.data.length;
     for (const name of ['Dev\r\nBcc: x@example.org', 'Dev\u0000', 'Dev\u001b[31m', 'Dev\u202e']) {
-      const res = await call(server, 'POST', `${base}/members`, { body: { email: 'ctl@example.com', name, role: 'Developer' }, operationId: 'addAccountMember' });
+      const res = await call(server, 'POST', `${base}/members`, {
+        body: { email: 'ctl@example.com', name, role: 'Developer' },
+        operationId: 'addAccountMember',
+      });
       expect(res.status, name).to.equal(400);
       expect(res.body).to.deep.equal({ message: 'name must not contain control characters' });
     }

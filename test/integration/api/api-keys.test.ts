@@ -76,7 +76,15 @@ describe('API keys resource', () => {
   });
 
   it('validates label and scopes', async () => {
-    for (const body of [{ label: 'nul\u0000byte', scopes: ['api-keys:read'] }, { label: 'rtl\u202Eevil', scopes: ['api-keys:read'] }, { label: '', scopes: ['api-keys:read'] }, { label: 'x'.repeat(256), scopes: ['api-keys:read'] }, { label: 'x', scopes: [] }, { scopes: ['api-keys:read'] }, { label: 'x' }]) {
+    for (const body of [
+      { label: 'nul\u0000byte', scopes: ['api-keys:read'] },
+      { label: 'rtl\u202Eevil', scopes: ['api-keys:read'] },
+      { label: '', scopes: ['api-keys:read'] },
+      { label: 'x'.repeat(256), scopes: ['api-keys:read'] },
+      { label: 'x', scopes: [] },
+      { scopes: ['api-keys:read'] },
+      { label: 'x' },
+    ]) {
       const res = await create(body);
       expect(res.status, JSON.stringify(body)).to.equal(400);
     }
@@ -129,7 +137,7 @@ describe('API keys resource', () => {
     expect((await call(server, 'GET', `${base}/${id}`, { operationId: 'getAPIKey' })).status).to.equal(404);
   });
 
-  it('never shows or touches another account\'s keys', async () => {
+  it("never shows or touches another account's keys", async () => {
     const { core } = server.daemon;
     const other = await core.accounts.create({ name: 'B', website: 'https://b.example', ownerEmail: 'owner@b.example' });
     const { key: otherKey, secret: otherSecret } = await core.apiKeys.create(other.id, { label: 'b', scopes: ['api-keys:read', 'api-keys:delete'] });

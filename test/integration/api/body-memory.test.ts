@@ -82,18 +82,23 @@ describe('request bodies held in memory (api.body_memory_bytes)', function () {
 
     it('answers some of several parallel 5 MiB bodies with 503 and keeps serving', async () => {
       const body = Buffer.alloc(5 * MiB, 'x');
-      const statuses = await Promise.all(Array.from({ length: 6 }, async () => {
-        const res = await fetch(`${server.url}/v2/accounts/${server.accountId}/api-keys`, {
-          method: 'POST',
-          headers: { authorization: `Bearer ${server.adminKey}`, 'content-type': 'application/json' },
-          body,
-        });
-        await res.arrayBuffer();
-        return res.status;
-      }));
+      const statuses = await Promise.all(
+        Array.from({ length: 6 }, async () => {
+          const res = await fetch(`${server.url}/v2/accounts/${server.accountId}/api-keys`, {
+            method: 'POST',
+            headers: { authorization: `Bearer ${server.adminKey}`, 'content-type': 'application/json' },
+            body,
+          });
+          await res.arrayBuffer();
+          return res.status;
+        }),
+      );
       expect(statuses.filter((s) => s === 503).length, statuses.join()).to.be.at.least(1);
       expect(statuses.filter((s) => s === 400).length, statuses.join()).to.be.at.least(1);
-      expect(statuses.every((s) => s === 503 || s === 400), statuses.join()).to.equal(true);
+      expect(
+        statuses.every((s) => s === 503 || s === 400),
+        statuses.join(),
+      ).to.equal(true);
       const ping = await fetch(`${server.url}/v2/ping`, { headers: { authorization: `Bearer ${server.adminKey}` } });
       expect(ping.status).to.equal(200);
     });
@@ -117,23 +122,27 @@ describe('request bodies held in memory (api.body_memory_bytes)', function () {
       let peak = before;
       const sampler = setInterval(() => (peak = Math.max(peak, process.memoryUsage().rss)), 10);
       const started = Date.now();
-      const statuses = await Promise.all(Array.from({ length: 50 }, async () => {
-        const conn = await RawConnection.open(server.url);
-        try {
-          await conn.write(`${head}Content-Length: ${size}\r\n\r\n`);
-          await conn.write(body);
-          return (await conn.response(1, 60_000))?.status ?? 0;
-        } finally {
-          conn.destroy();
-        }
-      }));
+      const statuses = await Promise.all(
+        Array.from({ length: 50 }, async () => {
+          const conn = await RawConnection.open(server.url);
+          try {
+            await conn.write(`${head}Content-Length: ${size}\r\n\r\n`);
+            await conn.write(body);
+            return (await conn.response(1, 60_000))?.status ?? 0;
+          } finally {
+            conn.destroy();
+          }
+        }),
+      );
       clearInterval(sampler);
       peak = Math.max(peak, process.memoryUsage().rss);
       const after = process.memoryUsage().rss;
       const counts: Record<number, number> = {};
       for (const s of statuses) counts[s] = (counts[s] ?? 0) + 1;
       const mb = (n: number) => Math.round(n / 1e6);
-      console.log(`      rss before ${mb(before)} MB, peak ${mb(peak)} MB (+${mb(peak - before)} MB), after ${mb(after)} MB; ${Date.now() - started} ms; statuses ${JSON.stringify(counts)}`);
+      console.log(
+        `      rss before ${mb(before)} MB, peak ${mb(peak)} MB (+${mb(peak - before)} MB), after ${mb(after)} MB; ${Date.now() - started} ms; statuses ${JSON.stringify(counts)}`,
+      );
       return { growth: peak - before, counts };
     }
 

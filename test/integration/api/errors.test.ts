@@ -16,7 +16,11 @@ describe('API input errors', () => {
 
   it('answers 400 "invalid request body" to malformed JSON and writes nothing', async () => {
     const before = await listKeys();
-    const res = await call(server, 'POST', keys, { rawBody: '{"label": "x", "scopes": [', headers: { 'content-type': 'application/json' }, operationId: 'createAPIKey' });
+    const res = await call(server, 'POST', keys, {
+      rawBody: '{"label": "x", "scopes": [',
+      headers: { 'content-type': 'application/json' },
+      operationId: 'createAPIKey',
+    });
     expect(res.status).to.equal(400);
     expect(res.body).to.deep.equal({ message: 'invalid request body' });
     expect(await listKeys()).to.equal(before);

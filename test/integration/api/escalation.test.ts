@@ -30,7 +30,7 @@ describe('privilege escalation between keys of one account', () => {
   }
 
   describe('idempotent replays', () => {
-    it('does not hand the administrator\'s new key to a key holding only api-keys:write (it gets 422 and no secret)', async () => {
+    it("does not hand the administrator's new key to a key holding only api-keys:write (it gets 422 and no secret)", async () => {
       const narrow = await key(['api-keys:write']);
       const body = { label: 'deploy', scopes: ['domains:read', 'messages:send:all'] };
       const headers = { 'idempotency-key': 'create-deploy-key' };
@@ -51,7 +51,7 @@ describe('privilege escalation between keys of one account', () => {
       expect(own.body.secret_key).to.equal(first.body.secret_key);
     });
 
-    it('does not hand a global SMTP credential\'s password to a key scoped to one domain', async () => {
+    it("does not hand a global SMTP credential's password to a key scoped to one domain", async () => {
       const scoped = await key(['smtp-credentials:write:{example.com}']);
       const body = { name: 'app', scope: 'global' };
       const headers = { 'idempotency-key': 'smtp-global' };
@@ -64,7 +64,7 @@ describe('privilege escalation between keys of one account', () => {
       expect(JSON.stringify(replay.body)).to.not.include(first.body.password);
     });
 
-    it('replays an ordinary create (a domain) to its own key only, and not once that key\'s scopes changed', async () => {
+    it("replays an ordinary create (a domain) to its own key only, and not once that key's scopes changed", async () => {
       const writer = await key(['domains:write', 'domains:read', 'api-keys:write'], 'writer');
       const other = await key(['domains:write', 'domains:read'], 'other');
       const body = { domain: 'replayed.example' };
@@ -109,7 +109,10 @@ describe('privilege escalation between keys of one account', () => {
   });
 
   describe('allow lists', () => {
-    for (const list of [['0.0.0.0/1', '128.0.0.0/1'], ['::/1', '8000::/1']]) {
+    for (const list of [
+      ['0.0.0.0/1', '128.0.0.0/1'],
+      ['::/1', '8000::/1'],
+    ]) {
       it(`refuses ${list.join(' + ')} at create and update`, async () => {
         const created = await api('POST', `${account}/api-keys`, { body: { label: 'x', scopes: ['domains:read'], ip_allow_list: list } });
         expect(created.status).to.equal(400);

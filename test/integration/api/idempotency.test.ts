@@ -87,7 +87,11 @@ describe('Idempotency-Key', () => {
     const idem = fresh();
     const first = post(members, { email: 'e@example.com', role: 'Developer' }, idem);
     await inside;
-    const second = await call(server, 'POST', members, { body: { email: 'e@example.com', role: 'Developer' }, headers: { 'idempotency-key': idem }, operationId: 'addAccountMember' });
+    const second = await call(server, 'POST', members, {
+      body: { email: 'e@example.com', role: 'Developer' },
+      headers: { 'idempotency-key': idem },
+      operationId: 'addAccountMember',
+    });
     expect(second.status).to.equal(409);
     expect(second.body).to.deep.equal({ message: 'A request with this idempotency key is already in progress' });
     expect(second.headers.get('idempotent-replayed')).to.equal('false');
@@ -204,7 +208,11 @@ describe('Idempotency-Key', () => {
 
   it('does not store authentication failures', async () => {
     const idem = fresh();
-    const denied = await call(server, 'POST', members, { key: `aha-sk-${'x'.repeat(64)}`, body: { email: 'l@example.com', role: 'Developer' }, headers: { 'idempotency-key': idem } });
+    const denied = await call(server, 'POST', members, {
+      key: `aha-sk-${'x'.repeat(64)}`,
+      body: { email: 'l@example.com', role: 'Developer' },
+      headers: { 'idempotency-key': idem },
+    });
     expect(denied.status).to.equal(401);
     const ok = await post(members, { email: 'l@example.com', role: 'Developer' }, idem);
     expect(ok.status).to.equal(201);
@@ -243,17 +251,29 @@ describe('Idempotency-Key', () => {
 
   it('counts the key length in characters, and refuses the header given twice', async () => {
     const accented = 'é'.repeat(200);
-    const res = await call(server, 'POST', members, { body: { email: 'p@example.com', role: 'Developer' }, headers: { 'idempotency-key': Buffer.from(accented, 'utf8').toString('latin1') } });
+    const res = await call(server, 'POST', members, {
+      body: { email: 'p@example.com', role: 'Developer' },
+      headers: { 'idempotency-key': Buffer.from(accented, 'utf8').toString('latin1') },
+    });
     expect(res.status).to.equal(201);
     const { request } = await import('node:http');
     const status = await new Promise<number>((resolve, reject) => {
-      const req = request(`${server.url}${members}`, {
-        method: 'POST',
-        headers: [['authorization', `Bearer ${server.adminKey}`], ['idempotency-key', 'a'], ['idempotency-key', 'b'], ['content-type', 'application/json']] as unknown as Record<string, string>,
-      }, (r) => {
-        r.resume();
-        resolve(r.statusCode ?? 0);
-      });
+      const req = request(
+        `${server.url}${members}`,
+        {
+          method: 'POST',
+          headers: [
+            ['authorization', `Bearer ${server.adminKey}`],
+            ['idempotency-key', 'a'],
+            ['idempotency-key', 'b'],
+            ['content-type', 'application/json'],
+          ] as unknown as Record<string, string>,
+        },
+        (r) => {
+          r.resume();
+          resolve(r.statusCode ?? 0);
+        },
+      );
       req.on('error', reject);
       req.end(JSON.stringify({ email: 'q@example.com', role: 'Developer' }));
     });

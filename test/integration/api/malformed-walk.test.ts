@@ -136,7 +136,9 @@ const STRICT_FORMATS = new Set(['email', 'date-time', 'uuid', 'hostname', 'uri',
 /** The body `base` with the field at `path` replaced by the raw JSON `raw` (added when absent). */
 function bodyWith(base: Record<string, unknown>, path: string[], raw: string): string {
   const [head, ...rest] = path as [string, ...string[]];
-  const entries = Object.entries(base).filter(([k]) => k !== head).map(([k, v]) => `${JSON.stringify(k)}:${JSON.stringify(v)}`);
+  const entries = Object.entries(base)
+    .filter(([k]) => k !== head)
+    .map(([k, v]) => `${JSON.stringify(k)}:${JSON.stringify(v)}`);
   const value = rest.length === 0 ? raw : bodyWith((base[head] ?? {}) as Record<string, unknown>, rest, raw);
   return `{${[...entries, `${JSON.stringify(head)}:${value}`].join(',')}}`;
 }
@@ -232,7 +234,8 @@ function queryValueCases(param: QueryParam): Array<{ what: string; value: string
     { what: '%C0%AF (overlong UTF-8)', value: '%C0%AF', expect: odd },
   ];
   if (types.has('number')) {
-    for (const v of ['abc', '1.5', '0', '101', '99999999999999999999999', '1e2', '%201']) cases.push({ what: `not an integer in range (${v})`, value: v, expect: 'refuse' });
+    for (const v of ['abc', '1.5', '0', '101', '99999999999999999999999', '1e2', '%201'])
+      cases.push({ what: `not an integer in range (${v})`, value: v, expect: 'refuse' });
   }
   if (types.has('boolean')) cases.push({ what: 'not a boolean', value: 'maybe', expect: 'refuse' });
   if (format === 'date-time') cases.push({ what: 'not a date-time', value: '2026-13-45T99%3A99%3A99Z', expect: 'refuse' });
@@ -324,7 +327,13 @@ describe('malformed-request walk over every operation', function () {
       createDomain: { domain: 'walk-__N__.example' },
       updateDomain: { tracking_subdomain: 'click' },
       // With substitutions, so that every case goes through the template engine.
-      createMessage: { from, recipients: [{ email: 'rcpt@example.org', name: 'Rcpt' }], subject: 'Walk', text_content: 'Hi {{ name }}', substitutions: { name: 'Walk' } },
+      createMessage: {
+        from,
+        recipients: [{ email: 'rcpt@example.org', name: 'Rcpt' }],
+        subject: 'Walk',
+        text_content: 'Hi {{ name }}',
+        substitutions: { name: 'Walk' },
+      },
       createConversationMessage: { from, to: [{ email: 'rcpt@example.org' }], subject: 'Walk', text_content: 'Hi' },
       updateAccount: { about: 'walk' },
       addAccountMember: { email: 'walk-__N__@example.org', role: 'Developer' },
@@ -368,7 +377,8 @@ describe('malformed-request walk over every operation', function () {
       }
       // Path ids, one parameter at a time.
       for (const name of [...op.path.matchAll(/:([a-z_]+)/g)].map((m) => m[1]!)) {
-        for (const bad of badIds) push(`path ${name}=${bad.length > 40 ? `${bad.length} characters` : bad}`, pathOf(template, { [name]: bad }), baseText, 'refuse');
+        for (const bad of badIds)
+          push(`path ${name}=${bad.length > 40 ? `${bad.length} characters` : bad}`, pathOf(template, { [name]: bad }), baseText, 'refuse');
       }
       // Query parameters, one at a time, the required ones valid otherwise.
       const params = queryParamsOf(operationId);
@@ -376,14 +386,20 @@ describe('malformed-request walk over every operation', function () {
       const query = (entries: string[]) => `${path}?${entries.join('&')}`;
       const others = (name: string) => required.filter((p) => p.name !== name).map((p) => `${p.name}=${validQueryValue(p)}`);
       for (const param of params) {
-        for (const c of queryValueCases(param)) push(`query ${param.name}: ${c.what}`, query([...others(param.name), `${param.name}=${c.value}`]), baseText, c.expect);
+        for (const c of queryValueCases(param))
+          push(`query ${param.name}: ${c.what}`, query([...others(param.name), `${param.name}=${c.value}`]), baseText, c.expect);
         const repeated = [`${param.name}=${validQueryValue(param)}`, `${param.name}=${param.name === 'limit' ? '2' : validQueryValue(param)}`];
         // Pagination parameters must be given once; a repeated filter is odd but may be read.
         const once = ['limit', 'after', 'before'].includes(param.name);
         push(`query ${param.name} repeated`, query([...others(param.name), ...repeated]), baseText, once ? 'refuse' : 'may');
       }
       if (params.some((p) => p.name === 'after') && params.some((p) => p.name === 'before')) {
-        push('query after and before together', query([...required.map((p) => `${p.name}=${validQueryValue(p)}`), `after=${cursor('{"v":1,"k":"a"}')}`, `before=${cursor('{"v":1,"k":"z"}')}`]), baseText, 'refuse');
+        push(
+          'query after and before together',
+          query([...required.map((p) => `${p.name}=${validQueryValue(p)}`), `after=${cursor('{"v":1,"k":"a"}')}`, `before=${cursor('{"v":1,"k":"z"}')}`]),
+          baseText,
+          'refuse',
+        );
       }
       if (op.method === 'GET' && params.length === 0) {
         push('query: an undeclared parameter, repeated and not UTF-8', `${path}?limit=1&limit=2&x=%ff&y=%ED%A0%80`, undefined, 'may');
@@ -393,12 +409,11 @@ describe('malformed-request walk over every operation', function () {
     // The legacy v1 send: its fields are the top-level ones and those of `content`.
     const v1Schema = deref(v1RequestSchema, v1Ref);
     const v1Base = baseBody(V1);
-    const v1Fields = fieldsOf(v1Schema, v1Ref).flatMap((f) =>
-      f.path[0] === 'content' ? [f, ...fieldsOf(f.schema, v1Ref, ['content'])] : [f],
-    );
+    const v1Fields = fieldsOf(v1Schema, v1Ref).flatMap((f) => (f.path[0] === 'content' ? [f, ...fieldsOf(f.schema, v1Ref, ['content'])] : [f]));
     for (const c of bodyShapeCases(v1Base)) all.push({ op: V1, what: c.what, method: 'POST', path: '/v1/email/send', body: c.body, expect: c.expect });
     for (const field of v1Fields) {
-      for (const c of fieldCases(field)) all.push({ op: V1, what: c.what, method: 'POST', path: '/v1/email/send', body: bodyWith(v1Base, field.path, c.raw), expect: c.expect });
+      for (const c of fieldCases(field))
+        all.push({ op: V1, what: c.what, method: 'POST', path: '/v1/email/send', body: bodyWith(v1Base, field.path, c.raw), expect: c.expect });
     }
 
     // Wrong methods, once per path.
@@ -418,7 +433,8 @@ describe('malformed-request walk over every operation', function () {
   }
 
   /** Text that only internals write: stack traces, engine errors, JavaScript error names. */
-  const INTERNAL = /Maximum call stack|URIError|memory access|TypeError|ReferenceError|RangeError|SyntaxError|Cannot read propert|Unexpected token|in JSON at position|node:internal|\bat \S+ \(\S+:\d+:\d+\)|(?:^|\\n)\s*at \S|\.ts:\d+/;
+  const INTERNAL =
+    /Maximum call stack|URIError|memory access|TypeError|ReferenceError|RangeError|SyntaxError|Cannot read propert|Unexpected token|in JSON at position|node:internal|\bat \S+ \(\S+:\d+:\d+\)|(?:^|\\n)\s*at \S|\.ts:\d+/;
 
   it('answers every malformed request below 500, with the error body, no internals, and writes nothing', async () => {
     const walk = cases();
@@ -455,7 +471,9 @@ describe('malformed-request walk over every operation', function () {
             raw = await RawConnection.open(bed.server.url);
             rawSent = 0;
           }
-          const head = Object.entries(headers).map(([k, v]) => `${k}: ${v}\r\n`).join('');
+          const head = Object.entries(headers)
+            .map(([k, v]) => `${k}: ${v}\r\n`)
+            .join('');
           await raw.write(`${c.method} ${c.path} HTTP/1.1\r\nHost: walk\r\n${head}Content-Length: 0\r\n\r\n`);
           const res = await raw.response(++rawSent);
           if (!res) throw new Error('the connection closed without a response');
@@ -495,7 +513,7 @@ describe('malformed-request walk over every operation', function () {
             assertMatchesContract(c.op, status, body);
           }
         } catch (err) {
-          fail('not the contract\'s response', (err as Error).message.split('\n')[0]!);
+          fail("not the contract's response", (err as Error).message.split('\n')[0]!);
         }
       }
 
@@ -520,7 +538,9 @@ describe('malformed-request walk over every operation', function () {
       raw.destroy();
     }
     const seconds = ((Date.now() - started) / 1000).toFixed(1);
-    console.log(`      malformed walk: ${requests} requests (${walk.length} with the admin key, ${narrowSample.length} with a narrow key) in ${seconds} s; ${accepted.length} odd inputs accepted`);
+    console.log(
+      `      malformed walk: ${requests} requests (${walk.length} with the admin key, ${narrowSample.length} with a narrow key) in ${seconds} s; ${accepted.length} odd inputs accepted`,
+    );
     // WALK_VERBOSE=1 lists the odd inputs that were accepted; WALK_DUMP=<file> writes every answer.
     if (process.env.WALK_VERBOSE) for (const line of accepted) console.log(`        accepted: ${line}`);
     if (process.env.WALK_DUMP) writeFileSync(process.env.WALK_DUMP, `${dump.join('\n')}\n`);

@@ -149,7 +149,10 @@ describe('client address, allow lists and HTTPS', () => {
       const res = await call(server, 'POST', `/v2/accounts/${server.accountId}/api-keys`, {
         body: { label: 'spoof', scopes: ['api-keys:read'], ip_allow_list: ['127.0.0.1'] },
       });
-      const spoofed = await call(server, 'GET', '/v2/ping', { key: res.body.secret_key, headers: { 'x-forwarded-for': '198.51.100.7', 'x-forwarded-proto': 'http' } });
+      const spoofed = await call(server, 'GET', '/v2/ping', {
+        key: res.body.secret_key,
+        headers: { 'x-forwarded-for': '198.51.100.7', 'x-forwarded-proto': 'http' },
+      });
       expect(spoofed.status).to.equal(200);
     });
   });
@@ -166,8 +169,12 @@ describe('client address, allow lists and HTTPS', () => {
     it('matches an IPv6 client against IPv6 entries', async () => {
       const url = server.url;
       expect(url).to.match(/^http:\/\/\[::1\]:/);
-      const inList = await call(server, 'POST', `/v2/accounts/${server.accountId}/api-keys`, { body: { label: 'v6', scopes: ['api-keys:read'], ip_allow_list: ['::1'] } });
-      const outList = await call(server, 'POST', `/v2/accounts/${server.accountId}/api-keys`, { body: { label: 'v4', scopes: ['api-keys:read'], ip_allow_list: ['127.0.0.1'] } });
+      const inList = await call(server, 'POST', `/v2/accounts/${server.accountId}/api-keys`, {
+        body: { label: 'v6', scopes: ['api-keys:read'], ip_allow_list: ['::1'] },
+      });
+      const outList = await call(server, 'POST', `/v2/accounts/${server.accountId}/api-keys`, {
+        body: { label: 'v4', scopes: ['api-keys:read'], ip_allow_list: ['127.0.0.1'] },
+      });
       expect((await call(server, 'GET', '/v2/ping', { key: inList.body.secret_key })).status).to.equal(200);
       expect((await call(server, 'GET', '/v2/ping', { key: outList.body.secret_key })).status).to.equal(403);
     });

@@ -70,12 +70,16 @@ describe('request bodies past the limit', function () {
     }
   });
 
-  it('answers 413 in v1\'s words to each of many v1 sends too long', async () => {
-    await everyTime(head('/v1/email/send', declared, `X-Api-Key: ${v1Key}\r\nConnection: close\r\n`), false, 413, { status: `request body is larger than ${LIMIT} bytes` });
+  it("answers 413 in v1's words to each of many v1 sends too long", async () => {
+    await everyTime(head('/v1/email/send', declared, `X-Api-Key: ${v1Key}\r\nConnection: close\r\n`), false, 413, {
+      status: `request body is larger than ${LIMIT} bytes`,
+    });
   });
 
   it('answers a refused key with its 401 every time, however much body follows it', async () => {
-    await everyTime(head(keys, declared, 'Authorization: Bearer aha-sk-nope\r\nConnection: close\r\n'), false, 401, { message: 'Missing or malformed bearer token' });
+    await everyTime(head(keys, declared, 'Authorization: Bearer aha-sk-nope\r\nConnection: close\r\n'), false, 401, {
+      message: 'Missing or malformed bearer token',
+    });
   });
 
   it('answers a method Node does not know with its 405 every time, however much body follows it', async () => {

@@ -47,7 +47,7 @@ describe('per-account rate limits', () => {
     expect((await call(server, 'GET', '/v2/ping', { key: otherKey })).status).to.equal(200);
   });
 
-  it('does not spend the account\'s budget on unauthenticated requests', async () => {
+  it("does not spend the account's budget on unauthenticated requests", async () => {
     clock.advance(60_000);
     for (let i = 0; i < 250; i++) await call(server, 'GET', '/v2/ping', { key: null });
     expect((await call(server, 'GET', '/v2/ping')).status).to.equal(200);

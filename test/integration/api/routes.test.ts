@@ -138,7 +138,7 @@ describe('Routes resource', () => {
       }
     });
 
-    it('refuses bad patterns and domains that are not the account\'s with 400 and a message, writing nothing', async () => {
+    it("refuses bad patterns and domains that are not the account's with 400 and a message, writing nothing", async () => {
       const before = (await everyListed()).length;
       const cases: Array<[unknown, string]> = [
         ['', 'recipient "" is not valid'],
@@ -221,7 +221,15 @@ describe('Routes resource', () => {
       clock.advance(1000);
       const updated = await api('PUT', `${base}/${created.id}`, { body: { name: null, headers: true, enabled: false, strip_replies: null } });
       expect(updated.status).to.equal(200);
-      expect(updated.body).to.include({ name: 'before', url: created.url, recipient: created.recipient, attachments: true, headers: true, enabled: false, strip_replies: false });
+      expect(updated.body).to.include({
+        name: 'before',
+        url: created.url,
+        recipient: created.recipient,
+        attachments: true,
+        headers: true,
+        enabled: false,
+        strip_replies: false,
+      });
       expect(updated.body).to.not.have.property('secret');
       expect(updated.body.created_at).to.equal(created.created_at);
       expect(updated.body.updated_at).to.equal(new Date(clock.ms).toISOString());
@@ -231,7 +239,13 @@ describe('Routes resource', () => {
       const renamed = await api('PUT', `${base}/${created.id}`, {
         body: { name: 'after', url: `https://${PUBLIC_IP}/other`, recipient: '*-Help@example.org', group_by_message_id: true, enabled: true },
       });
-      expect(renamed.body).to.include({ name: 'after', url: `https://${PUBLIC_IP}/other`, recipient: '*-help@example.org', group_by_message_id: true, enabled: true });
+      expect(renamed.body).to.include({
+        name: 'after',
+        url: `https://${PUBLIC_IP}/other`,
+        recipient: '*-help@example.org',
+        group_by_message_id: true,
+        enabled: true,
+      });
       expect((await api('GET', `${base}/${created.id}`)).body).to.deep.equal(renamed.body);
       // It moved from one domain's listing to the other's.
       expect((await everyListed(undefined, '&domain=example.com')).map((r) => r.id)).to.not.include(created.id);
@@ -257,7 +271,11 @@ describe('Routes resource', () => {
       const res = await api('DELETE', `${base}/${created.id}`);
       expect(res.status).to.equal(200);
       expect(res.body.message).to.equal(`route ${created.id} (doomed) deleted successfully`);
-      for (const [method, body] of [['GET', undefined], ['PUT', { name: 'x' }], ['DELETE', undefined]] as const) {
+      for (const [method, body] of [
+        ['GET', undefined],
+        ['PUT', { name: 'x' }],
+        ['DELETE', undefined],
+      ] as const) {
         expect((await api(method, `${base}/${created.id}`, body ? { body } : {})).status, method).to.equal(404);
       }
       expect((await everyListed()).map((r) => r.id)).to.not.include(created.id);
@@ -265,7 +283,11 @@ describe('Routes resource', () => {
     });
 
     it('answers 404 for unknown ids and for routes of another account, 400 for malformed ids', async () => {
-      for (const [method, body] of [['GET', undefined], ['PUT', { name: 'x' }], ['DELETE', undefined]] as const) {
+      for (const [method, body] of [
+        ['GET', undefined],
+        ['PUT', { name: 'x' }],
+        ['DELETE', undefined],
+      ] as const) {
         const res = await api(method, `${base}/${UNKNOWN_ID}`, body ? { body } : {});
         expect(res.status, method).to.equal(404);
         expect(res.body.message).to.equal('route not found');
@@ -280,7 +302,11 @@ describe('Routes resource', () => {
       expect(theirs.status).to.equal(201);
 
       const mine = await create(route());
-      for (const [method, body] of [['GET', undefined], ['PUT', { enabled: false }], ['DELETE', undefined]] as const) {
+      for (const [method, body] of [
+        ['GET', undefined],
+        ['PUT', { enabled: false }],
+        ['DELETE', undefined],
+      ] as const) {
         expect((await api(method, `${otherBase}/${mine.id}`, { key, ...(body ? { body } : {}) })).status, `${method} mine with their key`).to.equal(404);
         expect((await api(method, `${base}/${theirs.body.id}`, body ? { body } : {})).status, `${method} theirs with my key`).to.equal(404);
       }
@@ -400,7 +426,14 @@ describe('Routes resource', () => {
       }
 
       const created = await create(route());
-      for (const body of [{ name: 'n'.repeat(256) }, { secret: 'x' }, { enabled: 'no' }, { recipient: 5 }, { url: ['https://hooks.example.com/'] }, { headers: deep }]) {
+      for (const body of [
+        { name: 'n'.repeat(256) },
+        { secret: 'x' },
+        { enabled: 'no' },
+        { recipient: 5 },
+        { url: ['https://hooks.example.com/'] },
+        { headers: deep },
+      ]) {
         const res = await api('PUT', `${base}/${created.id}`, { body });
         expect(res.status, JSON.stringify(body).slice(0, 100)).to.equal(400);
         expect(res.body.message).to.be.a('string');
@@ -605,6 +638,8 @@ describe('Routes resource: limits and webhooks.allow_networks', () => {
     expect(over.status).to.equal(409);
     expect(over.body.message).to.equal(`an account may have at most ${MAX_ROUTES_PER_ACCOUNT} routes`);
     expect((await call(server, 'DELETE', `${base}/${last}`)).status).to.equal(200);
-    expect((await call(server, 'POST', base, { body: { name: 'fits again', url: 'http://127.0.0.1:9000/in', recipient: 'over@example.com' } })).status).to.equal(201);
+    expect(
+      (await call(server, 'POST', base, { body: { name: 'fits again', url: 'http://127.0.0.1:9000/in', recipient: 'over@example.com' } })).status,
+    ).to.equal(201);
   });
 });

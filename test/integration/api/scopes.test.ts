@@ -73,12 +73,18 @@ describe('scope enforcement per operation', () => {
     expect((await call(server, 'DELETE', `${base}/api-keys/${victim.body.id}`, { key: await keyWith(['api-keys:write']) })).status).to.equal(403);
     // The deleting key must also hold every scope of the key it deletes (accounts:read here).
     expect((await call(server, 'DELETE', `${base}/api-keys/${victim.body.id}`, { key: await keyWith(['api-keys:delete']) })).status).to.equal(403);
-    expect((await call(server, 'DELETE', `${base}/api-keys/${victim.body.id}`, { key: await keyWith(['api-keys:delete', 'accounts:read']) })).status).to.equal(200);
+    expect((await call(server, 'DELETE', `${base}/api-keys/${victim.body.id}`, { key: await keyWith(['api-keys:delete', 'accounts:read']) })).status).to.equal(
+      200,
+    );
   });
 
   it('refuses with 403 to grant a scope the calling key does not hold', async () => {
     const limited = await keyWith(['api-keys:write', 'accounts:read']);
-    const escalate = await call(server, 'POST', `${base}/api-keys`, { key: limited, body: { label: 'x', scopes: ['api-keys:write', 'api-keys:delete'] }, operationId: 'createAPIKey' });
+    const escalate = await call(server, 'POST', `${base}/api-keys`, {
+      key: limited,
+      body: { label: 'x', scopes: ['api-keys:write', 'api-keys:delete'] },
+      operationId: 'createAPIKey',
+    });
     expect(escalate.status).to.equal(403);
     expect(escalate.body.message).to.contain('api-keys:delete');
     const star = await call(server, 'POST', `${base}/api-keys`, { body: { label: 'x', scopes: ['*'] } });
@@ -90,9 +96,17 @@ describe('scope enforcement per operation', () => {
   it('refuses with 403 a key widening its own scopes, but lets it keep or drop what it has', async () => {
     const created = await call(server, 'POST', `${base}/api-keys`, { body: { label: 'self', scopes: ['api-keys:write', 'accounts:read'] } });
     const self = created.body.secret_key;
-    const widen = await call(server, 'PUT', `${base}/api-keys/${created.body.id}`, { key: self, body: { scopes: ['api-keys:write', 'accounts:read', 'accounts:write'] }, operationId: 'updateAPIKey' });
+    const widen = await call(server, 'PUT', `${base}/api-keys/${created.body.id}`, {
+      key: self,
+      body: { scopes: ['api-keys:write', 'accounts:read', 'accounts:write'] },
+      operationId: 'updateAPIKey',
+    });
     expect(widen.status).to.equal(403);
-    const narrow = await call(server, 'PUT', `${base}/api-keys/${created.body.id}`, { key: self, body: { scopes: ['api-keys:write'] }, operationId: 'updateAPIKey' });
+    const narrow = await call(server, 'PUT', `${base}/api-keys/${created.body.id}`, {
+      key: self,
+      body: { scopes: ['api-keys:write'] },
+      operationId: 'updateAPIKey',
+    });
     expect(narrow.status).to.equal(200);
   });
 
@@ -101,6 +115,8 @@ describe('scope enforcement per operation', () => {
     expect((await call(server, 'GET', `${base}/api-keys/${target}`, { key: await keyWith(['api-keys:write']) })).status).to.equal(403);
     expect((await call(server, 'GET', `${base}/api-keys/${target}`, { key: await keyWith(['api-keys:read']) })).status).to.equal(200);
     expect((await call(server, 'PUT', `${base}/api-keys/${target}`, { key: await keyWith(['api-keys:read']), body: { label: 'u' } })).status).to.equal(403);
-    expect((await call(server, 'PUT', `${base}/api-keys/${target}`, { key: await keyWith(['api-keys:write', 'accounts:read']), body: { label: 'u' } })).status).to.equal(200);
+    expect(
+      (await call(server, 'PUT', `${base}/api-keys/${target}`, { key: await keyWith(['api-keys:write', 'accounts:read']), body: { label: 'u' } })).status,
+    ).to.equal(200);
   });
 });

@@ -68,7 +68,13 @@ describe('sub-account usage and the monthly credit', function () {
     const cred = await child.api('POST', `/v2/accounts/${child.id}/smtp-credentials`, { body: { name: 'app', scope: 'global' } });
     const port = bed.server.daemon.parts.submission.ports.find((p) => !p.secure)!.port;
     const attempt = async () => {
-      const transport = createTransport({ host: '127.0.0.1', port, secure: false, ignoreTLS: true, auth: { user: cred.body.username, pass: cred.body.password } });
+      const transport = createTransport({
+        host: '127.0.0.1',
+        port,
+        secure: false,
+        ignoreTLS: true,
+        auth: { user: cred.body.username, pass: cred.body.password },
+      });
       try {
         return await transport.sendMail({ from: 'app@smtp-child.example', to: 'smtp@example.org', subject: 'Hi', text: 'Hi' }).then(
           () => null,
@@ -100,7 +106,9 @@ describe('sub-account usage and the monthly credit', function () {
 
     const over = await child.send(['c3@example.org', 'c4@example.org']);
     expect(over.status).to.equal(403);
-    expect(over.body.message).to.match(/^monthly credit exhausted: this sub account has used 2 of its 3 messages for 2026-11 \(UTC\), and this send has 2; sending resumes on 2026-12-01T00:00:00\.000Z$/);
+    expect(over.body.message).to.match(
+      /^monthly credit exhausted: this sub account has used 2 of its 3 messages for 2026-11 \(UTC\), and this send has 2; sending resumes on 2026-12-01T00:00:00\.000Z$/,
+    );
     sent(await child.send(['c3@example.org']));
     expect((await child.send(['c4@example.org'])).status).to.equal(403);
     // Sandbox mail is not counted, so not capped.
@@ -108,7 +116,10 @@ describe('sub-account usage and the monthly credit', function () {
 
     // v1: its error body.
     const { secret: v1Key } = await bed.server.daemon.core.apiKeys.create(child.id, { label: 'v1', scopes: ['messages:send:all'], kind: 'v1' });
-    const v1 = await bed.v1({ from: { email: 'app@capped.example' }, recipients: [{ email: 'v1@example.org' }], content: { subject: 'Hi', text_body: 'Hi' } }, v1Key);
+    const v1 = await bed.v1(
+      { from: { email: 'app@capped.example' }, recipients: [{ email: 'v1@example.org' }], content: { subject: 'Hi', text_body: 'Hi' } },
+      v1Key,
+    );
     expect(v1.status).to.equal(403);
     expect(v1.body.status).to.contain('monthly credit exhausted');
 
@@ -116,7 +127,13 @@ describe('sub-account usage and the monthly credit', function () {
     const cred = await child.api('POST', `/v2/accounts/${child.id}/smtp-credentials`, { body: { name: 'app', scope: 'global' } });
     expect(cred.status, JSON.stringify(cred.body)).to.equal(201);
     const port = bed.server.daemon.parts.submission.ports.find((p) => !p.secure)!.port;
-    const transport = createTransport({ host: '127.0.0.1', port, secure: false, ignoreTLS: true, auth: { user: cred.body.username, pass: cred.body.password } });
+    const transport = createTransport({
+      host: '127.0.0.1',
+      port,
+      secure: false,
+      ignoreTLS: true,
+      auth: { user: cred.body.username, pass: cred.body.password },
+    });
     try {
       const err = await transport.sendMail({ from: 'app@capped.example', to: 'smtp@example.org', subject: 'Hi', text: 'Hi' }).then(
         () => null,

@@ -25,7 +25,10 @@ describe('sub accounts (reference-api §10)', function () {
     return { id: res.body.id, body: res.body };
   }
 
-  async function childKey(childId: string, scopes = ['accounts:read', 'domains:read', 'domains:write', 'api-keys:read', 'api-keys:write', 'accounts:members:add']): Promise<string> {
+  async function childKey(
+    childId: string,
+    scopes = ['accounts:read', 'domains:read', 'domains:write', 'api-keys:read', 'api-keys:write', 'accounts:members:add'],
+  ): Promise<string> {
     const res = await api('POST', `${parent}/${childId}/api-keys`, { body: { label: 'child', scopes } });
     expect(res.status, JSON.stringify(res.body)).to.equal(201);
     return res.body.secret_key;
@@ -36,16 +39,34 @@ describe('sub accounts (reference-api §10)', function () {
     const core = server.daemon.core;
     const account = await core.accounts.create({ name: 'Other', website: 'https://other.example', ownerEmail: 'owner@other.example' });
     const { secret } = await core.apiKeys.create(account.id, { label: 'other admin', scopes: EVERY_GLOBAL_SCOPE });
-    const res = await call({ url: server.url, adminKey: secret }, 'POST', `/v2/accounts/${account.id}/sub-accounts`, { body: { name: 'Theirs', website: 'theirs.example' } });
+    const res = await call({ url: server.url, adminKey: secret }, 'POST', `/v2/accounts/${account.id}/sub-accounts`, {
+      body: { name: 'Theirs', website: 'theirs.example' },
+    });
     expect(res.status).to.equal(201);
     return { id: account.id, key: secret, childId: res.body.id };
   }
 
   it('bootstraps a sub account: create (Idempotency-Key A), its key (Idempotency-Key B), and the key works on the ordinary routes with the child id', async () => {
-    const created = await api('POST', parent, { body: { name: '  Acme Subsidiary ', website: 'https://acme.example.com/home', monthly_credit: 0 }, headers: { 'idempotency-key': 'A-1' } });
+    const created = await api('POST', parent, {
+      body: { name: '  Acme Subsidiary ', website: 'https://acme.example.com/home', monthly_credit: 0 },
+      headers: { 'idempotency-key': 'A-1' },
+    });
     expect(created.status).to.equal(201);
-    expect(created.body).to.include({ object: 'sub_account', parent_account_id: server.accountId, name: 'Acme Subsidiary', website: 'acme.example.com', status: 'active', monthly_credit: 0, domain_count: 0, member_count: 0, last_activity_at: null });
-    const replay = await api('POST', parent, { body: { name: '  Acme Subsidiary ', website: 'https://acme.example.com/home', monthly_credit: 0 }, headers: { 'idempotency-key': 'A-1' } });
+    expect(created.body).to.include({
+      object: 'sub_account',
+      parent_account_id: server.accountId,
+      name: 'Acme Subsidiary',
+      website: 'acme.example.com',
+      status: 'active',
+      monthly_credit: 0,
+      domain_count: 0,
+      member_count: 0,
+      last_activity_at: null,
+    });
+    const replay = await api('POST', parent, {
+      body: { name: '  Acme Subsidiary ', website: 'https://acme.example.com/home', monthly_credit: 0 },
+      headers: { 'idempotency-key': 'A-1' },
+    });
     expect(replay.status).to.equal(201);
     expect(replay.body.id).to.equal(created.body.id);
 
@@ -60,7 +81,9 @@ describe('sub accounts (reference-api §10)', function () {
     const mine = await call({ url: server.url, adminKey: key.body.secret_key }, 'GET', `/v2/accounts/${created.body.id}`);
     expect(mine.status).to.equal(200);
     expect(mine.body).to.include({ id: created.body.id, parent_account_id: server.accountId });
-    const domain = await call({ url: server.url, adminKey: key.body.secret_key }, 'POST', `/v2/accounts/${created.body.id}/domains`, { body: { domain: 'mail.acme.example.com' } });
+    const domain = await call({ url: server.url, adminKey: key.body.secret_key }, 'POST', `/v2/accounts/${created.body.id}/domains`, {
+      body: { domain: 'mail.acme.example.com' },
+    });
     expect(domain.status).to.equal(201);
     const got = await api('GET', `${parent}/${created.body.id}`);
     expect(got.body.domain_count).to.equal(1);
@@ -136,7 +159,9 @@ describe('sub accounts (reference-api §10)', function () {
 
   it('gates each operation on its scope: a parent key without it gets 403', async () => {
     const mine = await child('Scoped');
-    const readOnly = await api('POST', `/v2/accounts/${server.accountId}/api-keys`, { body: { label: 'ro', scopes: ['sub-accounts:read', 'sub-account-api-keys:read'] } });
+    const readOnly = await api('POST', `/v2/accounts/${server.accountId}/api-keys`, {
+      body: { label: 'ro', scopes: ['sub-accounts:read', 'sub-account-api-keys:read'] },
+    });
     const key = readOnly.body.secret_key as string;
     expect((await api('GET', parent, { key })).status).to.equal(200);
     expect((await api('GET', `${parent}/${mine.id}`, { key })).status).to.equal(200);
@@ -195,7 +220,9 @@ describe('sub accounts (reference-api §10)', function () {
     const widened = await api('PUT', `${parent}/${mine.id}/api-keys/${plain.body.id}`, { body: { scopes: ['accounts:read', 'sub-account-api-keys:write'] } });
     expect(widened.status).to.equal(400);
     expect(widened.body.message).to.contain('sub-account-api-keys:write');
-    expect((await api('GET', `${parent}/${mine.id}/api-keys/${plain.body.id}`)).body.scopes.map((s: { scope: string }) => s.scope)).to.deep.equal(['accounts:read']);
+    expect((await api('GET', `${parent}/${mine.id}/api-keys/${plain.body.id}`)).body.scopes.map((s: { scope: string }) => s.scope)).to.deep.equal([
+      'accounts:read',
+    ]);
     // Scopes are validated against the child: a domain of the parent is not one of the child's.
     const foreign = await api('POST', `${parent}/${mine.id}/api-keys`, { body: { label: 'k', scopes: ['messages:send:{parent.example}'] } });
     expect(foreign.status).to.equal(400);
@@ -295,7 +322,7 @@ describe('sub accounts (reference-api §10)', function () {
     await core.accountStatuses.unsuspend(follower.id, 'operator');
   });
 
-  it('has no self-lockout guard when the parent narrows a child key\'s allow list', async () => {
+  it("has no self-lockout guard when the parent narrows a child key's allow list", async () => {
     const mine = await child('Locked');
     const created = await api('POST', `${parent}/${mine.id}/api-keys`, { body: { label: 'k', scopes: ['accounts:read', 'api-keys:write'] } });
     const res = await api('PUT', `${parent}/${mine.id}/api-keys/${created.body.id}`, { body: { ip_allow_list: ['192.0.2.1'] } });

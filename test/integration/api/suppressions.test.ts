@@ -177,7 +177,9 @@ describe('suppressions API', function () {
     const theirs = `/v2/accounts/${accountId}/suppressions`;
     expect((await bed.api('GET', theirs, { key: otherKey })).body.data).to.have.length(0);
     expect((await bed.api('DELETE', `${theirs}?email=mine@example.net`, { key: otherKey })).status).to.equal(404);
-    expect((await bed.api('POST', theirs, { key: otherKey, body: { email: 'x@example.net', domain: 'one.example', expires_at: future() } })).status).to.equal(400);
+    expect((await bed.api('POST', theirs, { key: otherKey, body: { email: 'x@example.net', domain: 'one.example', expires_at: future() } })).status).to.equal(
+      400,
+    );
     expect((await list('?email=mine@example.net')).body.data).to.have.length(1);
   });
 });

@@ -54,7 +54,7 @@ describe('HTTP transport robustness', () => {
       expect(loud(lines)).to.deep.equal([]);
     });
 
-    it('answers TRACE under /v1/ with 405 and v1\'s {status} body', async () => {
+    it("answers TRACE under /v1/ with 405 and v1's {status} body", async () => {
       const res = await rawRequest(server.url, 'TRACE /v1/email/send HTTP/1.1\r\nHost: x\r\n\r\n');
       expect(res?.status).to.equal(405);
       expect(res?.headers.allow).to.equal('POST');
@@ -110,7 +110,11 @@ describe('HTTP transport robustness', () => {
     });
 
     it('answers a method Node does not know on a path no route has with 404 and no Allow, as PROPFIND gets', async () => {
-      for (const [line, body] of [['FOO /nowhere', { message: 'not found' }], ['get /v1/nothing', { status: 'not found' }], ['FOO //v1/email/send', { status: 'not found' }]] as const) {
+      for (const [line, body] of [
+        ['FOO /nowhere', { message: 'not found' }],
+        ['get /v1/nothing', { status: 'not found' }],
+        ['FOO //v1/email/send', { status: 'not found' }],
+      ] as const) {
         const res = await rawRequest(server.url, `${line} HTTP/1.1\r\nHost: x\r\n\r\n`);
         expect(res?.status, line).to.equal(404);
         expect(res?.headers.allow, line).to.equal(undefined);
@@ -195,8 +199,14 @@ describe('HTTP transport robustness', () => {
       clock.advance(60_000);
       const statuses: number[] = [];
       for (let i = 0; i < 300; i++) statuses.push((await ping(i % 3 === 0 ? null : badKey)).status);
-      expect(statuses.slice(0, 30).every((s) => s === 401), statuses.slice(0, 30).join()).to.equal(true);
-      expect(statuses.slice(30).every((s) => s === 429), statuses.slice(30).join()).to.equal(true);
+      expect(
+        statuses.slice(0, 30).every((s) => s === 401),
+        statuses.slice(0, 30).join(),
+      ).to.equal(true);
+      expect(
+        statuses.slice(30).every((s) => s === 429),
+        statuses.slice(30).join(),
+      ).to.equal(true);
       hashed = 0;
       const limited = await ping(badKey);
       expect(limited.status).to.equal(429);
@@ -226,8 +236,8 @@ describe('HTTP transport robustness', () => {
 
     it('counts v1 refusals (X-Api-Key) in the same bucket and answers v1 with {status}', async () => {
       clock.advance(60_000);
-      const v1 = (key: string) => rawRequest(server.url,
-        `POST /v1/email/send HTTP/1.1\r\nHost: x\r\nX-Api-Key: ${key}\r\nContent-Type: application/json\r\nContent-Length: 2\r\n\r\n{}`);
+      const v1 = (key: string) =>
+        rawRequest(server.url, `POST /v1/email/send HTTP/1.1\r\nHost: x\r\nX-Api-Key: ${key}\r\nContent-Type: application/json\r\nContent-Length: 2\r\n\r\n{}`);
       for (let i = 0; i < 30; i++) expect((await v1('nope'))?.status).to.equal(403);
       const limited = await v1('nope');
       expect(limited?.status).to.equal(429);
@@ -269,7 +279,10 @@ describe('HTTP transport robustness', () => {
         expect(res?.json, path).to.deep.equal({ status: 'not found' });
       }
       for (const path of ['//v1/email/send', '/v1//email/send']) {
-        const res = await rawRequest(server.url, `POST ${path} HTTP/1.1\r\nHost: x\r\nX-Api-Key: nope\r\nContent-Type: application/json\r\nContent-Length: 2\r\n\r\n{}`);
+        const res = await rawRequest(
+          server.url,
+          `POST ${path} HTTP/1.1\r\nHost: x\r\nX-Api-Key: nope\r\nContent-Type: application/json\r\nContent-Length: 2\r\n\r\n{}`,
+        );
         expect(res?.status, path).to.equal(404);
         expect(res?.json, path).to.deep.equal({ status: 'not found' });
       }
@@ -299,7 +312,9 @@ describe('HTTP transport robustness', () => {
 
     it('sends 100 Continue only to a request whose body is going to be read', async () => {
       const refused = await RawConnection.open(server.url);
-      await refused.write(`POST /v2/accounts/${server.accountId}/api-keys HTTP/1.1\r\nHost: x\r\nExpect: 100-continue\r\nContent-Type: application/json\r\nContent-Length: 60\r\n\r\n`);
+      await refused.write(
+        `POST /v2/accounts/${server.accountId}/api-keys HTTP/1.1\r\nHost: x\r\nExpect: 100-continue\r\nContent-Type: application/json\r\nContent-Length: 60\r\n\r\n`,
+      );
       const first = await refused.response();
       expect(first?.status).to.equal(401);
       expect(first?.json).to.deep.equal({ message: 'Missing or malformed bearer token' });
@@ -330,13 +345,23 @@ describe('HTTP transport robustness', () => {
       app.use(errorResponses as unknown as Koa.Middleware<ApiState>);
       app.use((async (ctx: ApiContext) => {
         switch (ctx.path) {
-          case '/range': throw Object.assign(new RangeError('Invalid array length at secret.ts:12'), { status: 400 });
-          case '/type': throw new TypeError('Cannot read properties of undefined (reading \'secret\')');
-          case '/hidden': ctx.throw(400, 'internal parser state 0xdeadbeef', { expose: false }); break;
-          case '/exposed': ctx.throw(409, 'this one is for the client'); break;
-          case '/server': ctx.throw(503, 'upstream db at 10.0.0.7 is down'); break;
-          case '/app': throw new AppError(422, 'domain words');
-          case '/v1/range': throw Object.assign(new RangeError('secret v1'), { status: 400, expose: false });
+          case '/range':
+            throw Object.assign(new RangeError('Invalid array length at secret.ts:12'), { status: 400 });
+          case '/type':
+            throw new TypeError("Cannot read properties of undefined (reading 'secret')");
+          case '/hidden':
+            ctx.throw(400, 'internal parser state 0xdeadbeef', { expose: false });
+            break;
+          case '/exposed':
+            ctx.throw(409, 'this one is for the client');
+            break;
+          case '/server':
+            ctx.throw(503, 'upstream db at 10.0.0.7 is down');
+            break;
+          case '/app':
+            throw new AppError(422, 'domain words');
+          case '/v1/range':
+            throw Object.assign(new RangeError('secret v1'), { status: 400, expose: false });
         }
       }) as unknown as Koa.Middleware<ApiState>);
       listener = await ApiListener.start({ host: '127.0.0.1', port: 0 }, app.callback());

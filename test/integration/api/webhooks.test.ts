@@ -36,7 +36,10 @@ describe('Webhooks resource', () => {
     dns.zone.set('metadata.example.com', 'A', ['169.254.169.254']);
     // Many requests in a burst: the rate limit (its own tests) stays out of the way.
     const many = { per_second: 100_000, burst: 100_000 };
-    server = await startServer({ clock: new ManualClock(), config: { dns: { servers: [dns.address], timeout_ms: 1000, tries: 1 }, api: { rate_limits: { general: many } } } });
+    server = await startServer({
+      clock: new ManualClock(),
+      config: { dns: { servers: [dns.address], timeout_ms: 1000, tries: 1 }, api: { rate_limits: { general: many } } },
+    });
     account = `/v2/accounts/${server.accountId}`;
     base = `${account}/webhooks`;
     for (const domain of ['example.com', 'example.org', 'example.net']) {
@@ -80,9 +83,18 @@ describe('Webhooks resource', () => {
       const created = await create(hook({ on_bounced: true, domains: ['example.com'] }));
       expect(created.secret).to.match(SECRET);
       expect(created).to.include({
-        object: 'webhook', name: 'Events', url: 'https://hooks.example.com/postilion', enabled: true, scope: 'global',
-        on_bounced: true, on_delivered: false, on_dns_error: false,
-        success_count: 0, error_count: 0, errors_since_last_success: 0, last_request_at: null,
+        object: 'webhook',
+        name: 'Events',
+        url: 'https://hooks.example.com/postilion',
+        enabled: true,
+        scope: 'global',
+        on_bounced: true,
+        on_delivered: false,
+        on_dns_error: false,
+        success_count: 0,
+        error_count: 0,
+        errors_since_last_success: 0,
+        last_request_at: null,
       });
       // `domains` of a global webhook are accepted and ignored.
       expect(created.domains).to.deep.equal([]);
@@ -130,7 +142,9 @@ describe('Webhooks resource', () => {
       const off = await create(hook({ name: 'off', enabled: false, on_clicked: true }));
       const clicks = await create(hook({ name: 'clicks', on_clicked: true }));
       const disabled = await everyListed(undefined, '&enabled=false');
-      expect(disabled.map((w) => w.id)).to.include(off.id).and.not.include(clicks.id);
+      expect(disabled.map((w) => w.id))
+        .to.include(off.id)
+        .and.not.include(clicks.id);
       expect(disabled.every((w) => w.enabled === false)).to.equal(true);
       const clicked = await everyListed(undefined, '&on_clicked=true&enabled=true');
       expect(clicked.map((w) => w.id)).to.deep.equal([clicks.id]);
@@ -194,7 +208,11 @@ describe('Webhooks resource', () => {
     });
 
     it('answers 404 for unknown ids and for webhooks of another account, 400 for malformed ids', async () => {
-      for (const [method, body] of [['GET', undefined], ['PUT', { name: 'x' }], ['DELETE', undefined]] as const) {
+      for (const [method, body] of [
+        ['GET', undefined],
+        ['PUT', { name: 'x' }],
+        ['DELETE', undefined],
+      ] as const) {
         const res = await api(method, `${base}/${UNKNOWN_ID}`, body ? { body } : {});
         expect(res.status, method).to.equal(404);
         expect(res.body.message).to.equal('webhook not found');

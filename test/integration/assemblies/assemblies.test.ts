@@ -17,13 +17,17 @@ describe('the daemon’s assemblies', function () {
   after(async () => server?.stop());
 
   it('own each key of the configuration exactly once', () => {
-    const wrong = configKeys().map((key) => ({ key, owners: owners(server, key) })).filter((k) => k.owners.length !== 1);
+    const wrong = configKeys()
+      .map((key) => ({ key, owners: owners(server, key) }))
+      .filter((k) => k.owners.length !== 1);
     expect(wrong, 'keys with no owner or with several').to.deep.equal([]);
   });
 
   it('name sections that exist', () => {
     const keys = configKeys();
-    const unknown = server.daemon.assemblies.flatMap((a) => a.sections.filter((s) => !keys.some((k) => k === s || k.startsWith(`${s}.`))).map((s) => `${a.name}: ${s}`));
+    const unknown = server.daemon.assemblies.flatMap((a) =>
+      a.sections.filter((s) => !keys.some((k) => k === s || k.startsWith(`${s}.`))).map((s) => `${a.name}: ${s}`),
+    );
     expect(unknown).to.deep.equal([]);
   });
 
@@ -31,7 +35,10 @@ describe('the daemon’s assemblies', function () {
     const names = server.daemon.assemblies.map((a) => a.name);
     expect(new Set(names).size).to.equal(names.length);
     const lines = server.daemon.readiness();
-    expect(lines.filter((l) => !l.ok), JSON.stringify(lines)).to.deep.equal([]);
+    expect(
+      lines.filter((l) => !l.ok),
+      JSON.stringify(lines),
+    ).to.deep.equal([]);
     expect(lines.map((l) => l.name)).to.include.members(['store', 'storage', 'api', 'control', 'smtp-submission']);
   });
 });

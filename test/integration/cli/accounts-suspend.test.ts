@@ -82,7 +82,13 @@ describe('postilion accounts suspend and held mail', function () {
     expect(list.out).to.contain('(suspended by operator: abuse report #42)');
     expect(list.out).to.contain(`${child.id}\tparent-suspended\t${bed.server.accountId}\tCustomer`);
     const listed = JSON.parse((await cli('accounts', 'list', '--json')).out) as Array<Record<string, unknown>>;
-    expect(listed.find((a) => a.id === child.id)).to.deep.equal({ id: child.id, name: 'Customer', status: 'parent-suspended', parent_account_id: bed.server.accountId, suspension: null });
+    expect(listed.find((a) => a.id === child.id)).to.deep.equal({
+      id: child.id,
+      name: 'Customer',
+      status: 'parent-suspended',
+      parent_account_id: bed.server.accountId,
+      suspension: null,
+    });
     expect(listed.find((a) => a.id === bed.server.accountId)).to.deep.include({ status: 'suspended', parent_account_id: null });
     const refused = await bed.api('GET', `/v2/accounts/${bed.server.accountId}`);
     expect(refused.status).to.equal(401);
@@ -110,7 +116,12 @@ describe('postilion accounts suspend and held mail', function () {
     await bed.until(mine, 'Delivered');
     const deadline = Date.now() + 10_000;
     while (sink.received.length < 2 && Date.now() < deadline) await new Promise((r) => setTimeout(r, 50));
-    expect(sink.received.map((m) => m.to).flat().sort()).to.deep.equal(['child@example.org', 'rcpt@example.org']);
+    expect(
+      sink.received
+        .map((m) => m.to)
+        .flat()
+        .sort(),
+    ).to.deep.equal(['child@example.org', 'rcpt@example.org']);
     expect(await heldIds()).to.deep.equal([]);
     expect((await cli('accounts', 'list')).out).to.contain(`${child.id}\tactive\t${bed.server.accountId}\tCustomer`);
   });

@@ -116,7 +116,12 @@ describe('postilion accounts, keys and domains (CLI), daemon running or stopped'
     const everyId = /^key id: ([0-9a-f-]{36})$/m.exec(every.out)![1]!;
     t.keys.deleted = SECRET.exec(every.out)![0];
     const keys = await ok('keys', 'list', '--account', t.account);
-    expect(keys.out.split('\n').slice(0, -1).map((line) => line.split('\t').slice(1))).to.deep.equal([
+    expect(
+      keys.out
+        .split('\n')
+        .slice(0, -1)
+        .map((line) => line.split('\t').slice(1)),
+    ).to.deep.equal([
       ['ci', 'accounts:read'],
       ['legacy', 'messages:send:all'],
       ['everything', EVERY_GLOBAL_SCOPE.join(',')],
@@ -153,7 +158,9 @@ describe('postilion accounts, keys and domains (CLI), daemon running or stopped'
     expect(marked.out).to.match(/^laptop\.test: DNS marked as verified by hand \(\d{4}-\d\d-\d\dT[^)]+\); it may send now\./);
     expect((await ok('domains', 'list', '--account', t.account)).out).to.match(/^laptop\.test\tdns_valid=true \(verified by hand\)\t/m);
     const cleared = await ok('domains', 'verify', 'laptop.test', '--clear');
-    expect(cleared.out).to.equal('laptop.test: the verified-by-hand mark is cleared; dns_valid=false until its records are found (postilion domains check laptop.test)\n');
+    expect(cleared.out).to.equal(
+      'laptop.test: the verified-by-hand mark is cleared; dns_valid=false until its records are found (postilion domains check laptop.test)\n',
+    );
     expect((await ok('domains', 'list', '--account', t.account)).out).to.match(/^laptop\.test\tdns_valid=false\t/m);
 
     // Bad input: exit 2 and the message, before anything is written.
@@ -279,7 +286,12 @@ describe('postilion accounts, keys and domains (CLI), daemon running or stopped'
       socket = join(dir, 'data', 'control.sock');
     });
 
-    function raw(method: string, path: string, body?: string | Buffer, headers: Record<string, string> = {}): Promise<{ status: number; body: string; connection: string | undefined }> {
+    function raw(
+      method: string,
+      path: string,
+      body?: string | Buffer,
+      headers: Record<string, string> = {},
+    ): Promise<{ status: number; body: string; connection: string | undefined }> {
       return new Promise((resolve, reject) => {
         const req = request({ socketPath: socket, method, path, agent: false, headers: { 'content-type': 'application/json', ...headers } }, (res) => {
           let text = '';

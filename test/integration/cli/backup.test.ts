@@ -40,7 +40,9 @@ describe('postilion backup / restore (CLI, no daemon)', function () {
     await core.store.close();
     const made = await cli(first, 'backup', join(dir, 'b1'));
     expect(made.code, made.err).to.equal(0);
-    expect(made.out).to.match(/^backup of \S+ from the store \(no daemon runs\) written to \S+b1\nstore: \d+ records\nkey files: [^\n]*route-secrets\.key, secret-box\.key, tracking\.key, verp\.key, webhook-secrets\.key\n$/);
+    expect(made.out).to.match(
+      /^backup of \S+ from the store \(no daemon runs\) written to \S+b1\nstore: \d+ records\nkey files: [^\n]*route-secrets\.key, secret-box\.key, tracking\.key, verp\.key, webhook-secrets\.key\n$/,
+    );
 
     mkdirSync(join(dir, 'full'));
     writeFileSync(join(dir, 'full', 'x'), 'x');
@@ -62,6 +64,8 @@ describe('postilion backup / restore (CLI, no daemon)', function () {
     expect(twice.err).to.match(/^postilion: data\.dir \S+ is not empty \([^\n]*\): restore only onto an empty data directory \(move this one away first\)\n$/);
     const notBackup = await cli(config('third'), 'restore', join(dir, 'full'));
     expect(notBackup.code).to.equal(2);
-    expect(notBackup.err).to.match(/^postilion: \S+full is not a Postilion backup: it has no postilion-backup\.json \(not a backup, or one that did not finish\)\n$/);
+    expect(notBackup.err).to.match(
+      /^postilion: \S+full is not a Postilion backup: it has no postilion-backup\.json \(not a backup, or one that did not finish\)\n$/,
+    );
   });
 });

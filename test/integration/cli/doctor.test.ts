@@ -128,10 +128,14 @@ async function startReverseFront(upstreamPort: number): Promise<ReverseFront> {
 /** Free loopback ports, found by binding port 0 (all at once, so they differ). */
 async function freePorts(n: number): Promise<number[]> {
   const servers = await Promise.all(
-    Array.from({ length: n }, () => new Promise<Server>((resolve) => {
-      const s = createServer();
-      s.listen(0, '127.0.0.1', () => resolve(s));
-    })),
+    Array.from(
+      { length: n },
+      () =>
+        new Promise<Server>((resolve) => {
+          const s = createServer();
+          s.listen(0, '127.0.0.1', () => resolve(s));
+        }),
+    ),
   );
   const ports = servers.map((s) => (s.address() as AddressInfo).port);
   await Promise.all(servers.map((s) => new Promise<void>((r) => s.close(() => r()))));
@@ -284,10 +288,17 @@ describe('postilion doctor (CLI)', function () {
       `dkim ${DOMAIN} ${selector}`,
     ]);
     // Every line of the output is a check, but the closing count.
-    expect(run.out.trim().split('\n').filter((l) => l !== '')).to.have.length(names.length + 1);
+    expect(
+      run.out
+        .trim()
+        .split('\n')
+        .filter((l) => l !== ''),
+    ).to.have.length(names.length + 1);
     for (const [name, line] of run.lines) expect(line.status, `${name}: ${line.reason}`).to.equal('OK');
     expect(run.lines.get('listener api')!.reason).to.equal(`127.0.0.1:${ports.api} can be bound`);
-    expect(run.lines.get(`ptr ${SENDING_IP}`)!.reason).to.contain(`PTR ${HOSTNAME}, which resolves back to ${SENDING_IP}`).and.contain(front.address);
+    expect(run.lines.get(`ptr ${SENDING_IP}`)!.reason)
+      .to.contain(`PTR ${HOSTNAME}, which resolves back to ${SENDING_IP}`)
+      .and.contain(front.address);
     expect(run.lines.get(`dkim ${DOMAIN} ${selector}`)!.reason).to.contain(`${selector}._domainkey.${DOMAIN}`);
     expect(run.out).to.match(/\n21 OK, 0 WARN, 0 FAIL\n$/);
 
@@ -378,7 +389,7 @@ describe('postilion doctor (CLI)', function () {
     expect(failed).to.have.members(['listener inbound', 'listener tracking']);
   });
 
-  it('checks a running daemon: the listeners it holds, the certificates, and each domain\'s DNS records and DKIM keys read through its control socket', async () => {
+  it("checks a running daemon: the listeners it holds, the certificates, and each domain's DNS records and DKIM keys read through its control socket", async () => {
     const daemon = await Daemon.start({ config, log: createLogger('silent'), announce: () => undefined });
     closers.push(() => daemon.stop());
     const run = await doctor();
@@ -392,10 +403,22 @@ describe('postilion doctor (CLI)', function () {
     expect(run.lines.get('listener inbound')!.reason).to.equal(`127.0.0.1:${ports.inbound} is in use by the running daemon`);
     expect(run.lines.get('listener control')!.reason).to.match(/control\.sock: the running daemon answers on it$/);
     expect(run.lines.has('domains'), run.out).to.equal(false);
-    for (const name of ['storage data', 'storage keys', 'tls smtp-submission', 'tls api', `dns ${DOMAIN} spf`, `dns ${DOMAIN} dmarc`, `dns ${DOMAIN} mx`, `dkim ${DOMAIN} ${selector}`]) {
+    for (const name of [
+      'storage data',
+      'storage keys',
+      'tls smtp-submission',
+      'tls api',
+      `dns ${DOMAIN} spf`,
+      `dns ${DOMAIN} dmarc`,
+      `dns ${DOMAIN} mx`,
+      `dkim ${DOMAIN} ${selector}`,
+    ]) {
       expect(run.lines.get(name), `${name} in\n${run.out}`).to.deep.include({ status: 'OK' });
     }
-    expect(run.lines.get('tls api served')).to.deep.equal({ status: 'OK', reason: `the running daemon serves ${join(config.keys.dir, 'tls', 'api.crt')} on 127.0.0.1:${ports.apiTls}` });
+    expect(run.lines.get('tls api served')).to.deep.equal({
+      status: 'OK',
+      reason: `the running daemon serves ${join(config.keys.dir, 'tls', 'api.crt')} on 127.0.0.1:${ports.apiTls}`,
+    });
     expect(run.lines.get('tls smtp-submission served')!.status).to.equal('OK');
     expect(run.out).to.match(/\n23 OK, 0 WARN, 0 FAIL\n$/);
 
@@ -420,14 +443,16 @@ describe('postilion doctor (CLI)', function () {
     expect(run.lines.get('tls api')!.status).to.equal('OK');
     expect(run.lines.get('tls api served')!.status).to.equal('WARN');
     expect(run.lines.get('tls api served')!.reason).to.match(
-      new RegExp(`^the running daemon serves on 127\\.0\\.0\\.1:${ports.apiTls} another certificate than .*api\\.crt \\(one valid until \\d{4}-.*\\): reload it \\(SIGHUP\\) or restart it`),
+      new RegExp(
+        `^the running daemon serves on 127\\.0\\.0\\.1:${ports.apiTls} another certificate than .*api\\.crt \\(one valid until \\d{4}-.*\\): reload it \\(SIGHUP\\) or restart it`,
+      ),
     );
     daemon.reload(config);
     const reloaded = await doctor();
     expect(reloaded.lines.get('tls api served')!.status).to.equal('OK');
   });
 
-  it('against a running daemon, fails a configured address that another process holds instead of taking it for the daemon\'s', async () => {
+  it("against a running daemon, fails a configured address that another process holds instead of taking it for the daemon's", async () => {
     const daemon = await Daemon.start({ config, log: createLogger('silent'), announce: () => undefined });
     closers.push(() => daemon.stop());
     // The configuration was edited after the daemon started: inbound on a port Postfix holds, tracking on a free one.
@@ -469,7 +494,7 @@ describe('postilion doctor (CLI)', function () {
     expect(long.lines.get('listener control')!.reason).to.contain('longer than the 107 a Unix socket path may be: use a shorter data.dir');
   });
 
-  it('checks the tracking listener\'s certificate when it serves TLS, and the SMTP one for inbound alone', async () => {
+  it("checks the tracking listener's certificate when it serves TLS, and the SMTP one for inbound alone", async () => {
     writeFileSync(
       configPath,
       readFileSync(configPath, 'utf8')

@@ -59,7 +59,7 @@ describe('postilion init --shell under eval', function () {
   });
 
   it('quotes a message with quotes, dollars and backticks so that the shell prints it as it is', async () => {
-    const message = "postilion: it's $HOME and `id` \\ \"here\"\nsecond line\n";
+    const message = 'postilion: it\'s $HOME and `id` \\ "here"\nsecond line\n';
     const res = await bash('eval "$STATEMENT"; echo "status=$?"', dir, { STATEMENT: failingStatement(message, 2) });
     expect(res.stderr).to.equal(message);
     expect(res.stdout).to.equal('status=2\n');

@@ -19,13 +19,28 @@ describe('postilion keys create --ip', () => {
   async function createKey(ips: string[]): Promise<{ code: number; out: string; err: string }> {
     let out = '';
     let err = '';
-    const argv = ['node', 'postilion', '--config', configPath, 'keys', 'create', '--account', server.accountId, '--label', 'cli', ...ips.flatMap((ip) => ['--ip', ip])];
+    const argv = [
+      'node',
+      'postilion',
+      '--config',
+      configPath,
+      'keys',
+      'create',
+      '--account',
+      server.accountId,
+      '--label',
+      'cli',
+      ...ips.flatMap((ip) => ['--ip', ip]),
+    ];
     const code = await main(argv, { out: (t) => (out += t), err: (t) => (err += t) });
     return { code, out, err };
   }
 
   async function expectRefusals(): Promise<void> {
-    for (const [ips, family] of [[['0.0.0.0/1', '128.0.0.0/1'], 'IPv4'], [['::/1', '8000::/1'], 'IPv6']] as const) {
+    for (const [ips, family] of [
+      [['0.0.0.0/1', '128.0.0.0/1'], 'IPv4'],
+      [['::/1', '8000::/1'], 'IPv6'],
+    ] as const) {
       const res = await createKey([...ips]);
       expect(res.code, res.err).to.equal(2);
       expect(res.err).to.equal(`postilion: ip_allow_list: its entries together allow every ${family} address\n`);

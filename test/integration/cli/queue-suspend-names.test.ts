@@ -28,7 +28,10 @@ describe('postilion queue suspend <name> (CLI)', function () {
     bed.dns.zone.set('mx1.example.org', 'A', ['127.0.0.1']);
     bed.clock.ms = Date.now();
     configPath = join(bed.server.dir, 'postilion.yaml');
-    writeFileSync(configPath, `data:\n  dir: ${join(bed.server.dir, 'data')}\nkeys:\n  dir: ${join(bed.server.dir, 'keys')}\nlog:\n  level: silent\ndelivery: ${JSON.stringify(routing)}\n`);
+    writeFileSync(
+      configPath,
+      `data:\n  dir: ${join(bed.server.dir, 'data')}\nkeys:\n  dir: ${join(bed.server.dir, 'keys')}\nlog:\n  level: silent\ndelivery: ${JSON.stringify(routing)}\n`,
+    );
   }
 
   afterEach(async () => {
@@ -55,7 +58,9 @@ describe('postilion queue suspend <name> (CLI)', function () {
     it('suspending a recipient domain suspends the smarthost it goes through: nothing is delivered until resume', async () => {
       const res = await queue('suspend', 'Example.org');
       expect(res.code, res.err).to.equal(0);
-      expect(res.out).to.equal('example.org goes through the smarthost 127.0.0.1 (all mail through it waits with it): 127.0.0.1: suspended; the daemon applies it now\n');
+      expect(res.out).to.equal(
+        'example.org goes through the smarthost 127.0.0.1 (all mail through it waits with it): 127.0.0.1: suspended; the daemon applies it now\n',
+      );
 
       const sent = await bed.send({ recipients: [{ email: 'a@example.org' }] });
       expect(sent.status, JSON.stringify(sent.body)).to.equal(202);
@@ -69,7 +74,13 @@ describe('postilion queue suspend <name> (CLI)', function () {
       expect(status.suspended.map((d: { destination: string }) => d.destination)).to.deep.equal(['127.0.0.1']);
       expect(status.totals.due).to.equal(1);
 
-      expect(await json('resume', 'example.org')).to.deep.equal({ destination: '127.0.0.1', name: 'example.org', via: 'smarthost', suspended: false, changed: true });
+      expect(await json('resume', 'example.org')).to.deep.equal({
+        destination: '127.0.0.1',
+        name: 'example.org',
+        via: 'smarthost',
+        suspended: false,
+        changed: true,
+      });
       await bed.until(id, 'Delivered');
       expect(sink.received.map((r) => r.to[0])).to.deep.equal(['a@example.org']);
       // The delivery's log line names the engine destination, and the recipient domain apart.
@@ -102,7 +113,9 @@ describe('postilion queue suspend <name> (CLI)', function () {
       await bed.server.daemon.stop();
       const res = await queue('suspend', 'example.org');
       expect(res.code, res.err).to.equal(0);
-      expect(res.out).to.equal('example.org goes through the smarthost 127.0.0.1 (all mail through it waits with it): 127.0.0.1: suspended; no daemon runs: it applies when the daemon starts\n');
+      expect(res.out).to.equal(
+        'example.org goes through the smarthost 127.0.0.1 (all mail through it waits with it): 127.0.0.1: suspended; no daemon runs: it applies when the daemon starts\n',
+      );
     });
   });
 
@@ -110,9 +123,27 @@ describe('postilion queue suspend <name> (CLI)', function () {
     beforeEach(() => start((port) => ({ mx_port: port, transport: { 'relay.example': { host: '127.0.0.2', port } } })));
 
     it('a domain stands for its MX set, a transport domain for its host, a URL for its origin; an unroutable domain is refused', async () => {
-      expect(await json('suspend', 'example.org')).to.deep.equal({ destination: 'mx1.example.org', name: 'example.org', via: 'mx', suspended: true, changed: true });
-      expect(await json('suspend', 'relay.example')).to.deep.equal({ destination: '127.0.0.2', name: 'relay.example', via: 'transport', suspended: true, changed: true });
-      expect(await json('suspend', 'https://hooks.example.com/path?q=1')).to.deep.equal({ destination: 'https://hooks.example.com', name: 'https://hooks.example.com/path?q=1', via: 'origin', suspended: true, changed: true });
+      expect(await json('suspend', 'example.org')).to.deep.equal({
+        destination: 'mx1.example.org',
+        name: 'example.org',
+        via: 'mx',
+        suspended: true,
+        changed: true,
+      });
+      expect(await json('suspend', 'relay.example')).to.deep.equal({
+        destination: '127.0.0.2',
+        name: 'relay.example',
+        via: 'transport',
+        suspended: true,
+        changed: true,
+      });
+      expect(await json('suspend', 'https://hooks.example.com/path?q=1')).to.deep.equal({
+        destination: 'https://hooks.example.com',
+        name: 'https://hooks.example.com/path?q=1',
+        via: 'origin',
+        suspended: true,
+        changed: true,
+      });
       // A name as queue status shows it stands for itself.
       expect(await json('resume', '127.0.0.2')).to.include({ destination: '127.0.0.2', via: 'destination', changed: true });
 

@@ -83,13 +83,16 @@ describe('postilion queue (CLI)', function () {
     expect(sent.status, JSON.stringify(sent.body)).to.equal(202);
     const [a, b, c] = sent.body.data.map((d: { id: string }) => uuidOf(d.id)) as [string, string, string];
     for (const id of [a, b, c]) await until(id, 'Deferred');
-    const later = await bed.send({ recipients: [{ email: 'd@example.org' }], schedule: { first_attempt: new Date(bed.clock.now() + 3_600_000).toISOString() } });
+    const later = await bed.send({
+      recipients: [{ email: 'd@example.org' }],
+      schedule: { first_attempt: new Date(bed.clock.now() + 3_600_000).toISOString() },
+    });
     const d = uuidOf(later.body.data[0].id);
     return { a, b, c, d };
   }
 
   describe('with the daemon running', () => {
-    it('status counts queued messages by state and destination, with the scheduler\'s live figures', async () => {
+    it("status counts queued messages by state and destination, with the scheduler's live figures", async () => {
       await fillQueue();
       const status = await json('status');
       expect(status.totals).to.deep.equal({ queued: 4, due: 0, deferred: 3, scheduled: 1, held: 0 });
@@ -118,7 +121,14 @@ describe('postilion queue (CLI)', function () {
       expect(all.messages).to.have.length(4);
       expect(all.more).to.equal(0);
       const first = all.messages.find((m: { id: string }) => m.id === a);
-      expect(first).to.include({ account_id: bed.server.accountId, recipient: 'a@example.org', destination: 'example.org', status: 'Deferred', state: 'deferred', attempts: 1 });
+      expect(first).to.include({
+        account_id: bed.server.accountId,
+        recipient: 'a@example.org',
+        destination: 'example.org',
+        status: 'Deferred',
+        state: 'deferred',
+        attempts: 1,
+      });
       expect(first.last_attempt.log).to.match(/^mx1\.example\.org: 451 4\.7\.1 Greylisted/);
       // Due order: the scheduled message, an hour ahead, comes last.
       expect(all.messages.at(-1)).to.include({ id: d, state: 'scheduled', attempts: 0, last_attempt: null });
@@ -133,7 +143,12 @@ describe('postilion queue (CLI)', function () {
 
       const lines = await queue('list', '--domain', 'example.net');
       expect(lines.out).to.match(/^ID\s+ACCOUNT\s+RECIPIENT\s+STATE\s+ATTEMPTS\s+NEXT ATTEMPT\s+LAST ATTEMPT$/m);
-      expect(lines.out).to.match(new RegExp(`^${c}\\s+${bed.server.accountId}\\s+c@example\\.net\\s+deferred\\s+1\\s+\\S+Z \\(in \\d+m\\)\\s+mx1\\.example\\.org: 451 4\\.7\\.1 Greylisted`, 'm'));
+      expect(lines.out).to.match(
+        new RegExp(
+          `^${c}\\s+${bed.server.accountId}\\s+c@example\\.net\\s+deferred\\s+1\\s+\\S+Z \\(in \\d+m\\)\\s+mx1\\.example\\.org: 451 4\\.7\\.1 Greylisted`,
+          'm',
+        ),
+      );
       expect((await queue('list', '--domain', 'nowhere.example')).out).to.equal('no queued message matches\n');
     });
 
@@ -215,7 +230,13 @@ describe('postilion queue (CLI)', function () {
         await new Promise((r) => setTimeout(r, 300));
         expect(sink.received).to.have.length(0);
         expect((await json('status')).suspended.map((d: { destination: string }) => d.destination)).to.deep.equal(['mx1.example.org']);
-        expect(await json('resume', 'mx1.example.org')).to.deep.equal({ destination: 'mx1.example.org', name: 'mx1.example.org', via: 'destination', suspended: false, changed: true });
+        expect(await json('resume', 'mx1.example.org')).to.deep.equal({
+          destination: 'mx1.example.org',
+          name: 'mx1.example.org',
+          via: 'destination',
+          suspended: false,
+          changed: true,
+        });
         await until(a, 'Delivered', restarted);
         await until(b, 'Delivered', restarted);
         expect(sink.received.map((r) => r.to[0]).sort()).to.deep.equal(['a@example.org', 'b@example.net']);
@@ -264,7 +285,15 @@ describe('postilion queue (CLI)', function () {
       expect(unknown.err).to.equal(`postilion: no such message: ${UNKNOWN_ID}\n`);
       expect((await until(a, 'Deferred')).delivery_attempts).to.have.length(1);
 
-      for (const args of [['retry'], ['purge'], ['retry', a, '--all'], ['list', '--limit', '0'], ['list', '--status', 'stuck'], ['list', '--domain', 'not a domain'], ['retry', '--account', 'x']]) {
+      for (const args of [
+        ['retry'],
+        ['purge'],
+        ['retry', a, '--all'],
+        ['list', '--limit', '0'],
+        ['list', '--status', 'stuck'],
+        ['list', '--domain', 'not a domain'],
+        ['retry', '--account', 'x'],
+      ]) {
         const res = await queue(...args);
         expect(res.code, args.join(' ')).to.equal(2);
         expect(res.err, args.join(' ')).to.match(/^postilion: /);

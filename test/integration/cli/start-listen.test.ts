@@ -186,7 +186,13 @@ describe('postilion start: a listener address that cannot be bound', function ()
     expect(existsSync(socket)).to.equal(true);
     writeFileSync(
       configPath,
-      [`data:\n  dir: ${data}`, `keys:\n  dir: ${join(dir, 'keys')}`, 'api:\n  port: 0', 'smtp:\n  submission:\n    starttls_port: 0\n    tls_port: 0\n  inbound:\n    port: 0\ndelivery:\n  enabled: false', ''].join('\n'),
+      [
+        `data:\n  dir: ${data}`,
+        `keys:\n  dir: ${join(dir, 'keys')}`,
+        'api:\n  port: 0',
+        'smtp:\n  submission:\n    starttls_port: 0\n    tls_port: 0\n  inbound:\n    port: 0\ndelivery:\n  enabled: false',
+        '',
+      ].join('\n'),
     );
     const child = new Child(['--config', configPath, 'start'], dir);
     try {

@@ -26,7 +26,11 @@ describe('postilion start: a data directory short of space', function () {
     writeFileSync(config, `data:\n  dir: ${join(dir, 'data')}\nkeys:\n  dir: ${join(dir, 'keys')}\napi:\n  port: 0\nstorage:\n  min_free_bytes: ${above}\n`);
     const res = await run(['--config', config, 'start'], dir);
     expect(res.code).to.equal(2);
-    expect(res.stderr).to.match(new RegExp(`^postilion: cannot start: [0-9.]+ [GM]iB free on the filesystem of ${join(dir, 'data')}, below storage\\.min_free_bytes [0-9.]+ GiB; free some space there or lower the setting\\n$`));
+    expect(res.stderr).to.match(
+      new RegExp(
+        `^postilion: cannot start: [0-9.]+ [GM]iB free on the filesystem of ${join(dir, 'data')}, below storage\\.min_free_bytes [0-9.]+ GiB; free some space there or lower the setting\\n$`,
+      ),
+    );
     expect(existsSync(join(dir, 'data')), 'the store was not opened').to.equal(false);
   });
 });

@@ -14,11 +14,16 @@ const HOOK = join(ROOT, 'test/helpers/loaded-modules.mjs');
  * Sources and packages that make up the daemon, and zod (the configuration's validation, which a
  * daemon that answers has done): the CLI's quick commands must load none of them.
  */
-const DAEMON_SOURCES = /^src\/(daemon\.ts|store\/|api\/|smtp\/|queue\/|delivery\/|message\/|webhooks\/|inbound\/|tracking\/|stats\/|domains\/|bounce\/|metrics\/)/;
-const DAEMON_PACKAGES = /\/node_modules\/(zod|level|classic-level|koa|@koa|smtp-server|mailauth|nodemailer|mailparser|pino|prom-client|minijinja-js|selfsigned)\//;
+const DAEMON_SOURCES =
+  /^src\/(daemon\.ts|store\/|api\/|smtp\/|queue\/|delivery\/|message\/|webhooks\/|inbound\/|tracking\/|stats\/|domains\/|bounce\/|metrics\/)/;
+const DAEMON_PACKAGES =
+  /\/node_modules\/(zod|level|classic-level|koa|@koa|smtp-server|mailauth|nodemailer|mailparser|pino|prom-client|minijinja-js|selfsigned)\//;
 
 /** Runs `postilion …` with a loader hook; its exit, output and the files it loaded (sources relative to the checkout). */
-async function runListing(args: string[], cwd: string): Promise<{ code: number | null; stdout: string; stderr: string; sources: string[]; packages: string[] }> {
+async function runListing(
+  args: string[],
+  cwd: string,
+): Promise<{ code: number | null; stdout: string; stderr: string; sources: string[]; packages: string[] }> {
   const log = join(cwd, `loaded-${process.hrtime.bigint()}.txt`);
   const child = spawn(process.execPath, ['--import', HOOK, CLI, ...args], {
     cwd,
@@ -30,7 +35,10 @@ async function runListing(args: string[], cwd: string): Promise<{ code: number |
   child.stdout.on('data', (d: Buffer) => (stdout += d.toString()));
   child.stderr.on('data', (d: Buffer) => (stderr += d.toString()));
   const code = await new Promise<number | null>((done) => child.on('exit', done));
-  const urls = readFileSync(log, 'utf8').trim().split('\n').map((u) => fileURLToPath(u));
+  const urls = readFileSync(log, 'utf8')
+    .trim()
+    .split('\n')
+    .map((u) => fileURLToPath(u));
   const sources = [...new Set(urls.filter((f) => !f.includes('/node_modules/')).map((f) => relative(ROOT, f)))];
   return { code, stdout, stderr, sources, packages: urls.filter((f) => f.includes('/node_modules/')) };
 }
@@ -51,7 +59,10 @@ describe('postilion: what a command loads', function () {
       const res = await runListing(args, dir);
       expect(res.code, res.stderr).to.equal(0);
       expect(res.sources.sort(), args[0]).to.deep.equal(['src/cli/commands.ts', 'src/cli/main.ts', 'src/cli/postilion.js']);
-      expect(res.packages.filter((p) => /\/node_modules\/(zod|yaml)\//.test(p)), args[0]).to.deep.equal([]);
+      expect(
+        res.packages.filter((p) => /\/node_modules\/(zod|yaml)\//.test(p)),
+        args[0],
+      ).to.deep.equal([]);
     }
   });
 
@@ -68,7 +79,11 @@ describe('postilion: what a command loads', function () {
     before(async () => (daemon = await startCliDaemon('postilion-imports-daemon-', 'delivery:\n  enabled: false\n')));
     after(async () => daemon?.stop());
 
-    for (const args of [['accounts', 'list'], ['webhooks', 'list'], ['messages', 'show']]) {
+    for (const args of [
+      ['accounts', 'list'],
+      ['webhooks', 'list'],
+      ['messages', 'show'],
+    ]) {
       it(`\`${args.join(' ')}\` asks the control socket without loading the daemon's modules`, async () => {
         const full = [...args, ...(args[0] === 'webhooks' ? ['--account', daemon.account] : args[0] === 'messages' ? [daemon.account] : [])];
         const res = await runListing(['--config', daemon.config, ...full], daemon.dir);

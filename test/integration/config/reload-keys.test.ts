@@ -39,7 +39,9 @@ const CHANGED: Record<string, unknown> = {
 };
 
 function valueAt(config: unknown, key: string): unknown {
-  return key.split('.').reduce<unknown>((node, part) => (node === null || typeof node !== 'object' ? undefined : (node as Record<string, unknown>)[part]), config);
+  return key
+    .split('.')
+    .reduce<unknown>((node, part) => (node === null || typeof node !== 'object' ? undefined : (node as Record<string, unknown>)[part]), config);
 }
 
 function withValue(config: Config, key: string, value: unknown): unknown {
@@ -54,11 +56,16 @@ function withValue(config: Config, key: string, value: unknown): unknown {
 /** The running configuration with `key` changed to a valid other value. */
 function changed(config: Config, key: string): Config {
   const now = valueAt(config, key);
-  const candidates: unknown[] = key in CHANGED ? [CHANGED[key]]
-    : typeof now === 'number' ? [now + 1, now - 1, now / 2]
-    : typeof now === 'boolean' ? [!now]
-    : typeof now === 'string' ? [`${now}x`, 'x']
-    : [];
+  const candidates: unknown[] =
+    key in CHANGED
+      ? [CHANGED[key]]
+      : typeof now === 'number'
+        ? [now + 1, now - 1, now / 2]
+        : typeof now === 'boolean'
+          ? [!now]
+          : typeof now === 'string'
+            ? [`${now}x`, 'x']
+            : [];
   for (const candidate of candidates) {
     try {
       return validateConfig(withValue(config, key, candidate), 'test');
@@ -85,7 +92,10 @@ describe('SIGHUP reload: every key of the example configuration is applied or na
   it('walks the example file (every section of it)', () => {
     expect(keys.length).to.be.greaterThan(90);
     for (const section of ['tracking', 'statistics', 'billing', 'api', 'smtp', 'delivery', 'metrics']) {
-      expect(keys.some((k) => k.startsWith(`${section}.`)), section).to.equal(true);
+      expect(
+        keys.some((k) => k.startsWith(`${section}.`)),
+        section,
+      ).to.equal(true);
     }
   });
 
@@ -99,7 +109,10 @@ describe('SIGHUP reload: every key of the example configuration is applied or na
       const named = [...report.applied, ...report.restartNeededFor];
       const mine = (k: string) => k === key || k.startsWith(`${key}.`);
       // Only this key (or the keys under it) changed, and each is reported once.
-      expect(named.filter((k) => !mine(k)), key).to.deep.equal([]);
+      expect(
+        named.filter((k) => !mine(k)),
+        key,
+      ).to.deep.equal([]);
       if (named.length === 0) silent.push(key);
       for (const k of report.applied) expect(valueAt(running, k), `${k} applied`).to.deep.equal(valueAt(next, k));
       for (const k of report.restartNeededFor) expect(valueAt(running, k), `${k} waits for a restart`).to.deep.equal(valueAt(base, k));
@@ -113,9 +126,23 @@ describe('SIGHUP reload: every key of the example configuration is applied or na
   it('names tracking, statistics and billing keys for a restart, and the tracking listener stays where it is', () => {
     const base = server.daemon.runningConfig;
     const url = server.daemon.parts.tracking.url;
-    const next = validateConfig({ ...base, tracking: { ...base.tracking, port: 1, scanner_seconds: 99 }, statistics: { counters: false }, billing: { monthly_amount: 12, currency: 'eur' } }, 'test');
+    const next = validateConfig(
+      {
+        ...base,
+        tracking: { ...base.tracking, port: 1, scanner_seconds: 99 },
+        statistics: { counters: false },
+        billing: { monthly_amount: 12, currency: 'eur' },
+      },
+      'test',
+    );
     const report = server.daemon.reload(next);
-    expect(report.restartNeededFor).to.deep.equal(['tracking.port', 'tracking.scanner_seconds', 'statistics.counters', 'billing.monthly_amount', 'billing.currency']);
+    expect(report.restartNeededFor).to.deep.equal([
+      'tracking.port',
+      'tracking.scanner_seconds',
+      'statistics.counters',
+      'billing.monthly_amount',
+      'billing.currency',
+    ]);
     expect(report.applied).to.deep.equal([]);
     expect(server.daemon.parts.tracking.url).to.equal(url);
     server.daemon.reload(base);

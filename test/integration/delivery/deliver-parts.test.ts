@@ -51,13 +51,34 @@ describe('delivery of a message in parts', function () {
 
   function deliverer(): Deliverer {
     const core = bed.server.daemon.core;
-    const router = new Router(core.resolver, routerOptions({ mx_port: sink.port, tls: 'off', transport: {}, smarthost: null, unreachable_seconds: 60 }), core.clock);
-    pool = new SmtpPool({ hostname: 'mx.postilion.test', messagesPerConnection: 100, idleTimeoutMs: 5000, connectTimeoutMs: 5000, commandTimeoutMs: 5000, tlsRejectUnauthorized: false });
+    const router = new Router(
+      core.resolver,
+      routerOptions({ mx_port: sink.port, tls: 'off', transport: {}, smarthost: null, unreachable_seconds: 60 }),
+      core.clock,
+    );
+    pool = new SmtpPool({
+      hostname: 'mx.postilion.test',
+      messagesPerConnection: 100,
+      idleTimeoutMs: 5000,
+      connectTimeoutMs: 5000,
+      commandTimeoutMs: 5000,
+      tlsRejectUnauthorized: false,
+    });
     const counted = (chunks: readonly Buffer[]): BodyDigest => {
       digests += 1;
       return digestOf(chunks);
     };
-    return new Deliverer(core.messagesRepo, core.domainsRepo, core.signer, router, pool, RULES, core.clock, (id) => core.verp.token(id), new BodyDigests(100, counted));
+    return new Deliverer(
+      core.messagesRepo,
+      core.domainsRepo,
+      core.signer,
+      router,
+      pool,
+      RULES,
+      core.clock,
+      (id) => core.verp.token(id),
+      new BodyDigests(100, counted),
+    );
   }
 
   async function records(fields: Record<string, unknown>): Promise<MessageRecord[]> {

@@ -34,7 +34,6 @@ describe('delivery to MX hosts', function () {
     second = null;
   });
 
-
   async function sendOne(to = 'rcpt@example.org') {
     const res = await bed.send({ recipients: [{ email: to }] });
     expect(res.status, JSON.stringify(res.body)).to.equal(202);
@@ -156,7 +155,10 @@ describe('delivery to MX hosts', function () {
     await setUp({ config: { transport: { 'example.org': { host: '127.0.0.1', tls: 'required' } } } });
     // The transport map names the host; its port is the sink's.
     await bed.stop();
-    bed = await startMessageBed({ ...POLLING, delivery: { enabled: true, transport: { 'example.org': { host: '127.0.0.1', port: sink.port, tls: 'required' } } } });
+    bed = await startMessageBed({
+      ...POLLING,
+      delivery: { enabled: true, transport: { 'example.org': { host: '127.0.0.1', port: sink.port, tls: 'required' } } },
+    });
     const id = await sendOne();
     const message = await bed.until(id, 'Deferred');
     expect(message.delivery_attempts[0].log).to.match(/TLS/);

@@ -25,7 +25,10 @@ describe('the HTTP client thread', function () {
     for (const path of ['/ok', '/hang']) receiver.secrets.set(path, secret);
     receiver.answer = (d) => (d.path === '/hang' ? 'hang' : d.payload ? 204 : 400);
     errors.length = 0;
-    client = new HttpClientThread({ dns: { servers: [], timeoutMs: 1000, tries: 1 }, allowNetworks: ['127.0.0.0/8'], maxSocketsPerOrigin: 4 }, (_err, message) => errors.push(message));
+    client = new HttpClientThread(
+      { dns: { servers: [], timeoutMs: 1000, tries: 1 }, allowNetworks: ['127.0.0.0/8'], maxSocketsPerOrigin: 4 },
+      (_err, message) => errors.push(message),
+    );
   });
 
   afterEach(async () => {
@@ -36,8 +39,17 @@ describe('the HTTP client thread', function () {
   it('starts with the first post, and signs and sends in the thread, verifiable by the standard library', async () => {
     expect(worker()).to.equal(null);
     const outcomes = await Promise.all([1, 2, 3].map((n) => client.postSigned(post('/ok', n))));
-    expect(outcomes.map((o) => [o.ok, o.status])).to.deep.equal([[true, 204], [true, 204], [true, 204]]);
-    expect(receiver.verified('/ok').map((d) => d.headers['webhook-id']).sort()).to.deep.equal(['delivery-1', 'delivery-2', 'delivery-3']);
+    expect(outcomes.map((o) => [o.ok, o.status])).to.deep.equal([
+      [true, 204],
+      [true, 204],
+      [true, 204],
+    ]);
+    expect(
+      receiver
+        .verified('/ok')
+        .map((d) => d.headers['webhook-id'])
+        .sort(),
+    ).to.deep.equal(['delivery-1', 'delivery-2', 'delivery-3']);
     expect(worker()).to.not.equal(null);
   });
 

@@ -294,7 +294,11 @@ describe('HTTP client of the webhook dispatcher', () => {
   it('finding an origin down, withdraws its requests not yet connected: one refusal per round, not one per request', async () => {
     const closed = await closedPort();
     const http = client({ maxSocketsPerOrigin: 4 });
-    const outcomes = await Promise.all(Array.from({ length: 40 }, (_, n) => http.postSigned({ url: `http://127.0.0.1:${closed}/`, body: envelope(n), id: `msg_d${n}`, timestampSeconds: now(), secret })));
+    const outcomes = await Promise.all(
+      Array.from({ length: 40 }, (_, n) =>
+        http.postSigned({ url: `http://127.0.0.1:${closed}/`, body: envelope(n), id: `msg_d${n}`, timestampSeconds: now(), secret }),
+      ),
+    );
     const refused = outcomes.filter((o) => o.unreachable);
     const withdrawn = outcomes.filter((o) => o.withdrawn === true);
     // At most the origin's connections were dialled; every other request came back not attempted.
@@ -302,7 +306,9 @@ describe('HTTP client of the webhook dispatcher', () => {
     expect(refused.length + withdrawn.length).to.equal(40);
     // Another origin is not touched, and the down one is tried again on the next request.
     expect(await http.postSigned({ url: url('/after'), body: envelope(1), id: 'msg_up', timestampSeconds: now(), secret })).to.include({ ok: true });
-    expect(await http.postSigned({ url: `http://127.0.0.1:${closed}/`, body: envelope(1), id: 'msg_again', timestampSeconds: now(), secret })).to.include({ unreachable: true });
+    expect(await http.postSigned({ url: `http://127.0.0.1:${closed}/`, body: envelope(1), id: 'msg_again', timestampSeconds: now(), secret })).to.include({
+      unreachable: true,
+    });
   });
 
   /** A route answering 204 after `ms`, counting the requests it holds at once. */
@@ -326,7 +332,9 @@ describe('HTTP client of the webhook dispatcher', () => {
     // 400 ms timeout, which counts only from when a request has its connection.
     const http = client({ maxSocketsPerOrigin: 2, timeoutMs: 400 });
     const before = receiver.connections;
-    const outcomes = await Promise.all([1, 2, 3, 4, 5, 6].map((n) => http.postSigned({ url: url('/queued'), body: envelope(n), id: `msg_q${n}`, timestampSeconds: now(), secret })));
+    const outcomes = await Promise.all(
+      [1, 2, 3, 4, 5, 6].map((n) => http.postSigned({ url: url('/queued'), body: envelope(n), id: `msg_q${n}`, timestampSeconds: now(), secret })),
+    );
     expect(outcomes.map((o) => o.error)).to.deep.equal([null, null, null, null, null, null]);
     expect(slow.most()).to.equal(2);
     expect(receiver.connections - before).to.equal(2);
@@ -336,7 +344,9 @@ describe('HTTP client of the webhook dispatcher', () => {
     const slow = slowRoute('/own', 100);
     const origin = new URL(url()).origin;
     const http = client({ maxSocketsPerOrigin: 4, originSockets: { [origin]: 1 } });
-    const outcomes = await Promise.all([1, 2, 3].map((n) => http.postSigned({ url: url('/own'), body: envelope(n), id: `msg_o${n}`, timestampSeconds: now(), secret })));
+    const outcomes = await Promise.all(
+      [1, 2, 3].map((n) => http.postSigned({ url: url('/own'), body: envelope(n), id: `msg_o${n}`, timestampSeconds: now(), secret })),
+    );
     expect(outcomes.every((o) => o.ok)).to.equal(true);
     expect(slow.most()).to.equal(1);
   });

@@ -54,7 +54,14 @@ const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 describe('SMTP pool', () => {
   let pool: SmtpPool;
   let server: Awaited<ReturnType<typeof scriptedServer>>;
-  const options = { hostname: 'mx.postilion.test', messagesPerConnection: 100, idleTimeoutMs: 10_000, connectTimeoutMs: 5000, commandTimeoutMs: 5000, tlsRejectUnauthorized: false };
+  const options = {
+    hostname: 'mx.postilion.test',
+    messagesPerConnection: 100,
+    idleTimeoutMs: 10_000,
+    connectTimeoutMs: 5000,
+    commandTimeoutMs: 5000,
+    tlsRejectUnauthorized: false,
+  };
 
   afterEach(async () => {
     pool.close();

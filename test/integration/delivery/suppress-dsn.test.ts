@@ -17,7 +17,10 @@ describe('suppressions and DSNs in delivery', function () {
 
   beforeEach(async () => {
     sink = await startSink();
-    bed = await startMessageBed({ ...POLLING, delivery: { enabled: true, mx_port: sink.port, retry: { first_delay_seconds: 60, max_age_hours: 1, jitter: 0 } } });
+    bed = await startMessageBed({
+      ...POLLING,
+      delivery: { enabled: true, mx_port: sink.port, retry: { first_delay_seconds: 60, max_age_hours: 1, jitter: 0 } },
+    });
     bed.dns.zone.set('example.org', 'MX', [{ exchange: 'mx1.example.org', priority: 10 }]);
     bed.dns.zone.set('mx1.example.org', 'A', ['127.0.0.1']);
     suppressions = `/v2/accounts/${bed.server.accountId}/suppressions`;
@@ -27,7 +30,6 @@ describe('suppressions and DSNs in delivery', function () {
     await bed?.stop();
     await sink?.close();
   });
-
 
   async function sendTo(...emails: string[]): Promise<string[]> {
     const res = await bed.send({ recipients: emails.map((email) => ({ email })) });
@@ -103,7 +105,9 @@ describe('suppressions and DSNs in delivery', function () {
     await bed.create('other.example');
     const expires = new Date(bed.clock.now() + DAY).toISOString();
     expect((await bed.api('POST', suppressions, { body: { email: 'Blocked@example.org', domain: 'example.com', expires_at: expires } })).status).to.equal(201);
-    expect((await bed.api('POST', suppressions, { body: { email: 'elsewhere@example.org', domain: 'other.example', expires_at: expires } })).status).to.equal(201);
+    expect((await bed.api('POST', suppressions, { body: { email: 'elsewhere@example.org', domain: 'other.example', expires_at: expires } })).status).to.equal(
+      201,
+    );
     const [blocked, fine] = await sendTo('blocked@example.org', 'elsewhere@example.org');
     await bed.until(blocked!, 'Suppressed');
     await bed.until(fine!, 'Delivered');
@@ -115,7 +119,7 @@ describe('suppressions and DSNs in delivery', function () {
     await bed.until(again!, 'Delivered');
   });
 
-  it('sends an RFC 3464 report to the domain\'s dsn_recipient, with a null return path and a DKIM signature', async () => {
+  it("sends an RFC 3464 report to the domain's dsn_recipient, with a null return path and a DKIM signature", async () => {
     const put = await bed.api('PUT', `/v2/accounts/${bed.server.accountId}/domains/example.com`, { body: { dsn_recipient: 'postmaster@example.org' } });
     expect(put.status, JSON.stringify(put.body)).to.equal(200);
     sink.rcpt = (address) => (address === 'gone@example.org' ? { code: 550, text: '5.1.1 no such user' } : null);

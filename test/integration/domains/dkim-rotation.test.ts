@@ -11,7 +11,9 @@ import {
   testMessage,
   verifyDkim,
   type ApiDomain,
-  type DomainBed, activeSelector } from '../../helpers/domains.ts';
+  type DomainBed,
+  activeSelector,
+} from '../../helpers/domains.ts';
 
 const selectorOf = (record: { host: string }) => record.host.split('.')[0]!;
 
@@ -34,7 +36,10 @@ describe('DKIM key rotation', () => {
     createdAt = bed.clock.now();
     created = await bed.create('example.com', { dkim_rotation_interval_days: 7 });
     const standby = standbyDkimOf(created);
-    publishRecords(bed.dns.zone, created.dns_records.filter((r) => r !== standby));
+    publishRecords(
+      bed.dns.zone,
+      created.dns_records.filter((r) => r !== standby),
+    );
     const checked = (await bed.recheck('example.com')).body;
     expect(checked.dns_valid).to.equal(true);
     expect(checked.rotation_ready).to.equal(false);
@@ -233,7 +238,10 @@ describe('DKIM key rotation', () => {
     it('rotates both keys together, and both signatures verify before and after the rotation', async () => {
       const standby = created.dns_records.filter((r) => /standby/.test(r.label));
       expect(standby.map((r) => r.label)).to.deep.equal(['DKIM (standby for rotation, rsa)', 'DKIM (standby for rotation, ed25519)']);
-      publishRecords(bed.dns.zone, created.dns_records.filter((r) => !standby.includes(r)));
+      publishRecords(
+        bed.dns.zone,
+        created.dns_records.filter((r) => !standby.includes(r)),
+      );
       expect((await bed.recheck('example.com')).body.rotation_ready).to.equal(false);
       // Only one of the two standby records: not ready.
       publishRecord(bed.dns.zone, standby[0]!);

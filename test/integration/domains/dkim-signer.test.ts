@@ -13,7 +13,13 @@ describe('DKIM signer', () => {
   let published: DkimPublicKey[];
 
   const signer = (parallel?: number) =>
-    new DkimSigner(keys, async (domain) => (domain === 'example.com' ? { domainId: 'd1', name: 'example.com', keys: published } : null), { now: () => Date.parse('2026-11-21T12:00:00Z') }, null, parallel);
+    new DkimSigner(
+      keys,
+      async (domain) => (domain === 'example.com' ? { domainId: 'd1', name: 'example.com', keys: published } : null),
+      { now: () => Date.parse('2026-11-21T12:00:00Z') },
+      null,
+      parallel,
+    );
 
   const verify = async (message: string) => {
     const resolver = async (name: string, type: string) => {
@@ -103,7 +109,10 @@ describe('DKIM signer', () => {
   });
 
   it('refuses a message without a From field, and a domain it does not know', async () => {
-    for (const [domain, m] of [['example.com', 'Subject: x\r\n\r\nbody\r\n'], ['example.net', message]] as const) {
+    for (const [domain, m] of [
+      ['example.com', 'Subject: x\r\n\r\nbody\r\n'],
+      ['example.net', message],
+    ] as const) {
       let error: unknown;
       try {
         await signer().sign(domain, m);

@@ -25,9 +25,7 @@ describe('DKIM signing', () => {
       const headers = await sign(message);
       expect(headers).to.match(/^DKIM-Signature: /);
       expect(headers).to.match(/\r\n$/);
-      expect(await verifyDkim(bed, headers + message)).to.deep.equal([
-        { selector: activeSelector(domain), algorithm: 'rsa-sha256', result: 'pass' },
-      ]);
+      expect(await verifyDkim(bed, headers + message)).to.deep.equal([{ selector: activeSelector(domain), algorithm: 'rsa-sha256', result: 'pass' }]);
     });
 
     it('signs a message given as a stream', async () => {
@@ -42,7 +40,9 @@ describe('DKIM signing', () => {
       const host = activeDkimOf(domain).host;
       bed.dns.zone.delete(host);
       expect((await verifyDkim(bed, signed))[0]!.result).to.not.equal('pass');
-      const other = (createPublicKey(generateKeyPairSync('rsa', { modulusLength: 2048 }).privateKey).export({ type: 'spki', format: 'der' }) as Buffer).toString('base64');
+      const other = (
+        createPublicKey(generateKeyPairSync('rsa', { modulusLength: 2048 }).privateKey).export({ type: 'spki', format: 'der' }) as Buffer
+      ).toString('base64');
       bed.dns.zone.set(host, 'TXT', [`v=DKIM1; k=rsa; p=${other}`]);
       expect((await verifyDkim(bed, signed))[0]!.result).to.equal('fail');
     });
@@ -58,9 +58,7 @@ describe('DKIM signing', () => {
       expect(res.status).to.equal(200);
       bed.publish(res.body);
       const message = testMessage();
-      expect(await verifyDkim(bed, (await sign(message)) + message)).to.deep.equal([
-        { selector: 'renamed', algorithm: 'rsa-sha256', result: 'pass' },
-      ]);
+      expect(await verifyDkim(bed, (await sign(message)) + message)).to.deep.equal([{ selector: 'renamed', algorithm: 'rsa-sha256', result: 'pass' }]);
     });
 
     it('refuses to sign for a domain it does not know', async () => {
@@ -102,7 +100,7 @@ describe('DKIM signing', () => {
       ]);
     });
 
-    it('refuses a selector that is the Ed25519 key\'s, leaving both keys signing', async () => {
+    it("refuses a selector that is the Ed25519 key's, leaving both keys signing", async () => {
       // "<sel>" → "<sel>e" would write the RSA key over the live Ed25519 key file.
       const res = await bed.api('PUT', `${bed.base}/example.com`, { body: { dkim_selector: `${activeSelector(domain)}e` } });
       expect(res.status).to.equal(400);

@@ -2,7 +2,17 @@ import { createPublicKey, generateKeyPairSync } from 'node:crypto';
 import { existsSync, readdirSync, readFileSync, statSync } from 'node:fs';
 import { join } from 'node:path';
 import { expect } from 'chai';
-import { activeDkimOf, otherAccount, standbyDkimOf, startDomainBed, testMessage, verifyDkim, type ApiDomain, type DomainBed, activeSelector } from '../../helpers/domains.ts';
+import {
+  activeDkimOf,
+  otherAccount,
+  standbyDkimOf,
+  startDomainBed,
+  testMessage,
+  verifyDkim,
+  type ApiDomain,
+  type DomainBed,
+  activeSelector,
+} from '../../helpers/domains.ts';
 import { storeContains, type CallResult } from '../../helpers/harness.ts';
 
 const keyDir = (bed: DomainBed, domainId: string) => join(bed.server.dir, 'keys', 'dkim', domainId);
@@ -155,8 +165,14 @@ describe('domains API', () => {
       ['a rotation interval of 366 days', { dkim_rotation_interval_days: 366 }],
       ['a rotation interval of 1.5 days', { dkim_rotation_interval_days: 1.5 }],
       ['a dkim_private_key that is not PEM', { dkim_private_key: 'not a key' }],
-      ['a dkim_private_key that is an EC key', { dkim_private_key: generateKeyPairSync('ec', { namedCurve: 'P-256' }).privateKey.export({ type: 'pkcs8', format: 'pem' }) }],
-      ['a dkim_private_key of 512 bits', { dkim_private_key: generateKeyPairSync('rsa', { modulusLength: 512 }).privateKey.export({ type: 'pkcs8', format: 'pem' }) }],
+      [
+        'a dkim_private_key that is an EC key',
+        { dkim_private_key: generateKeyPairSync('ec', { namedCurve: 'P-256' }).privateKey.export({ type: 'pkcs8', format: 'pem' }) },
+      ],
+      [
+        'a dkim_private_key of 512 bits',
+        { dkim_private_key: generateKeyPairSync('rsa', { modulusLength: 512 }).privateKey.export({ type: 'pkcs8', format: 'pem' }) },
+      ],
       ['a dsn_recipient that is not an address', { dsn_recipient: 'nobody' }],
       ['a dsn_recipient that would break a header', { dsn_recipient: 'a>b,c@example.com' }],
       ['an unknown field', { dkim_key_size: 4096 }],
@@ -342,7 +358,9 @@ describe('domains API', () => {
         responses.push(r);
         return r;
       };
-      expect((await keep(bed.api('POST', bed.base, { body: { domain: 'example.com', dkim_private_key: pem }, headers: { 'idempotency-key': 'k1' } }))).status).to.equal(201);
+      expect(
+        (await keep(bed.api('POST', bed.base, { body: { domain: 'example.com', dkim_private_key: pem }, headers: { 'idempotency-key': 'k1' } }))).status,
+      ).to.equal(201);
       await keep(bed.api('POST', bed.base, { body: { domain: 'example.com', dkim_private_key: pem }, headers: { 'idempotency-key': 'k1' } }));
       await keep(bed.api('POST', bed.base, { body: { domain: 'other.com', dkim_rotation_interval_days: 7 } }));
       await keep(bed.api('GET', bed.base));

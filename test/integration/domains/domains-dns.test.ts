@@ -76,7 +76,14 @@ describe('domain DNS checks', () => {
       const { privateKey } = generateKeyPairSync('rsa', { modulusLength: 1024 });
       return (createPublicKey(privateKey).export({ type: 'spki', format: 'der' }) as Buffer).toString('base64');
     };
-    const breaks: Array<{ what: string; record: (d: ApiDomain) => ApiDomain['dns_records'][number]; spf: boolean; dkim: boolean; dmarc: boolean; apply: (bed: DomainBed, d: ApiDomain) => void }> = [
+    const breaks: Array<{
+      what: string;
+      record: (d: ApiDomain) => ApiDomain['dns_records'][number];
+      spf: boolean;
+      dkim: boolean;
+      dmarc: boolean;
+      apply: (bed: DomainBed, d: ApiDomain) => void;
+    }> = [
       { what: 'the SPF record removed', record: spfOf, spf: false, dkim: true, dmarc: true, apply: (b) => b.dns.zone.delete('example.com', 'TXT') },
       {
         what: 'an SPF record without our sending IP',
@@ -149,7 +156,11 @@ describe('domain DNS checks', () => {
         // Repaired, then broken again: a new event.
         bed.publish(created);
         for (const host of ['example.com', '_dmarc.example.com', activeDkimOf(created).host]) {
-          bed.dns.zone.set(host, 'TXT', created.dns_records.filter((r) => r.host === host && r.type === 'TXT').map((r) => r.content));
+          bed.dns.zone.set(
+            host,
+            'TXT',
+            created.dns_records.filter((r) => r.host === host && r.type === 'TXT').map((r) => r.content),
+          );
         }
         expect((await bed.recheck('example.com')).body.dns_valid).to.equal(true);
         b.apply(bed, created);

@@ -53,7 +53,6 @@ describe('listing domains', () => {
     expect(back.body.pagination.has_more).to.equal(true);
     expect(back.body.pagination.next_cursor).to.be.a('string');
   });
-
 });
 
 describe('listing domains across valid and invalid DNS', () => {

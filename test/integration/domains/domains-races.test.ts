@@ -28,7 +28,7 @@ describe('domains under concurrent changes', () => {
     await bed.stop();
   });
 
-  it('removes a deleted domain\'s scopes without undoing a concurrent change to the same key', async () => {
+  it("removes a deleted domain's scopes without undoing a concurrent change to the same key", async () => {
     await bed.create('example.com');
     const keys = `/v2/accounts/${bed.server.accountId}/api-keys`;
     const key = (await bed.api('POST', keys, { body: { label: 'k', scopes: ['accounts:read', 'messages:send:{example.com}'] } })).body;

@@ -106,7 +106,11 @@ describe('inbound bounces and complaints', function () {
 
   it('auto-replies and delay reports to a return path are taken and dropped: the message stays Delivered', async () => {
     const m = await delivered('away@example.org');
-    for (const [file, who] of [['out-of-office.eml', 'grace@example.org'], ['vacation.eml', 'heidi@example.org'], ['delayed.eml', 'erin@example.org']] as const) {
+    for (const [file, who] of [
+      ['out-of-office.eml', 'grace@example.org'],
+      ['vacation.eml', 'heidi@example.org'],
+      ['delayed.eml', 'erin@example.org'],
+    ] as const) {
       expect((await mail(m.returnPath, fixture(file, m, 'away@example.org', who))).data, file).to.equal(250);
     }
     await new Promise((r) => setTimeout(r, 200));
@@ -159,7 +163,9 @@ describe('inbound bounces and complaints', function () {
       expect(answer.text, to).to.contain(reason);
     }
     // nodemailer too: the server refuses, the client reports it.
-    const refused = await createTransport({ host: '127.0.0.1', port, secure: false, ignoreTLS: true }).sendMail({ from: 'x@example.net', to: 'nobody@elsewhere.example', subject: 'relay?', text: 'x' }).catch((err: Error) => err);
+    const refused = await createTransport({ host: '127.0.0.1', port, secure: false, ignoreTLS: true })
+      .sendMail({ from: 'x@example.net', to: 'nobody@elsewhere.example', subject: 'relay?', text: 'x' })
+      .catch((err: Error) => err);
     expect(String(refused)).to.contain('550');
     expect((await store.families.inbound.keys().all()).length).to.equal(before);
   });

@@ -50,9 +50,21 @@ describe('routes: API and forwarding of inbound mail', function () {
   }
 
   it('creates, reads, lists, updates and deletes routes; the secret is shown once', async () => {
-    const created = await bed.api('POST', routesPath(), { body: { name: 'Support', url: receiver.url('/s'), recipient: 'Support@Example.com', attachments: true } });
+    const created = await bed.api('POST', routesPath(), {
+      body: { name: 'Support', url: receiver.url('/s'), recipient: 'Support@Example.com', attachments: true },
+    });
     expect(created.status).to.equal(201);
-    expect(created.body).to.include({ object: 'route', recipient: 'support@example.com', attachments: true, headers: false, group_by_message_id: false, strip_replies: false, enabled: true, success_count: 0, last_request_at: null });
+    expect(created.body).to.include({
+      object: 'route',
+      recipient: 'support@example.com',
+      attachments: true,
+      headers: false,
+      group_by_message_id: false,
+      strip_replies: false,
+      enabled: true,
+      success_count: 0,
+      last_request_at: null,
+    });
     expect(created.body.secret).to.match(/^aha-rsec-[A-Za-z0-9]{64}$/);
     const got = await bed.api('GET', `${routesPath()}/${created.body.id}`);
     expect(got.body).to.not.have.property('secret');
@@ -76,10 +88,22 @@ describe('routes: API and forwarding of inbound mail', function () {
 
   it('refuses bad patterns, foreign domains, private URLs and junk with 4xx and a message', async () => {
     const bad = [
-      { recipient: '' }, { recipient: 'no-at-sign' }, { recipient: 'a*b*c@example.com' }, { recipient: 'mid*dle@example.com' },
-      { recipient: 'x@not-mine.example' }, { recipient: `${'a'.repeat(250)}@example.com` }, { recipient: 'a b@example.com' },
-      { url: 'http://10.0.0.1/hook' }, { url: 'http://169.254.169.254/' }, { url: 'ftp://example.net/' }, { url: 'http://[::1]/' },
-      { name: '' }, { name: 'x'.repeat(300) }, { attachments: 'yes' }, { recipient: ['a@example.com'] }, { extra: 1 },
+      { recipient: '' },
+      { recipient: 'no-at-sign' },
+      { recipient: 'a*b*c@example.com' },
+      { recipient: 'mid*dle@example.com' },
+      { recipient: 'x@not-mine.example' },
+      { recipient: `${'a'.repeat(250)}@example.com` },
+      { recipient: 'a b@example.com' },
+      { url: 'http://10.0.0.1/hook' },
+      { url: 'http://169.254.169.254/' },
+      { url: 'ftp://example.net/' },
+      { url: 'http://[::1]/' },
+      { name: '' },
+      { name: 'x'.repeat(300) },
+      { attachments: 'yes' },
+      { recipient: ['a@example.com'] },
+      { extra: 1 },
     ];
     for (const fields of bad) {
       const res = await bed.api('POST', routesPath(), { body: { name: 'r', url: 'https://hooks.example.net/r', recipient: 'r@example.com', ...fields } });
@@ -102,7 +126,7 @@ describe('routes: API and forwarding of inbound mail', function () {
     expect((await bed.api('GET', `${routesPath()}/${id}`, { key: other })).status).to.equal(403);
   });
 
-  it('forwards a message with inline and attached parts, headers and the stripped reply, signed, in the contract\'s shape', async () => {
+  it("forwards a message with inline and attached parts, headers and the stripped reply, signed, in the contract's shape", async () => {
     const route = await createRoute('/support', { recipient: 'support@example.com', attachments: true, headers: true, strip_replies: true });
     const response = await send({
       to: 'support@example.com',
@@ -121,10 +145,21 @@ describe('routes: API and forwarding of inbound mail', function () {
     assertWebhookPayload(p);
     expect(Object.keys(p)).to.deep.equal(['type', 'route_id', 'timestamp', 'data']);
     expect(p).to.include({ type: 'message.routing', route_id: route.id });
-    expect(p.data).to.include({ from: 'Customer <c@example.net>', to: 'support@example.com', subject: 'Help', spam_score: 0, bounce: false, reply_from_plain_body: 'I need help.' });
-    for (const key of ['id', 'reply_to', 'cc', 'date', 'in_reply_to', 'references', 'auto_submitted', 'html_body', 'plain_body', 'message_id', 'size']) expect(p.data, key).to.have.property(key);
+    expect(p.data).to.include({
+      from: 'Customer <c@example.net>',
+      to: 'support@example.com',
+      subject: 'Help',
+      spam_score: 0,
+      bounce: false,
+      reply_from_plain_body: 'I need help.',
+    });
+    for (const key of ['id', 'reply_to', 'cc', 'date', 'in_reply_to', 'references', 'auto_submitted', 'html_body', 'plain_body', 'message_id', 'size'])
+      expect(p.data, key).to.have.property(key);
     const attachments = p.data.attachments as Array<Record<string, string>>;
-    expect(attachments.map((a) => [a.filename, a.content_id, a.disposition])).to.deep.equal([['logo.png', 'logo-123', 'inline'], ['notes.txt', '', 'attachment']]);
+    expect(attachments.map((a) => [a.filename, a.content_id, a.disposition])).to.deep.equal([
+      ['logo.png', 'logo-123', 'inline'],
+      ['notes.txt', '', 'attachment'],
+    ]);
     expect(Buffer.from(attachments[0]!.data!, 'base64').equals(PNG)).to.equal(true);
     expect(p.data.headers['X-Mailer']).to.equal('TestMailer');
     expect(p.data.headers['Authentication-Results']).to.be.a('string');
@@ -151,21 +186,29 @@ describe('routes: API and forwarding of inbound mail', function () {
     await send({ to: ['ticket-1@example.com', 'ticket-2@example.com', 'eu-support@example.com'] });
     await receiver.until((r) => r.length === 4);
     await new Promise((r) => setTimeout(r, 200));
-    const by = (path: string) => receiver.verified(path).map((d) => d.payload!.data.to as string).sort();
+    const by = (path: string) =>
+      receiver
+        .verified(path)
+        .map((d) => d.payload!.data.to as string)
+        .sort();
     expect(by('/tickets')).to.deep.equal(['ticket-1@example.com', 'ticket-2@example.com']);
     expect(by('/support')).to.deep.equal(['eu-support@example.com']);
     expect(by('/all')).to.have.length(1);
     expect(by('/all')[0]).to.contain('ticket-1@example.com').and.contain('eu-support@example.com');
   });
 
-  it('refuses recipients no enabled route matches, and another account\'s domain, with 550', async () => {
+  it("refuses recipients no enabled route matches, and another account's domain, with 550", async () => {
     await createRoute('/only', { recipient: 'only@example.com' });
     await createRoute('/off', { recipient: 'off@example.com', enabled: false });
     const { client } = await RawSmtp.open(port, { localAddress: '127.0.0.1' });
     try {
       await client.command('EHLO client.example.net');
       await client.command('MAIL FROM:<c@example.net>');
-      for (const [to, reason] of [['nobody@example.com', 'no route'], ['off@example.com', 'no route'], ['x@elsewhere.example', 'relay access denied']] as const) {
+      for (const [to, reason] of [
+        ['nobody@example.com', 'no route'],
+        ['off@example.com', 'no route'],
+        ['x@elsewhere.example', 'relay access denied'],
+      ] as const) {
         const reply = await client.command(`RCPT TO:<${to}>`);
         expect(reply.code, to).to.equal(550);
         expect(reply.raw, to).to.contain(reason);
@@ -185,8 +228,18 @@ describe('routes: API and forwarding of inbound mail', function () {
     const { QueueAdmin } = await import('../../../src/control/queue-admin.ts');
     const { jobStore } = await import('../../../src/assemblies/core.ts');
     const core = bed.server.daemon.core;
-    const status = await new QueueAdmin({ messages: core.messages, repo: core.messagesRepo, events: core.events, clock: core.clock, jobs: jobStore(core), daemon: null }).status();
-    expect(status.jobs.map(({ next_attempt_at: _at, ...f }) => f), JSON.stringify(status.jobs)).to.deep.equal([{ kind: 'route', destination: new URL(receiver.url('/')).origin, pending: 1, due: 0, held: 0, parked: 0, failed: 0 }]);
+    const status = await new QueueAdmin({
+      messages: core.messages,
+      repo: core.messagesRepo,
+      events: core.events,
+      clock: core.clock,
+      jobs: jobStore(core),
+      daemon: null,
+    }).status();
+    expect(
+      status.jobs.map(({ next_attempt_at: _at, ...f }) => f),
+      JSON.stringify(status.jobs),
+    ).to.deep.equal([{ kind: 'route', destination: new URL(receiver.url('/')).origin, pending: 1, due: 0, held: 0, parked: 0, failed: 0 }]);
     receiver.answer = () => 204;
     bed.clock.advance(2000);
     await bed.server.daemon.parts.jobs.engine.wake();

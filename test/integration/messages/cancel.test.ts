@@ -52,7 +52,9 @@ describe('cancelling scheduled messages', function () {
     const id = await schedule();
     const repo = new MessagesRepo(bed.server.daemon.core.store);
     const record = (await repo.get(uuidOf(id)))!;
-    await bed.server.daemon.core.store.commit(repo.put({ ...record, attempts: [{ time: record.createdAt, log: '451 try later', status: 'Deferred' }], status: 'Deferred' }, record));
+    await bed.server.daemon.core.store.commit(
+      repo.put({ ...record, attempts: [{ time: record.createdAt, log: '451 try later', status: 'Deferred' }], status: 'Deferred' }, record),
+    );
     const attempted = await cancel(id);
     expect(attempted.status).to.equal(409);
     expect(attempted.body.message).to.contain('already been attempted');

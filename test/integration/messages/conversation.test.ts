@@ -97,7 +97,13 @@ describe('POST /v2/accounts/{id}/messages/conversation', function () {
   });
 
   it('sends the same content to everyone in the conversation', async () => {
-    const data = await accepted({ to: [{ email: fresh() }], cc: [{ email: fresh() }], bcc: [{ email: fresh() }], subject: 'Shared', text_content: 'Same for all' });
+    const data = await accepted({
+      to: [{ email: fresh() }],
+      cc: [{ email: fresh() }],
+      bcc: [{ email: fresh() }],
+      subject: 'Shared',
+      text_content: 'Same for all',
+    });
     for (const e of data) {
       const m = await read(e.id!);
       expect(m.subject).to.equal('Shared');
@@ -161,7 +167,9 @@ describe('POST /v2/accounts/{id}/messages/conversation', function () {
     const data = await accepted({ to: [{ email: twice }, { email: other }], cc: [{ email: twice.toUpperCase() }] });
     expect(data.map((e) => e.status)).to.deep.equal(['queued', 'queued', 'error']);
     expect(data[2]).to.include({ id: null });
-    expect(data[2]!.error).to.be.a('string').and.match(/duplicate/);
+    expect(data[2]!.error)
+      .to.be.a('string')
+      .and.match(/duplicate/);
     expect(await countTo(twice)).to.equal(1);
   });
 

@@ -27,9 +27,16 @@ describe('message read API', function () {
     expect((await bed.send({ recipients: [{ email: 'b@example.org' }], subject: 'Beta', tags: ['receipt'] })).status).to.equal(202);
     bed.clock.advance(MINUTE);
     t1 = new Date(bed.clock.now()).toISOString();
-    expect((await bed.send({ from: { email: 'news@second.example' }, recipients: [{ email: 'c@example.org' }, { email: 'A@Example.org' }], subject: 'Gamma' })).status).to.equal(202);
+    expect(
+      (await bed.send({ from: { email: 'news@second.example' }, recipients: [{ email: 'c@example.org' }, { email: 'A@Example.org' }], subject: 'Gamma' }))
+        .status,
+    ).to.equal(202);
     bed.clock.advance(MINUTE);
-    const scheduled = await bed.send({ recipients: [{ email: 'd@example.org' }], subject: 'Delta', schedule: { first_attempt: new Date(bed.clock.now() + 3_600_000).toISOString() } });
+    const scheduled = await bed.send({
+      recipients: [{ email: 'd@example.org' }],
+      subject: 'Delta',
+      schedule: { first_attempt: new Date(bed.clock.now() + 3_600_000).toISOString() },
+    });
     expect((await bed.api('DELETE', `${bed.messages}/${encodeURIComponent(scheduled.body.data[0].id)}/cancel`)).status).to.equal(200);
   });
   after(async () => bed?.stop());
@@ -59,7 +66,9 @@ describe('message read API', function () {
   it('filters on the created_at window', async () => {
     expect(recipients(await list(`from_time=${t1}`))).to.deep.equal(['d@example.org', 'A@Example.org', 'c@example.org']);
     expect(recipients(await list(`to_time=${t0}`))).to.deep.equal(['a@example.org']);
-    expect(recipients(await list(`from_time=${encodeURIComponent(new Date(Date.parse(t0) + MINUTE).toISOString())}&to_time=${encodeURIComponent(t1)}`))).to.have.members(['b@example.org', 'c@example.org', 'A@Example.org']);
+    expect(
+      recipients(await list(`from_time=${encodeURIComponent(new Date(Date.parse(t0) + MINUTE).toISOString())}&to_time=${encodeURIComponent(t1)}`)),
+    ).to.have.members(['b@example.org', 'c@example.org', 'A@Example.org']);
   });
 
   it('pages with next and previous cursors', async () => {
@@ -127,7 +136,9 @@ describe('message read API', function () {
     const res = await bed.send({ recipients: [{ email: 'x1@example.org' }, { email: 'x2@example.org' }, { email: 'x3@example.org' }], subject: 'Shared' });
     expect(res.status).to.equal(202);
     const ids = res.body.data.map((d: { id: string }) => d.id as string);
-    const contents = await Promise.all(ids.map(async (id: string) => (await bed.api('GET', `${bed.messages}/${encodeURIComponent(id)}`)).body.content as string));
+    const contents = await Promise.all(
+      ids.map(async (id: string) => (await bed.api('GET', `${bed.messages}/${encodeURIComponent(id)}`)).body.content as string),
+    );
     // Same body after the per-message head (To, Message-ID)…
     const bodies = contents.map((c) => c.slice(c.indexOf('From:')));
     expect(new Set(bodies).size).to.equal(1);

@@ -148,10 +148,21 @@ describe('send requests that attack the API (review findings 2-5, 12, 15)', func
         check: (m) => expect(m.content_parsed.parts.map((p: { content_type: string }) => p.content_type)).to.not.include('text/x-amp-html'),
       },
       { field: 'sandbox_result ""', fields: { sandbox_result: '' } },
-      { field: 'schedule.first_attempt "" and schedule.expires ""', fields: { schedule: { first_attempt: '', expires: '' } }, check: (m) => expect(m.status).to.equal('Received') },
-      { field: 'reply_to.name ""', fields: { reply_to: { email: 'help@example.com', name: '' } }, check: (m) => expect(m.content_parsed.headers['reply-to']).to.deep.equal(['help@example.com']) },
+      {
+        field: 'schedule.first_attempt "" and schedule.expires ""',
+        fields: { schedule: { first_attempt: '', expires: '' } },
+        check: (m) => expect(m.status).to.equal('Received'),
+      },
+      {
+        field: 'reply_to.name ""',
+        fields: { reply_to: { email: 'help@example.com', name: '' } },
+        check: (m) => expect(m.content_parsed.headers['reply-to']).to.deep.equal(['help@example.com']),
+      },
       { field: 'cc null and bcc null (conversation)', conversation: true, fields: { cc: null, bcc: null } },
-      { field: 'reply_to, tracking, retention, schedule, tags, headers, attachments, substitutions null', fields: { reply_to: null, tracking: null, retention: null, schedule: null, tags: null, headers: null, attachments: null, substitutions: null } },
+      {
+        field: 'reply_to, tracking, retention, schedule, tags, headers, attachments, substitutions null',
+        fields: { reply_to: null, tracking: null, retention: null, schedule: null, tags: null, headers: null, attachments: null, substitutions: null },
+      },
     ];
     for (const c of cases) {
       it(`accepts ${c.field} as not given`, async () => {
@@ -187,7 +198,10 @@ describe('send requests that attack the API (review findings 2-5, 12, 15)', func
 
   it('treats empty v1 bodies as absent', async () => {
     const key = await bed.v1Key();
-    const res = await bed.v1({ from: { email: 'app@example.com' }, recipients: [{ email: fresh() }], content: { subject: 's', text_body: 'hello', html_body: '' } }, key);
+    const res = await bed.v1(
+      { from: { email: 'app@example.com' }, recipients: [{ email: fresh() }], content: { subject: 's', text_body: 'hello', html_body: '' } },
+      key,
+    );
     expect(res.status, JSON.stringify(res.body)).to.equal(201);
     expect(res.body.success_count).to.equal(1);
   });
@@ -205,12 +219,12 @@ describe('send requests that attack the API (review findings 2-5, 12, 15)', func
     expect(JSON.stringify(res.body)).to.not.match(INTERNAL);
   });
 
-  it('answers 400 when a request\'s substitutions together pass 1 MiB, though each is under 64 KiB', async () => {
+  it("answers 400 when a request's substitutions together pass 1 MiB, though each is under 64 KiB", async () => {
     const value = 'x'.repeat(60_000);
     const recipients = Array.from({ length: 20 }, () => ({ email: fresh(), substitutions: { value } }));
     const res = await bed.send({ subject: 'Hi {{ value|length }}', recipients });
     expect(res.status).to.equal(400);
-    expect(res.body.message).to.equal('substitutions of the request (global and every recipient\'s) are larger than 1 MiB as JSON together');
+    expect(res.body.message).to.equal("substitutions of the request (global and every recipient's) are larger than 1 MiB as JSON together");
     const fewer = await bed.send({ subject: 'Hi {{ value|length }}', recipients: recipients.slice(0, 10) });
     expect(fewer.status, JSON.stringify(fewer.body)).to.equal(202);
   });
@@ -278,13 +292,21 @@ describe('send requests that attack the API (review findings 2-5, 12, 15)', func
     console.log(`      ${'template'.padEnd(32)} ${'answered in'.padStart(12)} ${'longest hold'.padStart(13)}`);
     for (const r of rows) console.log(`      ${r.name.padEnd(32)} ${r.ms.toFixed(1).padStart(9)} ms ${r.heldMs.toFixed(1).padStart(10)} ms`);
     const worst = rows.reduce((a, b) => (b.heldMs > a.heldMs ? b : a));
-    console.log(`      worst hold of the event loop: ${worst.heldMs.toFixed(1)} ms (${worst.name}; fuel ${TEMPLATE_LIMITS.fuel}, steps of ${TEMPLATE_LIMITS.stepMs} ms, ${TEMPLATE_LIMITS.requestMs} ms a request)`);
+    console.log(
+      `      worst hold of the event loop: ${worst.heldMs.toFixed(1)} ms (${worst.name}; fuel ${TEMPLATE_LIMITS.fuel}, steps of ${TEMPLATE_LIMITS.stepMs} ms, ${TEMPLATE_LIMITS.requestMs} ms a request)`,
+    );
   });
 
-  it('reports a subject that renders past 998 characters as that recipient\'s error and sends to the others', async () => {
+  it("reports a subject that renders past 998 characters as that recipient's error and sends to the others", async () => {
     const long = fresh();
     const short = fresh();
-    const res = await bed.send({ subject: 'Hi {{ name }}', recipients: [{ email: long, substitutions: { name: 'x'.repeat(1000) } }, { email: short, substitutions: { name: 'Ed' } }] });
+    const res = await bed.send({
+      subject: 'Hi {{ name }}',
+      recipients: [
+        { email: long, substitutions: { name: 'x'.repeat(1000) } },
+        { email: short, substitutions: { name: 'Ed' } },
+      ],
+    });
     expect(res.status, JSON.stringify(res.body)).to.equal(202);
     expect(res.body.data.map((e: { status: string; error: string | null }) => [e.status, e.error])).to.deep.equal([
       ['error', 'template error: subject renders to more than 998 characters'],

@@ -89,7 +89,11 @@ describe('POST /v2/accounts/{id}/messages', function () {
       expect(res.body.object).to.equal('list');
       expect(res.body).to.not.have.property('pagination');
       const data = entries(res.body);
-      expect(data.map((e) => e.recipient)).to.deep.equal([{ email: a, name: 'A' }, { email: b, name: '' }, { email: c, name: 'C' }]);
+      expect(data.map((e) => e.recipient)).to.deep.equal([
+        { email: a, name: 'A' },
+        { email: b, name: '' },
+        { email: c, name: 'C' },
+      ]);
       for (const e of data) {
         expect(e.object).to.equal('message');
         expect(e.id).to.match(MESSAGE_ID);
@@ -217,7 +221,9 @@ describe('POST /v2/accounts/{id}/messages', function () {
 
     it('refuses a malformed recipient address with 400 in a templated send too', async () => {
       const good = fresh();
-      expect(await refused({ substitutions: { x: 1 }, recipients: [{ email: good, substitutions: { y: 2 } }, { email: 'nope' }] })).to.match(/recipients\[1\]\.email/);
+      expect(await refused({ substitutions: { x: 1 }, recipients: [{ email: good, substitutions: { y: 2 } }, { email: 'nope' }] })).to.match(
+        /recipients\[1\]\.email/,
+      );
       expect(await countTo(good)).to.equal(0);
     });
 
@@ -279,7 +285,7 @@ describe('POST /v2/accounts/{id}/messages', function () {
       expect(part(first, 'text/plain')).to.equal('a;b;');
     });
 
-    it('echoes each recipient\'s substitutions in its entry', async () => {
+    it("echoes each recipient's substitutions in its entry", async () => {
       const email = fresh();
       const [e] = await accepted({ subject: '{{ n }}', recipients: [{ email, name: 'N', substitutions: { n: 1, deep: { x: [true] } } }] });
       expect(e!.recipient).to.deep.equal({ email, name: 'N', substitutions: { n: 1, deep: { x: [true] } } });
@@ -335,11 +341,16 @@ describe('POST /v2/accounts/{id}/messages', function () {
       const broken = fresh();
       const data = await accepted({
         text_content: 'Hello {{ user.name }}',
-        recipients: [{ email: ok, substitutions: { user: { name: 'Ada' } } }, { email: broken, substitutions: { other: 1 } }],
+        recipients: [
+          { email: ok, substitutions: { user: { name: 'Ada' } } },
+          { email: broken, substitutions: { other: 1 } },
+        ],
       });
       expect(data[0]).to.include({ status: 'queued', error: null });
       expect(data[1]).to.include({ status: 'error', id: null });
-      expect(data[1]!.error).to.be.a('string').and.match(/template error/);
+      expect(data[1]!.error)
+        .to.be.a('string')
+        .and.match(/template error/);
       expect(part(await read(data[0]!.id!), 'text/plain')).to.equal('Hello Ada');
       expect(await countTo(broken)).to.equal(0);
     });
@@ -349,7 +360,10 @@ describe('POST /v2/accounts/{id}/messages', function () {
       const injected = fresh();
       const data = await accepted({
         subject: 'Hi {{ name }}',
-        recipients: [{ email: injected, substitutions: { name: '{{ 7 * 7 }}' } }, { email: ok, substitutions: { name: 'Bob' } }],
+        recipients: [
+          { email: injected, substitutions: { name: '{{ 7 * 7 }}' } },
+          { email: ok, substitutions: { name: 'Bob' } },
+        ],
       });
       expect(data[0]).to.include({ status: 'error', id: null });
       expect(data[0]!.error).to.match(/template syntax/);
@@ -359,8 +373,17 @@ describe('POST /v2/accounts/{id}/messages', function () {
     });
     it('answers 202 with only error entries when every recipient fails to render, storing nothing', async () => {
       const a = fresh();
-      const data = await accepted({ subject: '{{ user.name }}', recipients: [{ email: a, substitutions: { x: 1 } }, { email: fresh(), substitutions: { name: '{%' } }] });
-      expect(data.map((e) => [e.status, e.id])).to.deep.equal([['error', null], ['error', null]]);
+      const data = await accepted({
+        subject: '{{ user.name }}',
+        recipients: [
+          { email: a, substitutions: { x: 1 } },
+          { email: fresh(), substitutions: { name: '{%' } },
+        ],
+      });
+      expect(data.map((e) => [e.status, e.id])).to.deep.equal([
+        ['error', null],
+        ['error', null],
+      ]);
       expect(await countTo(a)).to.equal(0);
     });
   });
@@ -508,7 +531,7 @@ describe('POST /v2/accounts/{id}/messages', function () {
       expect((await record(e!.id!)).retention).to.deep.equal({ metadataDays: 3, dataDays: 0 });
     });
 
-    it('takes the account\'s retention when the request has none', async () => {
+    it("takes the account's retention when the request has none", async () => {
       const account = (await bed.server.daemon.core.accounts.get(bed.server.accountId))!;
       const [e] = await accepted({ recipients: [{ email: fresh() }] });
       const m = await read(e!.id!);

@@ -177,10 +177,20 @@ describe('POST /v1/email/send (legacy)', function () {
   describe('content', () => {
     it('makes an attachment with any content_id inline: Content-ID present, multipart/related', async () => {
       const email = fresh();
-      const res = await send(body([{ email }], {
-        html_body: '<img src="cid:my-image">',
-        attachments: [{ data: 'R0lGODlhAQABAIAAAAAAAP///yH5BAEAAAAALAAAAAABAAEAAAIBRAA7', base64: true, content_type: 'image/gif', file_name: 'pixel.gif', content_id: 'my-image' }],
-      }));
+      const res = await send(
+        body([{ email }], {
+          html_body: '<img src="cid:my-image">',
+          attachments: [
+            {
+              data: 'R0lGODlhAQABAIAAAAAAAP///yH5BAEAAAAALAAAAAABAAEAAAIBRAA7',
+              base64: true,
+              content_type: 'image/gif',
+              file_name: 'pixel.gif',
+              content_id: 'my-image',
+            },
+          ],
+        }),
+      );
       expect(res.status, JSON.stringify(res.body)).to.equal(201);
       const m = await read((await listed(email))[0]!.message_id);
       expect(m.content).to.include('Content-ID: <my-image>');
@@ -190,7 +200,9 @@ describe('POST /v1/email/send (legacy)', function () {
 
     it('keeps an attachment without content_id an ordinary attachment with the decoded data', async () => {
       const email = fresh();
-      expect((await send(body([{ email }], { attachments: [{ data: 'plain text file', content_type: 'text/plain', file_name: 'a.txt' }] }))).status).to.equal(201);
+      expect((await send(body([{ email }], { attachments: [{ data: 'plain text file', content_type: 'text/plain', file_name: 'a.txt' }] }))).status).to.equal(
+        201,
+      );
       const m = await read((await listed(email))[0]!.message_id);
       expect(m.content).to.not.match(/Content-ID:/i);
       expect(Buffer.from(m.content_parsed.attachments[0]!.content, 'base64').toString()).to.equal('plain text file');

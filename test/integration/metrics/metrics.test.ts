@@ -60,7 +60,11 @@ describe('metrics listener', function () {
 
   it('counts API requests, deliveries by outcome and classification, DKIM signatures, store commits and the queue after real traffic', async () => {
     sink.rcpt = (address) =>
-      address.startsWith('gone@') ? { code: 550, text: '5.1.1 No such user' } : address.endsWith('@example.net') ? { code: 451, text: '4.7.1 Greylisted, try again later' } : null;
+      address.startsWith('gone@')
+        ? { code: 550, text: '5.1.1 No such user' }
+        : address.endsWith('@example.net')
+          ? { code: 451, text: '4.7.1 Greylisted, try again later' }
+          : null;
     const delivered = await bed.send({ recipients: [{ email: 'rcpt@example.org' }] });
     const bounced = await bed.send({ recipients: [{ email: 'gone@example.org' }] });
     const deferred = await bed.send({ recipients: [{ email: 'later@example.net' }] });

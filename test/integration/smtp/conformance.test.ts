@@ -34,17 +34,21 @@ describe('SMTP conformance: enhanced codes, deadlines, line length, SMTPUTF8', f
     sink = await startSink();
     asciiSink = await startSink({ hideSmtpUtf8: true });
     receiver = await WebhookReceiver.start();
-    bed = await startMessageBed({
-      ...POLLING,
-      delivery: { enabled: true, mx_port: sink.port, transport: { 'ascii.example': { host: '127.0.0.1', port: asciiSink.port } } },
-      smtp: {
-        command_deadline_seconds: COMMAND_DEADLINE_S,
-        data_deadline_seconds: DATA_DEADLINE_S,
-        submission: { enabled: true },
-        inbound: { enabled: true, port: 0 },
+    bed = await startMessageBed(
+      {
+        ...POLLING,
+        delivery: { enabled: true, mx_port: sink.port, transport: { 'ascii.example': { host: '127.0.0.1', port: asciiSink.port } } },
+        smtp: {
+          command_deadline_seconds: COMMAND_DEADLINE_S,
+          data_deadline_seconds: DATA_DEADLINE_S,
+          submission: { enabled: true },
+          inbound: { enabled: true, port: 0 },
+        },
+        webhooks: { allow_networks: ['127.0.0.0/8'] },
       },
-      webhooks: { allow_networks: ['127.0.0.0/8'] },
-    }, SENDER_DOMAIN, { logLines });
+      SENDER_DOMAIN,
+      { logLines },
+    );
     bed.dns.zone.set('example.org', 'MX', [{ exchange: 'mx1.example.org', priority: 10 }]);
     bed.dns.zone.set('xn--exmple-cua.org', 'MX', [{ exchange: 'mx1.example.org', priority: 10 }]);
     bed.dns.zone.set('mx1.example.org', 'A', ['127.0.0.1']);
@@ -53,7 +57,9 @@ describe('SMTP conformance: enhanced codes, deadlines, line length, SMTPUTF8', f
     const created = await bed.api('POST', `/v2/accounts/${bed.server.accountId}/smtp-credentials`, { body: { name: 'app', scope: 'global' } });
     expect(created.status, JSON.stringify(created.body)).to.equal(201);
     credential = { username: created.body.username, password: created.body.password };
-    const route = await bed.api('POST', `/v2/accounts/${bed.server.accountId}/routes`, { body: { name: 'all', url: receiver.url('/in'), recipient: `*@${SENDER_DOMAIN}` } });
+    const route = await bed.api('POST', `/v2/accounts/${bed.server.accountId}/routes`, {
+      body: { name: 'all', url: receiver.url('/in'), recipient: `*@${SENDER_DOMAIN}` },
+    });
     expect(route.status, JSON.stringify(route.body)).to.equal(201);
     receiver.secrets.set('/in', route.body.secret);
   });

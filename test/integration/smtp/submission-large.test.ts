@@ -69,7 +69,10 @@ describe('SMTP submission of large messages', function () {
 
   const bodyOf = (raw: string) => raw.slice(raw.indexOf('\r\n\r\n') + 4);
 
-  for (const [what, eol] of [['CRLF', '\r\n'], ['bare LF', '\n']] as const) {
+  for (const [what, eol] of [
+    ['CRLF', '\r\n'],
+    ['bare LF', '\n'],
+  ] as const) {
     it(`a 5 MiB message (${what} line ends) is spooled, delivered byte for byte and DKIM-signed`, async () => {
       sink.received.length = 0;
       const { raw, bodyDigest } = bigMessage(5, eol);
@@ -87,7 +90,13 @@ describe('SMTP submission of large messages', function () {
 
   it('a small message is unchanged by the spool (one batch, nothing written before the 250)', async () => {
     sink.received.length = 0;
-    const info = await createTransport({ host: '127.0.0.1', port, secure: false, ignoreTLS: true, auth: { user: credential.username, pass: credential.password } }).sendMail({ from: 'app@example.com', to: 'rcpt@example.org', subject: 'small', text: 'hello' });
+    const info = await createTransport({
+      host: '127.0.0.1',
+      port,
+      secure: false,
+      ignoreTLS: true,
+      auth: { user: credential.username, pass: credential.password },
+    }).sendMail({ from: 'app@example.com', to: 'rcpt@example.org', subject: 'small', text: 'hello' });
     expect(info.response).to.match(/^250 /);
     const [got] = await sink.waitFor(1, 20_000);
     expect(got!.raw).to.contain('hello');

@@ -92,7 +92,6 @@ describe('SMTP submission', function () {
     throw new Error('expected the server to refuse');
   }
 
-
   it('relays over STARTTLS: one message per recipient, delivered DKIM-signed, 250 naming the queue id', async () => {
     const t = transport();
     const info = await t.sendMail(mail({ to: ['one@example.org', 'two@example.org'] }));
@@ -103,7 +102,9 @@ describe('SMTP submission', function () {
     expect((await verifyDkim(bed, first!.raw)).map((v) => v.result)).to.deep.equal(['pass']);
     expect(first!.raw).to.contain('Subject: Relayed');
     // Our trace field is on top of what the client wrote: who sent it, over TLS with AUTH.
-    expect(first!.raw).to.match(/\r\nReceived: from [^\r]+ \(\[127\.0\.0\.2\]\)\r\n\tby mx\.postilion\.test \(Postilion\) with ESMTPSA id [0-9a-f-]{36};\r\n\t\w{3}, /);
+    expect(first!.raw).to.match(
+      /\r\nReceived: from [^\r]+ \(\[127\.0\.0\.2\]\)\r\n\tby mx\.postilion\.test \(Postilion\) with ESMTPSA id [0-9a-f-]{36};\r\n\t\w{3}, /,
+    );
     const listed = await bed.api('GET', `${bed.messages}?sender=app@example.com`);
     const mine = listed.body.data.filter((m: { subject: string }) => m.subject === 'Relayed');
     expect(mine).to.have.length(2);
@@ -166,13 +167,15 @@ describe('SMTP submission', function () {
   it('answers 454 to a guess that waited its turn once the client has failed too often meanwhile', async () => {
     // Ten sessions of one client, each ready to AUTH, guess at the same moment. Password checks run
     // two at a time, so most guesses wait; the limit (3) must hold for those that waited too.
-    const sessions = await Promise.all(Array.from({ length: 10 }, async () => {
-      const { client } = await RawSmtp.open(starttlsPort, { localAddress: '127.0.0.8' });
-      await client.command('EHLO client.example');
-      await client.starttls();
-      await client.command('EHLO client.example');
-      return client;
-    }));
+    const sessions = await Promise.all(
+      Array.from({ length: 10 }, async () => {
+        const { client } = await RawSmtp.open(starttlsPort, { localAddress: '127.0.0.8' });
+        await client.command('EHLO client.example');
+        await client.starttls();
+        await client.command('EHLO client.example');
+        return client;
+      }),
+    );
     const replies = await Promise.all(sessions.map((c) => c.command(`AUTH PLAIN ${plainToken(credential.username, 'wrong')}`)));
     for (const c of sessions) c.close();
     const codes = replies.map((r) => r.code);
@@ -220,16 +223,20 @@ describe('SMTP submission', function () {
     t.close();
     expect(info.accepted).to.have.length(3);
     expect(info.rejected).to.deep.equal(['d@example.org']);
-    expect(String((info as unknown as { rejectedErrors: Array<{ response: string }> }).rejectedErrors[0]!.response)).to.match(/^452 4\.5\.3 Too many recipients/);
+    expect(String((info as unknown as { rejectedErrors: Array<{ response: string }> }).rejectedErrors[0]!.response)).to.match(
+      /^452 4\.5\.3 Too many recipients/,
+    );
     await sink.waitFor(3);
   });
 
   it('applies the special headers and strips them from the delivered copy', async () => {
     const t = transport();
-    await t.sendMail(mail({
-      subject: 'Special',
-      headers: { 'ahasend-tags': 'welcome,smtp', 'AhaSend-Track-Opens': 'false', 'ahasend-metadata-retention': '3' },
-    }));
+    await t.sendMail(
+      mail({
+        subject: 'Special',
+        headers: { 'ahasend-tags': 'welcome,smtp', 'AhaSend-Track-Opens': 'false', 'ahasend-metadata-retention': '3' },
+      }),
+    );
     t.close();
     const [got] = await sink.waitFor(1);
     expect(got!.raw.toLowerCase()).to.not.contain('ahasend-');

@@ -36,16 +36,39 @@ interface Plan {
 }
 
 const PLANS: Plan[] = [
-  { at: '11-02T10:15:00', domain: 'example.com', to: 'a@gmail.com', tags: ['welcome'], steps: [{ at: '11-02T10:17:00', type: 'message.delivered', change: { status: 'Delivered', deliveredAt: '2026-11-02T10:17:00.000Z' } }] },
-  { at: '11-02T10:40:00', domain: 'example.com', to: 'b@yahoo.com', steps: [{ at: '11-02T10:41:00', type: 'message.bounced', change: { status: 'Bounced', bounceClassification: 'InvalidRecipient' } }] },
   {
-    at: '11-02T23:30:00', domain: 'example.net', to: 'c@gmail.com', tags: ['promo'], steps: [
-      { at: '11-02T23:31:00', type: 'message.transient_error', change: { status: 'Deferred', attempts: [{ time: '2026-11-02T23:31:00.000Z', log: '451', status: 'Deferred' }] } },
+    at: '11-02T10:15:00',
+    domain: 'example.com',
+    to: 'a@gmail.com',
+    tags: ['welcome'],
+    steps: [{ at: '11-02T10:17:00', type: 'message.delivered', change: { status: 'Delivered', deliveredAt: '2026-11-02T10:17:00.000Z' } }],
+  },
+  {
+    at: '11-02T10:40:00',
+    domain: 'example.com',
+    to: 'b@yahoo.com',
+    steps: [{ at: '11-02T10:41:00', type: 'message.bounced', change: { status: 'Bounced', bounceClassification: 'InvalidRecipient' } }],
+  },
+  {
+    at: '11-02T23:30:00',
+    domain: 'example.net',
+    to: 'c@gmail.com',
+    tags: ['promo'],
+    steps: [
+      {
+        at: '11-02T23:31:00',
+        type: 'message.transient_error',
+        change: { status: 'Deferred', attempts: [{ time: '2026-11-02T23:31:00.000Z', log: '451', status: 'Deferred' }] },
+      },
       { at: '11-03T00:30:00', type: 'message.delivered', change: { status: 'Delivered', deliveredAt: '2026-11-03T00:30:00.000Z' } },
     ],
   },
   {
-    at: '11-03T09:00:00', domain: 'example.com', to: 'd@gmail.com', tags: ['welcome', 'promo'], steps: [
+    at: '11-03T09:00:00',
+    domain: 'example.com',
+    to: 'd@gmail.com',
+    tags: ['welcome', 'promo'],
+    steps: [
       { at: '11-03T09:00:30', type: 'message.delivered', change: { status: 'Delivered', deliveredAt: '2026-11-03T09:00:30.000Z' } },
       { at: '11-03T11:00:00', type: 'message.opened', first: false },
       { at: '11-03T12:00:00', type: 'message.opened', first: true },
@@ -53,27 +76,69 @@ const PLANS: Plan[] = [
       { at: '11-03T12:01:00', type: 'message.clicked', first: true },
     ],
   },
-  { at: '11-03T09:05:00', domain: 'example.net', to: 'e@yahoo.com', tags: ['welcome'], steps: [{ at: '11-03T09:05:00', type: 'message.suppressed', change: { status: 'Suppressed' } }] },
   {
-    at: '11-03T14:00:00', domain: 'example.com', to: 'f@yahoo.com', steps: [
-      { at: '11-03T14:01:00', type: 'message.transient_error', change: { status: 'Deferred', attempts: [{ time: '2026-11-03T14:01:00.000Z', log: '451', status: 'Deferred' }] } },
-      { at: '11-04T14:00:00', type: 'message.transient_error', change: { status: 'Failed', attempts: [{ time: '2026-11-03T14:01:00.000Z', log: '451', status: 'Deferred' }, { time: '2026-11-04T14:00:00.000Z', log: '451', status: 'Failed' }] } },
+    at: '11-03T09:05:00',
+    domain: 'example.net',
+    to: 'e@yahoo.com',
+    tags: ['welcome'],
+    steps: [{ at: '11-03T09:05:00', type: 'message.suppressed', change: { status: 'Suppressed' } }],
+  },
+  {
+    at: '11-03T14:00:00',
+    domain: 'example.com',
+    to: 'f@yahoo.com',
+    steps: [
+      {
+        at: '11-03T14:01:00',
+        type: 'message.transient_error',
+        change: { status: 'Deferred', attempts: [{ time: '2026-11-03T14:01:00.000Z', log: '451', status: 'Deferred' }] },
+      },
+      {
+        at: '11-04T14:00:00',
+        type: 'message.transient_error',
+        change: {
+          status: 'Failed',
+          attempts: [
+            { time: '2026-11-03T14:01:00.000Z', log: '451', status: 'Deferred' },
+            { time: '2026-11-04T14:00:00.000Z', log: '451', status: 'Failed' },
+          ],
+        },
+      },
       { at: '11-04T14:00:00', type: 'message.failed' },
     ],
   },
   {
-    at: '11-09T08:00:00', domain: 'example.com', to: 'g@gmail.com', tags: ['promo'], steps: [
+    at: '11-09T08:00:00',
+    domain: 'example.com',
+    to: 'g@gmail.com',
+    tags: ['promo'],
+    steps: [
       { at: '11-09T08:10:00', type: 'message.delivered', change: { status: 'Delivered', deliveredAt: '2026-11-09T08:10:00.000Z' } },
       { at: '11-09T09:00:00', type: 'message.bounced', change: { status: 'Bounced', bounceClassification: 'QuotaIssues' } },
     ],
   },
-  { at: '12-01T00:30:00', domain: 'example.net', to: 'h@gmail.com', steps: [{ at: '12-01T00:31:00', type: 'message.delivered', change: { status: 'Delivered', deliveredAt: '2026-12-01T00:31:00.000Z' } }] },
-  { at: '11-03T09:00:00', domain: 'example.com', to: 'sandbox@gmail.com', sandbox: true, steps: [{ at: '11-03T09:00:00', type: 'message.delivered', change: { status: 'Sandbox Delivered', deliveredAt: '2026-11-03T09:00:00.000Z' } }] },
+  {
+    at: '12-01T00:30:00',
+    domain: 'example.net',
+    to: 'h@gmail.com',
+    steps: [{ at: '12-01T00:31:00', type: 'message.delivered', change: { status: 'Delivered', deliveredAt: '2026-12-01T00:31:00.000Z' } }],
+  },
+  {
+    at: '11-03T09:00:00',
+    domain: 'example.com',
+    to: 'sandbox@gmail.com',
+    sandbox: true,
+    steps: [{ at: '11-03T09:00:00', type: 'message.delivered', change: { status: 'Sandbox Delivered', deliveredAt: '2026-11-03T09:00:00.000Z' } }],
+  },
 ];
 
 const EVENT_NAMES: Record<string, MessageEventName> = {
-  'message.reception': 'on_reception', 'message.delivered': 'on_delivered', 'message.transient_error': 'on_transient_error',
-  'message.bounced': 'on_bounced', 'message.failed': 'on_failed', 'message.suppressed': 'on_suppressed',
+  'message.reception': 'on_reception',
+  'message.delivered': 'on_delivered',
+  'message.transient_error': 'on_transient_error',
+  'message.bounced': 'on_bounced',
+  'message.failed': 'on_failed',
+  'message.suppressed': 'on_suppressed',
 };
 
 type Counts = Partial<Record<'r' | 'd' | 'df' | 'b' | 'f' | 's' | 'o' | 'c', number>>;
@@ -81,9 +146,16 @@ type Counts = Partial<Record<'r' | 'd' | 'df' | 'b' | 'f' | 's' | 'o' | 'c', num
 /** A deliverability bucket as the API writes it, from short names (absent: 0). */
 function bucket(from: string, to: string, c: Counts = {}) {
   return {
-    from_timestamp: from, to_timestamp: to,
-    reception_count: c.r ?? 0, delivered_count: c.d ?? 0, deferred_count: c.df ?? 0, bounced_count: c.b ?? 0,
-    failed_count: c.f ?? 0, suppressed_count: c.s ?? 0, opened_count: c.o ?? 0, clicked_count: c.c ?? 0,
+    from_timestamp: from,
+    to_timestamp: to,
+    reception_count: c.r ?? 0,
+    delivered_count: c.d ?? 0,
+    deferred_count: c.df ?? 0,
+    bounced_count: c.b ?? 0,
+    failed_count: c.f ?? 0,
+    suppressed_count: c.s ?? 0,
+    opened_count: c.o ?? 0,
+    clicked_count: c.c ?? 0,
   };
 }
 
@@ -117,26 +189,72 @@ describe('statistics from counters', function () {
       bed.clock.ms = T(plan.at);
       const id = newId();
       let m: MessageRecord = {
-        v: 1, id, accountId: bed.server.accountId, domainId: domainIds[plan.domain], domain: plan.domain, messageId: `<${id}@${plan.domain}>`,
-        direction: 'outbound', source: 'api', sender: `app@${plan.domain}`, recipient: plan.to, subject: 'Hello', tags: plan.tags ?? [],
-        status: 'Received', sandbox: plan.sandbox ? 'deliver' : null, tracking: { open: true, click: true }, retention: { metadataDays: 30, dataDays: 30 },
-        schedule: null, dueAt: new Date(bed.clock.ms).toISOString(), bodyId: 'none', head: '', contentPurged: true,
-        createdAt: new Date(bed.clock.ms).toISOString(), updatedAt: new Date(bed.clock.ms).toISOString(), sentAt: null, deliveredAt: null,
-        retainUntil: '2027-01-01T00:00:00.000Z', dataRetainUntil: '2027-01-01T00:00:00.000Z', attempts: [], openCount: 0, clickCount: 0,
-        bounceClassification: '', isBounceNotification: false, referenceMessageId: null,
+        v: 1,
+        id,
+        accountId: bed.server.accountId,
+        domainId: domainIds[plan.domain],
+        domain: plan.domain,
+        messageId: `<${id}@${plan.domain}>`,
+        direction: 'outbound',
+        source: 'api',
+        sender: `app@${plan.domain}`,
+        recipient: plan.to,
+        subject: 'Hello',
+        tags: plan.tags ?? [],
+        status: 'Received',
+        sandbox: plan.sandbox ? 'deliver' : null,
+        tracking: { open: true, click: true },
+        retention: { metadataDays: 30, dataDays: 30 },
+        schedule: null,
+        dueAt: new Date(bed.clock.ms).toISOString(),
+        bodyId: 'none',
+        head: '',
+        contentPurged: true,
+        createdAt: new Date(bed.clock.ms).toISOString(),
+        updatedAt: new Date(bed.clock.ms).toISOString(),
+        sentAt: null,
+        deliveredAt: null,
+        retainUntil: '2027-01-01T00:00:00.000Z',
+        dataRetainUntil: '2027-01-01T00:00:00.000Z',
+        attempts: [],
+        openCount: 0,
+        clickCount: 0,
+        bounceClassification: '',
+        isBounceNotification: false,
+        referenceMessageId: null,
       };
-      await core.store.commit(core.events.record({ type: 'message.reception', accountId: m.accountId, data: messageEventData(m, 'on_reception') }, { message: m }));
+      await core.store.commit(
+        core.events.record({ type: 'message.reception', accountId: m.accountId, data: messageEventData(m, 'on_reception') }, { message: m }),
+      );
       for (const step of plan.steps) {
         bed.clock.ms = T(step.at);
         m = { ...m, ...step.change, updatedAt: new Date(bed.clock.ms).toISOString() };
-        const event = step.type === 'message.opened' || step.type === 'message.clicked'
-          ? ({ type: step.type, accountId: m.accountId, data: { account_id: m.accountId, event: step.type === 'message.opened' ? 'on_opened' : 'on_clicked', from: m.sender, recipient: m.recipient, subject: m.subject, message_id_header: m.messageId, id: m.id, url: 'https://x.example/', user_agent: 'ua', ip: '192.0.2.1', is_bot: !step.first } } as Event)
-          : ({ type: step.type, accountId: m.accountId, data: messageEventData(m, EVENT_NAMES[step.type]!) } as Event);
+        const event =
+          step.type === 'message.opened' || step.type === 'message.clicked'
+            ? ({
+                type: step.type,
+                accountId: m.accountId,
+                data: {
+                  account_id: m.accountId,
+                  event: step.type === 'message.opened' ? 'on_opened' : 'on_clicked',
+                  from: m.sender,
+                  recipient: m.recipient,
+                  subject: m.subject,
+                  message_id_header: m.messageId,
+                  id: m.id,
+                  url: 'https://x.example/',
+                  user_agent: 'ua',
+                  ip: '192.0.2.1',
+                  is_bot: !step.first,
+                },
+              } as Event)
+            : ({ type: step.type, accountId: m.accountId, data: messageEventData(m, EVENT_NAMES[step.type]!) } as Event);
         await core.store.commit(core.events.record(event, { message: m, first: step.first ?? false }));
       }
     }
     bed.clock.ms = T('12-15T00:00:00');
-    stats = (endpoint, query, key) => call(bed.server, 'GET', `/v2/accounts/${bed.server.accountId}/statistics/transactional/${endpoint}?${query}`, key ? { key } : {});
+    stats = (endpoint, query, key) =>
+      call(bed.server, 'GET', `/v2/accounts/${bed.server.accountId}/statistics/transactional/${endpoint}?${query}`, key ? { key } : {});
   });
 
   after(async () => {
@@ -190,7 +308,7 @@ describe('statistics from counters', function () {
     ]);
   });
 
-  it('partial days at the window\'s ends, and a window rounded out to whole hours', async () => {
+  it("partial days at the window's ends, and a window rounded out to whole hours", async () => {
     const edges = await stats('deliverability', 'from_time=2026-11-02T12:00:00Z&to_time=2026-11-04T06:00:00Z&group_by=day');
     expect(edges.body.data).to.deep.equal([
       bucket('2026-11-02T12:00:00Z', '2026-11-03T00:00:00Z', { r: 1, df: 1 }),
@@ -207,25 +325,47 @@ describe('statistics from counters', function () {
       expect(res.status, JSON.stringify(res.body)).to.equal(200);
       return res.body.data;
     };
-    expect(await week('sender_domain=example.net')).to.deep.equal(days('2026-11-02', 8, {
-      '2026-11-02': { r: 1, df: 1 }, '2026-11-03': { r: 1, d: 1, s: 1 },
-    }));
-    expect(await week('recipient_domains=yahoo.com')).to.deep.equal(days('2026-11-02', 8, {
-      '2026-11-02': { r: 1, b: 1 }, '2026-11-03': { r: 2, df: 1, s: 1 }, '2026-11-04': { f: 1 },
-    }));
+    expect(await week('sender_domain=example.net')).to.deep.equal(
+      days('2026-11-02', 8, {
+        '2026-11-02': { r: 1, df: 1 },
+        '2026-11-03': { r: 1, d: 1, s: 1 },
+      }),
+    );
+    expect(await week('recipient_domains=yahoo.com')).to.deep.equal(
+      days('2026-11-02', 8, {
+        '2026-11-02': { r: 1, b: 1 },
+        '2026-11-03': { r: 2, df: 1, s: 1 },
+        '2026-11-04': { f: 1 },
+      }),
+    );
     expect(await week('recipient_domains=yahoo.com,gmail.com')).to.deep.equal(await week(''));
-    expect(await week('tags=promo')).to.deep.equal(days('2026-11-02', 8, {
-      '2026-11-02': { r: 1, df: 1 }, '2026-11-03': { r: 1, d: 2, o: 1, c: 1 }, '2026-11-09': { r: 1, d: 1, b: 1 },
-    }));
-    expect(await week('tags=welcome,promo')).to.deep.equal(days('2026-11-02', 8, {
-      '2026-11-02': { r: 2, d: 1, df: 1 }, '2026-11-03': { r: 2, d: 2, s: 1, o: 1, c: 1 }, '2026-11-09': { r: 1, d: 1, b: 1 },
-    }));
-    expect(await week('sender_domain=example.com&recipient_domains=gmail.com')).to.deep.equal(days('2026-11-02', 8, {
-      '2026-11-02': { r: 1, d: 1 }, '2026-11-03': { r: 1, d: 1, o: 1, c: 1 }, '2026-11-09': { r: 1, d: 1, b: 1 },
-    }));
-    expect(await week('sender_domain=example.com&tags=welcome')).to.deep.equal(days('2026-11-02', 8, {
-      '2026-11-02': { r: 1, d: 1 }, '2026-11-03': { r: 1, d: 1, o: 1, c: 1 },
-    }));
+    expect(await week('tags=promo')).to.deep.equal(
+      days('2026-11-02', 8, {
+        '2026-11-02': { r: 1, df: 1 },
+        '2026-11-03': { r: 1, d: 2, o: 1, c: 1 },
+        '2026-11-09': { r: 1, d: 1, b: 1 },
+      }),
+    );
+    expect(await week('tags=welcome,promo')).to.deep.equal(
+      days('2026-11-02', 8, {
+        '2026-11-02': { r: 2, d: 1, df: 1 },
+        '2026-11-03': { r: 2, d: 2, s: 1, o: 1, c: 1 },
+        '2026-11-09': { r: 1, d: 1, b: 1 },
+      }),
+    );
+    expect(await week('sender_domain=example.com&recipient_domains=gmail.com')).to.deep.equal(
+      days('2026-11-02', 8, {
+        '2026-11-02': { r: 1, d: 1 },
+        '2026-11-03': { r: 1, d: 1, o: 1, c: 1 },
+        '2026-11-09': { r: 1, d: 1, b: 1 },
+      }),
+    );
+    expect(await week('sender_domain=example.com&tags=welcome')).to.deep.equal(
+      days('2026-11-02', 8, {
+        '2026-11-02': { r: 1, d: 1 },
+        '2026-11-03': { r: 1, d: 1, o: 1, c: 1 },
+      }),
+    );
     expect(await week('recipient_domains=yahoo.com&tags=welcome')).to.deep.equal(days('2026-11-02', 8, { '2026-11-03': { r: 1, s: 1 } }));
     expect(await week('sender_domain=example.com,example.net')).to.deep.equal(await week(''));
     expect(await week('tags=nosuchtag')).to.deep.equal(days('2026-11-02', 8, {}));
@@ -242,7 +382,9 @@ describe('statistics from counters', function () {
       ],
     });
     const yahoo = await stats('bounce', `${WEEK}&group_by=month&recipient_domains=yahoo.com`);
-    expect(yahoo.body.data).to.deep.equal([{ from_timestamp: '2026-11-02T00:00:00Z', to_timestamp: '2026-11-10T00:00:00Z', bounces: [{ classification: 'InvalidRecipient', count: 1 }] }]);
+    expect(yahoo.body.data).to.deep.equal([
+      { from_timestamp: '2026-11-02T00:00:00Z', to_timestamp: '2026-11-10T00:00:00Z', bounces: [{ classification: 'InvalidRecipient', count: 1 }] },
+    ]);
   });
 
   it('delivery time from acceptance to delivery, per recipient domain', async () => {
@@ -250,17 +392,31 @@ describe('statistics from counters', function () {
     expect(res.status).to.equal(200);
     const byDay = Object.fromEntries(res.body.data.map((b: { from_timestamp: string }) => [b.from_timestamp.slice(0, 10), b]));
     expect(byDay['2026-11-02']).to.deep.equal({
-      from_timestamp: '2026-11-02T00:00:00Z', to_timestamp: '2026-11-03T00:00:00Z', avg_delivery_time: 120, delivered_count: 1,
+      from_timestamp: '2026-11-02T00:00:00Z',
+      to_timestamp: '2026-11-03T00:00:00Z',
+      avg_delivery_time: 120,
+      delivered_count: 1,
       delivery_times: [{ recipient_domain: 'gmail.com', delivery_time: 120, count: 1 }],
     });
     expect(byDay['2026-11-03']).to.include({ avg_delivery_time: 1815, delivered_count: 2 });
     expect(byDay['2026-11-03'].delivery_times).to.deep.equal([{ recipient_domain: 'gmail.com', delivery_time: 1815, count: 2 }]);
-    expect(byDay['2026-11-05']).to.deep.equal({ from_timestamp: '2026-11-05T00:00:00Z', to_timestamp: '2026-11-06T00:00:00Z', avg_delivery_time: 0, delivered_count: 0, delivery_times: [] });
+    expect(byDay['2026-11-05']).to.deep.equal({
+      from_timestamp: '2026-11-05T00:00:00Z',
+      to_timestamp: '2026-11-06T00:00:00Z',
+      avg_delivery_time: 0,
+      delivered_count: 0,
+      delivery_times: [],
+    });
     const month = await stats('delivery-time', 'from_time=2026-11-01T00:00:00Z&to_time=2026-12-01T00:00:00Z&group_by=month&sender_domain=example.com');
-    expect(month.body.data).to.deep.equal([{
-      from_timestamp: '2026-11-01T00:00:00Z', to_timestamp: '2026-12-01T00:00:00Z', avg_delivery_time: 250, delivered_count: 3,
-      delivery_times: [{ recipient_domain: 'gmail.com', delivery_time: 250, count: 3 }],
-    }]);
+    expect(month.body.data).to.deep.equal([
+      {
+        from_timestamp: '2026-11-01T00:00:00Z',
+        to_timestamp: '2026-12-01T00:00:00Z',
+        avg_delivery_time: 250,
+        delivered_count: 3,
+        delivery_times: [{ recipient_domain: 'gmail.com', delivery_time: 250, count: 3 }],
+      },
+    ]);
   });
 
   it('defaults to the 30 days before to_time (or now)', async () => {

@@ -92,7 +92,9 @@ describe('backup and restore (store, stream, files)', function () {
     const tampered = frames.map((f) => Buffer.from(f));
     const records = tampered.find((f) => f[0] === 'R'.charCodeAt(0))!;
     records.writeUInt8(records.at(-1)! ^ 1, records.length - 1);
-    expect((await rejection(writeBackup(join(dir, 'tampered'), replay(tampered)))).message).to.match(/the records received \(2\) are not the 2 the daemon sent/);
+    expect((await rejection(writeBackup(join(dir, 'tampered'), replay(tampered)))).message).to.match(
+      /the records received \(2\) are not the 2 the daemon sent/,
+    );
     expect(existsSync(join(dir, 'tampered'))).to.equal(false);
 
     const escape = [MAGIC, encodeFile({ path: '../evil', mode: 0o600, data: Buffer.from('x') })];
@@ -120,7 +122,9 @@ describe('backup and restore (store, stream, files)', function () {
 
     mkdirSync(join(dir, 'b', 'data'), { recursive: true });
     writeFileSync(join(dir, 'b', 'data', 'CURRENT'), 'x');
-    expect((await rejection(restoreBackup(backup, to('b')))).message).to.match(/^data\.dir .* is not empty \(CURRENT\): restore only onto an empty data directory/);
+    expect((await rejection(restoreBackup(backup, to('b')))).message).to.match(
+      /^data\.dir .* is not empty \(CURRENT\): restore only onto an empty data directory/,
+    );
 
     mkdirSync(join(dir, 'c', 'keys'), { recursive: true });
     writeFileSync(join(dir, 'c', 'keys', 'verp.key'), 'other');

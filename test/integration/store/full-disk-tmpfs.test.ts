@@ -50,7 +50,11 @@ describe('a full filesystem under the data directory (tmpfs)', function () {
     writeFileSync(config, `data:\n  dir: ${join(dir, 'data')}\nkeys:\n  dir: ${join(dir, 'keys')}\napi:\n  port: 0\n`);
     const res = await run(['--config', config, 'start'], dir);
     expect(res.code).to.equal(2);
-    expect(res.stderr).to.match(new RegExp(`^postilion: cannot start: \\d+\\.\\d MiB free on the filesystem of ${join(dir, 'data')}, below storage\\.min_free_bytes 64\\.0 MiB; free some space there or lower the setting\\n$`));
+    expect(res.stderr).to.match(
+      new RegExp(
+        `^postilion: cannot start: \\d+\\.\\d MiB free on the filesystem of ${join(dir, 'data')}, below storage\\.min_free_bytes 64\\.0 MiB; free some space there or lower the setting\\n$`,
+      ),
+    );
     // Nothing was started: no store, no listener.
     expect(res.stdout).to.not.match(/store opened|listening/);
     rmSync(dir, { recursive: true, force: true });
@@ -60,7 +64,10 @@ describe('a full filesystem under the data directory (tmpfs)', function () {
   function childConfig(dir: string, extra = ''): string {
     mkdirSync(dir, { recursive: true });
     const config = join(dir, 'postilion.yaml');
-    writeFileSync(config, `data:\n  dir: ${join(dir, 'data')}\nkeys:\n  dir: ${join(dir, 'keys')}\napi:\n  port: 0\nsmtp:\n  submission:\n    enabled: false\n  inbound:\n    enabled: false\nshutdown:\n  grace_seconds: 2\n${extra}`);
+    writeFileSync(
+      config,
+      `data:\n  dir: ${join(dir, 'data')}\nkeys:\n  dir: ${join(dir, 'keys')}\napi:\n  port: 0\nsmtp:\n  submission:\n    enabled: false\n  inbound:\n    enabled: false\nshutdown:\n  grace_seconds: 2\n${extra}`,
+    );
     return config;
   }
 
@@ -79,7 +86,11 @@ describe('a full filesystem under the data directory (tmpfs)', function () {
       writeFileSync(join(mnt!, 'sigterm-filler'), Buffer.alloc(free));
       let status = 0;
       for (let i = 0; i < 20 && status !== 507; i++) {
-        const res = await fetch(`${url}/v2/accounts/${accountId}/domains`, { method: 'POST', headers: { authorization: `Bearer ${key}`, 'content-type': 'application/json' }, body: JSON.stringify({ domain: `d${i}-${'x'.repeat(40)}.example` }) });
+        const res = await fetch(`${url}/v2/accounts/${accountId}/domains`, {
+          method: 'POST',
+          headers: { authorization: `Bearer ${key}`, 'content-type': 'application/json' },
+          body: JSON.stringify({ domain: `d${i}-${'x'.repeat(40)}.example` }),
+        });
         status = res.status;
       }
       expect(status, 'a write failed on the full filesystem').to.equal(507);
@@ -87,7 +98,14 @@ describe('a full filesystem under the data directory (tmpfs)', function () {
       child.signal('SIGTERM');
       const code = await child.exited;
       expect(Date.now() - started, child.stdout.slice(-2000)).to.be.below(5000);
-      expect(code, child.stdout.split('\n').filter((l) => /stop|"level":[45]0/.test(l)).join('\n').slice(0, 3000) + child.stderr.slice(0, 3000)).to.equal(0);
+      expect(
+        code,
+        child.stdout
+          .split('\n')
+          .filter((l) => /stop|"level":[45]0/.test(l))
+          .join('\n')
+          .slice(0, 3000) + child.stderr.slice(0, 3000),
+      ).to.equal(0);
     } finally {
       await child.kill();
       rmSync(join(mnt!, 'sigterm-filler'), { force: true });
@@ -135,12 +153,16 @@ describe('a full filesystem under the data directory (tmpfs)', function () {
 
     it('refuses with 507 while full, delivers every acknowledged message once with its body, and accepts again without a restart', async () => {
       sink = await startSink();
-      bed = await startMessageBed({
-        ...POLLING,
-        delivery: { enabled: true, mx_port: sink.port },
-        // The guard closes on the first failed write (the floor is off): LevelDB meets ENOSPC itself.
-        storage: { min_free_bytes: 0, min_free_percent: 0, check_interval_ms: 100 },
-      }, undefined, { dir: join(mnt!, 'bed') });
+      bed = await startMessageBed(
+        {
+          ...POLLING,
+          delivery: { enabled: true, mx_port: sink.port },
+          // The guard closes on the first failed write (the floor is off): LevelDB meets ENOSPC itself.
+          storage: { min_free_bytes: 0, min_free_percent: 0, check_interval_ms: 100 },
+        },
+        undefined,
+        { dir: join(mnt!, 'bed') },
+      );
       bed.dns.zone.set('example.org', 'MX', [{ exchange: 'mx1.example.org', priority: 10 }]);
       bed.dns.zone.set('mx1.example.org', 'A', ['127.0.0.1']);
       // Leave about 3 MiB.
@@ -150,7 +172,10 @@ describe('a full filesystem under the data directory (tmpfs)', function () {
       let refused = 0;
       for (let i = 0; i < 200 && refused < 3; i++) {
         const marker = `body-${i}-${randomBytes(8).toString('hex')}`;
-        const res = await bed.send({ recipients: [{ email: `r${i}@example.org` }], text_content: `${marker}\n${randomBytes(96 * 1024).toString('base64')}`, html_content: null }, { operationId: null });
+        const res = await bed.send(
+          { recipients: [{ email: `r${i}@example.org` }], text_content: `${marker}\n${randomBytes(96 * 1024).toString('base64')}`, html_content: null },
+          { operationId: null },
+        );
         if (res.status === 202) accepted.set(`r${i}@example.org`, marker);
         else {
           expect(res.status, JSON.stringify(res.body)).to.equal(507);

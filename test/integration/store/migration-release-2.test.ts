@@ -21,8 +21,14 @@ const fixture = JSON.parse(readFileSync(join(FIXTURES, 'data-dir-release-2.json'
 const WINDOW = 'from_time=2026-11-18T00:00:00Z&to_time=2026-11-21T00:00:00Z';
 const day = (d: string) => ({ from_timestamp: `2026-11-${d}T00:00:00Z`, to_timestamp: `2026-11-${Number(d) + 1}T00:00:00Z` });
 const counts = (c: Partial<Record<'r' | 'd' | 'df' | 'b', number>>) => ({
-  reception_count: c.r ?? 0, delivered_count: c.d ?? 0, deferred_count: c.df ?? 0, bounced_count: c.b ?? 0,
-  failed_count: 0, suppressed_count: 0, opened_count: 0, clicked_count: 0,
+  reception_count: c.r ?? 0,
+  delivered_count: c.d ?? 0,
+  deferred_count: c.df ?? 0,
+  bounced_count: c.b ?? 0,
+  failed_count: 0,
+  suppressed_count: 0,
+  opened_count: 0,
+  clicked_count: 0,
 });
 
 describe('a data directory written by release 2', function () {
@@ -35,8 +41,13 @@ describe('a data directory written by release 2', function () {
     dir = mkdtempSync(join(tmpdir(), 'postilion-release-2-'));
     execFileSync('tar', ['xzf', join(FIXTURES, 'data-dir-release-2.tar.gz'), '-C', dir]);
     server = await startServer({
-      dir, logLines, clock: new ManualClock(Date.parse('2026-11-21T12:00:00Z')),
-      config: { server: { hostname: 'mx.postilion.test', sending_ips: ['192.0.2.10'] }, api: { rate_limits: { statistics: { per_second: 1000, burst: 1000 } } } },
+      dir,
+      logLines,
+      clock: new ManualClock(Date.parse('2026-11-21T12:00:00Z')),
+      config: {
+        server: { hostname: 'mx.postilion.test', sending_ips: ['192.0.2.10'] },
+        api: { rate_limits: { statistics: { per_second: 1000, burst: 1000 } } },
+      },
     });
   });
 
@@ -49,8 +60,14 @@ describe('a data directory written by release 2', function () {
     call({ url: server!.url, adminKey: fixture.admin_key }, 'GET', `/v2/accounts/${fixture.account_id}/statistics/transactional/${endpoint}?${query}`);
 
   it('builds its counters once, from the stored messages, on first start', async () => {
-    const steps = logLines.map((l) => JSON.parse(l) as { msg: string; step?: string }).filter((l) => l.msg === 'store migrated').map((l) => l.step);
-    expect(steps).to.deep.equal(['schema 2 → 3: statistics counters built from 6 stored messages', 'schema 3 → 4: new webhook and route deliveries are kept in their due-time entries']);
+    const steps = logLines
+      .map((l) => JSON.parse(l) as { msg: string; step?: string })
+      .filter((l) => l.msg === 'store migrated')
+      .map((l) => l.step);
+    expect(steps).to.deep.equal([
+      'schema 2 → 3: statistics counters built from 6 stored messages',
+      'schema 3 → 4: new webhook and route deliveries are kept in their due-time entries',
+    ]);
     expect(await server!.daemon.core.meta.schemaVersion()).to.equal(SCHEMA_VERSION);
   });
 

@@ -137,7 +137,9 @@ describe('a data directory written by release 1', function () {
     let s = await start({ enabled: false }, firstLog);
     // Release 1 → 2 moves the due-time entries; a later schema adds its own steps after it.
     expect(migratedLines(firstLog).map((l) => l.step)[0]).to.equal('schema 1 → 2: 2 due-time entries now name their job kind');
-    expect(await s.daemon.core.meta.schemaVersion()).to.equal(SCHEMA_VERSION).and.to.be.at.least(2);
+    expect(await s.daemon.core.meta.schemaVersion())
+      .to.equal(SCHEMA_VERSION)
+      .and.to.be.at.least(2);
     expect((await dueEntries(s)).map(({ id, dueMs }) => [id, new Date(dueMs).toISOString()])).to.deep.equal([
       [DUE_ID, new Date(fixture.clock).toISOString()],
       [SCHEDULED_ID, fixture.scheduled.first_attempt],

@@ -48,7 +48,9 @@ describe('a brand-new data directory', function () {
     // Release 1 recorded no schema version: a due-time entry of its own form is all it takes.
     const old = await Store.open(join(dir, 'release-1'));
     try {
-      await old.commit([{ type: 'put', family: 'schedule', key: '1700000000000:0190f3a0-0000-7000-8000-000000000001', value: '0190f3a0-0000-7000-8000-000000000001' }]);
+      await old.commit([
+        { type: 'put', family: 'schedule', key: '1700000000000:0190f3a0-0000-7000-8000-000000000001', value: '0190f3a0-0000-7000-8000-000000000001' },
+      ]);
       const steps = await migrate(old, { buildCounters: async () => 0 });
       expect(steps.map((s) => s.slice(0, 'schema 1 → 2'.length))).to.deep.equal(['schema 1 → 2', 'schema 2 → 3', 'schema 3 → 4']);
       expect(await old.families.schedule.keys().all()).to.deep.equal(['message:1700000000000:0190f3a0-0000-7000-8000-000000000001']);

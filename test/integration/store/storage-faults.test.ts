@@ -19,7 +19,11 @@ describe('a store that refuses writes (injected faults)', function () {
 
   async function setUp() {
     sink = await startSink();
-    bed = await startMessageBed({ ...POLLING, delivery: { enabled: true, mx_port: sink.port }, storage: { check_interval_ms: 100, min_free_bytes: 0, min_free_percent: 0 } });
+    bed = await startMessageBed({
+      ...POLLING,
+      delivery: { enabled: true, mx_port: sink.port },
+      storage: { check_interval_ms: 100, min_free_bytes: 0, min_free_percent: 0 },
+    });
     bed.dns.zone.set('example.org', 'MX', [{ exchange: 'mx1.example.org', priority: 10 }]);
     bed.dns.zone.set('mx1.example.org', 'A', ['127.0.0.1']);
   }
@@ -44,7 +48,7 @@ describe('a store that refuses writes (injected faults)', function () {
     return { status: res.status, text: await res.text() };
   };
 
-  it('sends a message once when its outcome cannot be stored after the peer\'s 250, and records it Delivered once writes land again', async () => {
+  it("sends a message once when its outcome cannot be stored after the peer's 250, and records it Delivered once writes land again", async () => {
     await setUp();
     const store = bed.server.daemon.core.store;
     let failing = false;
@@ -155,10 +159,13 @@ describe('a store that refuses writes (injected faults)', function () {
       const store = bed.server.daemon.core.store;
       let broken = true;
       let tries = 0;
-      store.injectFault(() => {
-        tries += 1;
-        return broken ? new Error(error) : null;
-      }, { sticky: true });
+      store.injectFault(
+        () => {
+          tries += 1;
+          return broken ? new Error(error) : null;
+        },
+        { sticky: true },
+      );
       const refused = await bed.send({ recipients: [{ email: 'a@example.org' }] }, { operationId: null });
       expect(refused.status).to.equal(507);
       expect(bed.server.daemon.storage.reason).to.match(reason);
@@ -175,4 +182,3 @@ describe('a store that refuses writes (injected faults)', function () {
     });
   }
 });
-

@@ -47,7 +47,9 @@ describe('HTTP jobs while the store refuses writes (injected faults)', function 
   };
 
   it('posts each webhook delivery once when its outcome cannot be stored after the 2xx, and records it once writes land', async () => {
-    const res = await bed.api('POST', `/v2/accounts/${bed.server.accountId}/webhooks`, { body: { name: 'w', url: receiver.url('/w'), scope: 'global', on_reception: true } });
+    const res = await bed.api('POST', `/v2/accounts/${bed.server.accountId}/webhooks`, {
+      body: { name: 'w', url: receiver.url('/w'), scope: 'global', on_reception: true },
+    });
     expect(res.status, JSON.stringify(res.body)).to.equal(201);
     receiver.secrets.set('/w', res.body.secret);
     const store = bed.server.daemon.core.store;
@@ -58,11 +60,16 @@ describe('HTTP jobs while the store refuses writes (injected faults)', function 
       failing = true;
       return d.payload ? 204 : 400;
     };
-    expect((await bed.send({ sandbox: true, recipients: [{ email: 'a@example.org' }, { email: 'b@example.org' }, { email: 'c@example.org' }] })).status).to.equal(202);
+    expect(
+      (await bed.send({ sandbox: true, recipients: [{ email: 'a@example.org' }, { email: 'b@example.org' }, { email: 'c@example.org' }] })).status,
+    ).to.equal(202);
     await receiver.until((r) => r.length >= 1);
     await wait(2000);
     const during = receiver.received.length;
-    expect([...copies(receiver.received).values()].every((n) => n === 1), JSON.stringify([...copies(receiver.received)])).to.equal(true);
+    expect(
+      [...copies(receiver.received).values()].every((n) => n === 1),
+      JSON.stringify([...copies(receiver.received)]),
+    ).to.equal(true);
     receiver.answer = (d) => (d.payload ? 204 : 400);
     failing = false;
     await untilWritable();
@@ -75,8 +82,10 @@ describe('HTTP jobs while the store refuses writes (injected faults)', function 
     expect(listed.success_count).to.equal(3);
   });
 
-  it('posts an inbound message to its route once when the POST\'s outcome cannot be stored after the 2xx', async () => {
-    const res = await bed.api('POST', `/v2/accounts/${bed.server.accountId}/routes`, { body: { name: 'r', url: receiver.url('/r'), recipient: 'support@example.com' } });
+  it("posts an inbound message to its route once when the POST's outcome cannot be stored after the 2xx", async () => {
+    const res = await bed.api('POST', `/v2/accounts/${bed.server.accountId}/routes`, {
+      body: { name: 'r', url: receiver.url('/r'), recipient: 'support@example.com' },
+    });
     expect(res.status, JSON.stringify(res.body)).to.equal(201);
     receiver.secrets.set('/r', res.body.secret);
     const store = bed.server.daemon.core.store;
@@ -86,8 +95,12 @@ describe('HTTP jobs while the store refuses writes (injected faults)', function 
       failing = true;
       return d.payload ? 204 : 400;
     };
-    await createTransport({ host: '127.0.0.1', port: bed.server.daemon.parts.inbound.port!, secure: false, ignoreTLS: true })
-      .sendMail({ from: 'c@example.net', to: 'support@example.com', subject: 'Help', text: 'I need help.' });
+    await createTransport({ host: '127.0.0.1', port: bed.server.daemon.parts.inbound.port!, secure: false, ignoreTLS: true }).sendMail({
+      from: 'c@example.net',
+      to: 'support@example.com',
+      subject: 'Help',
+      text: 'I need help.',
+    });
     await receiver.until((r) => r.length >= 1);
     await wait(2000);
     expect(receiver.received).to.have.length(1);

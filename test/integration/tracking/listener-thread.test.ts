@@ -45,7 +45,7 @@ describe('tracking listener thread', function () {
   it('takes api.trusted_proxies from a configuration reload', async () => {
     const { link } = await tracked();
     await trackingGet(base, link, { 'x-forwarded-for': '203.0.113.9' });
-    expect((await events('message.clicked'))[0]!.data.ip, 'an untrusted peer\'s header is ignored').to.equal('127.0.0.1');
+    expect((await events('message.clicked'))[0]!.data.ip, "an untrusted peer's header is ignored").to.equal('127.0.0.1');
 
     bed.server.daemon.reload({ ...bed.server.config, api: { ...bed.server.config.api, trusted_proxies: ['127.0.0.0/8'] } });
     // The thread hears of it in order with the requests that follow; give the message a moment.
@@ -110,7 +110,7 @@ describe('tracking listener thread start', function () {
     await new Promise<void>((resolve) => taken.close(() => resolve()));
   });
 
-  it('fails the daemon\'s start, naming the address, when the port is taken', async () => {
+  it("fails the daemon's start, naming the address, when the port is taken", async () => {
     const port = (taken.address() as { port: number }).port;
     let error: (Error & { code?: string }) | null = null;
     try {

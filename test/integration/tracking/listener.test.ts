@@ -36,7 +36,13 @@ describe('open and click tracking', function () {
   });
 
   async function sendTracked(fields: Record<string, unknown> = {}): Promise<string[]> {
-    const res = await bed.send({ html_content: HTML, amp_content: AMP, text_content: 'See https://shop.example.net/deals', tracking: { open: true, click: true }, ...fields });
+    const res = await bed.send({
+      html_content: HTML,
+      amp_content: AMP,
+      text_content: 'See https://shop.example.net/deals',
+      tracking: { open: true, click: true },
+      ...fields,
+    });
     expect(res.status, JSON.stringify(res.body)).to.equal(202);
     return res.body.data.map((d: { id: string }) => d.id);
   }
@@ -92,8 +98,16 @@ describe('open and click tracking', function () {
     const opened = await events('message.opened');
     expect(opened).to.have.length(1);
     expect(opened[0]!.data).to.deep.equal({
-      account_id: bed.server.accountId, event: 'on_opened', from: 'app@example.com', recipient: 'rcpt@example.org', subject: 'Hello',
-      message_id_header: id, id: id!.replace(/^<|@.*$/g, ''), user_agent: BROWSER, ip: '127.0.0.1', is_bot: false,
+      account_id: bed.server.accountId,
+      event: 'on_opened',
+      from: 'app@example.com',
+      recipient: 'rcpt@example.org',
+      subject: 'Hello',
+      message_id_header: id,
+      id: id!.replace(/^<|@.*$/g, ''),
+      user_agent: BROWSER,
+      ip: '127.0.0.1',
+      is_bot: false,
     });
     const clicked = await events('message.clicked');
     expect(clicked.map((e) => e.data.url).sort()).to.deep.equal(['http://plain.example.net/x', 'https://shop.example.net/deals?a=1&b=2']);
@@ -135,7 +149,7 @@ describe('open and click tracking', function () {
     expect((await events('message.clicked')).length).to.equal(clicksBefore + 1);
   });
 
-  it('does not answer for another domain\'s tracking host, even with a valid token', async () => {
+  it("does not answer for another domain's tracking host, even with a valid token", async () => {
     const other = await bed.create('example.net');
     bed.publish(other);
     expect((await bed.recheck('example.net')).body.dns_valid).to.equal(true);
@@ -180,15 +194,15 @@ describe('open and click tracking', function () {
     expect(total).to.deep.equal({ reception_count: 1, opened_count: 1, clicked_count: 1 });
   });
 
-  it('attributes each recipient\'s opens and clicks to its own message; untracked mail keeps one shared body', async () => {
+  it("attributes each recipient's opens and clicks to its own message; untracked mail keeps one shared body", async () => {
     const ids = await sendTracked({ recipients: [{ email: 'a@example.org' }, { email: 'b@example.org' }] });
     const [a, b] = await Promise.all(ids.map(async (id) => trackingUrls(await htmlOf(id))));
     expect(a!.pixel).not.to.equal(b!.pixel);
     expect(a!.links[0]).not.to.equal(b!.links[0]);
     await trackingGet(base, b!.pixel!);
     await trackingGet(base, b!.links[0]!);
-    expect((await record(ids[0]!))).to.include({ openCount: 0, clickCount: 0 });
-    expect((await record(ids[1]!))).to.include({ openCount: 1, clickCount: 1 });
+    expect(await record(ids[0]!)).to.include({ openCount: 0, clickCount: 0 });
+    expect(await record(ids[1]!)).to.include({ openCount: 1, clickCount: 1 });
     const ra = await record(ids[0]!);
     const rb = await record(ids[1]!);
     expect(ra.bodyId).not.to.equal(rb.bodyId);
@@ -209,11 +223,15 @@ describe('open and click tracking', function () {
     const [off] = (await bed.send({ html_content: HTML, tracking: { open: false } })).body.data.map((d: { id: string }) => d.id);
     expect(trackingUrls(await htmlOf(off)).pixel).to.equal(null);
 
-    const templated = '<html><body><a href="{{ url }}">mine</a><a href="https://x.example.net/?u={{ name }}">half</a><a href="https://static.example.net/">static</a></body></html>';
+    const templated =
+      '<html><body><a href="{{ url }}">mine</a><a href="https://x.example.net/?u={{ name }}">half</a><a href="https://static.example.net/">static</a></body></html>';
     const res = await bed.send({
       html_content: templated,
       tracking: { open: true, click: true },
-      recipients: [{ email: 'a@example.org', substitutions: { url: 'https://a.example.net/', name: 'ann' } }, { email: 'b@example.org', substitutions: { url: 'https://b.example.net/', name: 'bob' } }],
+      recipients: [
+        { email: 'a@example.org', substitutions: { url: 'https://a.example.net/', name: 'ann' } },
+        { email: 'b@example.org', substitutions: { url: 'https://b.example.net/', name: 'bob' } },
+      ],
     });
     expect(res.status, JSON.stringify(res.body)).to.equal(202);
     // MiniJinja escapes `/` in rendered values as &#x2f;.

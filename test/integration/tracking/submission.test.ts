@@ -11,7 +11,8 @@ import { trackingGet, trackingUrls } from '../../helpers/tracking.ts';
  * headers switch it on or off over the account's defaults, each recipient's delivered copy gets
  * its own links, and the headers never leave the server.
  */
-const HTML = '<html><body><p>Your order</p><a href="https://shop.example.net/order/42?x=1&amp;y=2">see it</a> <a href="mailto:help@example.com">help</a></body></html>';
+const HTML =
+  '<html><body><p>Your order</p><a href="https://shop.example.net/order/42?x=1&amp;y=2">see it</a> <a href="mailto:help@example.com">help</a></body></html>';
 
 describe('tracking of SMTP-submitted mail', function () {
   this.timeout(30_000);
@@ -44,9 +45,21 @@ describe('tracking of SMTP-submitted mail', function () {
 
   async function submit(fields: Partial<SendMailOptions>): Promise<void> {
     const port = bed.server.daemon.parts.submission.ports.find((p) => !p.secure)!.port;
-    const transport = createTransport({ host: '127.0.0.1', port, secure: false, ignoreTLS: true, auth: { user: credential.username, pass: credential.password } });
+    const transport = createTransport({
+      host: '127.0.0.1',
+      port,
+      secure: false,
+      ignoreTLS: true,
+      auth: { user: credential.username, pass: credential.password },
+    });
     try {
-      await transport.sendMail({ from: 'Shop <app@example.com>', subject: 'Order', text: 'Your order: https://shop.example.net/order/42', html: HTML, ...fields });
+      await transport.sendMail({
+        from: 'Shop <app@example.com>',
+        subject: 'Order',
+        text: 'Your order: https://shop.example.net/order/42',
+        html: HTML,
+        ...fields,
+      });
     } finally {
       transport.close();
     }
@@ -63,7 +76,11 @@ describe('tracking of SMTP-submitted mail', function () {
 
   it('tracks per recipient when the headers ask, and a click reaches the right message with its event', async () => {
     await setAccount(false, false);
-    await submit({ to: ['one@example.org', 'two@example.net'], headers: { 'ahasend-track-opens': 'true', 'AhaSend-Track-Clicks': 'yes' }, encoding: 'base64' } as SendMailOptions);
+    await submit({
+      to: ['one@example.org', 'two@example.net'],
+      headers: { 'ahasend-track-opens': 'true', 'AhaSend-Track-Clicks': 'yes' },
+      encoding: 'base64',
+    } as SendMailOptions);
     const delivered = byRecipient(await sink.waitFor(2));
     const urls: Record<string, ReturnType<typeof trackingUrls>> = {};
     for (const rcpt of ['one@example.org', 'two@example.net']) {
@@ -90,7 +107,7 @@ describe('tracking of SMTP-submitted mail', function () {
     expect(clicks[0]!.data).to.include({ recipient: 'two@example.net', url: 'https://shop.example.net/order/42?x=1&y=2' });
   });
 
-  it('the headers turn the account\'s tracking off; without them the account decides', async () => {
+  it("the headers turn the account's tracking off; without them the account decides", async () => {
     await setAccount(true, true);
     await submit({ to: 'off@example.org', headers: { 'ahasend-track-opens': 'false', 'ahasend-track-clicks': '0' } });
     await submit({ to: 'clicks-only@example.org', headers: { 'ahasend-track-opens': 'no' } });

@@ -12,7 +12,18 @@ import { WebhookReceiver, type Delivery } from '../../helpers/webhook-receiver.t
  * webhooks.yaml. Retries run on the manual clock.
  */
 const POLLING = { api: { rate_limits: { general: { per_second: 1000, burst: 100_000 } } } };
-const FLAGS = ['on_reception', 'on_delivered', 'on_transient_error', 'on_failed', 'on_bounced', 'on_suppressed', 'on_opened', 'on_clicked', 'on_suppression_created', 'on_dns_error'];
+const FLAGS = [
+  'on_reception',
+  'on_delivered',
+  'on_transient_error',
+  'on_failed',
+  'on_bounced',
+  'on_suppressed',
+  'on_opened',
+  'on_clicked',
+  'on_suppression_created',
+  'on_dns_error',
+];
 const ALL_FLAGS = Object.fromEntries(FLAGS.map((f) => [f, true]));
 
 /** Every webhook delivery stored: pending (in their due-time entries or under their ids), held, parked or failed. */
@@ -74,7 +85,7 @@ describe('webhook deliveries through the daemon', function () {
 
   const types = (list: Delivery[]) => list.map((d) => d.payload?.type as string);
 
-  it('delivers every event type, signed, in the contract\'s shape, one job per event and webhook', async () => {
+  it("delivers every event type, signed, in the contract's shape, one job per event and webhook", async () => {
     const hook = await createWebhook('/all');
     sink.rcpt = (address, attempt) => {
       if (address.startsWith('bounce@')) return { code: 550, text: '5.1.1 No such user' };
@@ -85,7 +96,12 @@ describe('webhook deliveries through the daemon', function () {
     for (const to of ['ok@example.org', 'later@example.org', 'bounce@example.org', 'never@example.org']) {
       expect((await bed.send({ recipients: [{ email: to }] })).status).to.equal(202);
     }
-    await receiver.until((r) => types(r).filter((t) => t === 'message.transient_error').length === 2 && types(r).includes('suppression.created') && types(r).includes('message.delivered'));
+    await receiver.until(
+      (r) =>
+        types(r).filter((t) => t === 'message.transient_error').length === 2 &&
+        types(r).includes('suppression.created') &&
+        types(r).includes('message.delivered'),
+    );
     // A suppressed recipient: not sent, message.suppressed.
     expect((await bed.send({ recipients: [{ email: 'bounce@example.org' }] })).status).to.equal(202);
     await receiver.until((r) => types(r).includes('message.suppressed'));
@@ -99,11 +115,22 @@ describe('webhook deliveries through the daemon', function () {
     await settle();
 
     const got = receiver.received;
-    expect(got.filter((d) => d.payload === null), 'every request verifies').to.deep.equal([]);
-    expect(new Set(types(got))).to.deep.equal(new Set([
-      'message.reception', 'message.delivered', 'message.transient_error', 'message.bounced', 'message.failed',
-      'message.suppressed', 'suppression.created', 'domain.dns_error',
-    ]));
+    expect(
+      got.filter((d) => d.payload === null),
+      'every request verifies',
+    ).to.deep.equal([]);
+    expect(new Set(types(got))).to.deep.equal(
+      new Set([
+        'message.reception',
+        'message.delivered',
+        'message.transient_error',
+        'message.bounced',
+        'message.failed',
+        'message.suppressed',
+        'suppression.created',
+        'domain.dns_error',
+      ]),
+    );
     expect(types(got).filter((t) => t === 'message.reception')).to.have.length(5);
     // One delivery per event: the webhook-id is unique (none of these was retried).
     expect(new Set(got.map((d) => d.headers['webhook-id'])).size).to.equal(got.length);
@@ -139,7 +166,7 @@ describe('webhook deliveries through the daemon', function () {
     expect(() => verifier.verify(d!.body, { ...headers, 'webhook-timestamp': String(Number(headers['webhook-timestamp']) + 1) })).to.throw();
   });
 
-  it('a domain-scoped webhook receives only its domains\' events; disabled flags and webhooks get none', async () => {
+  it("a domain-scoped webhook receives only its domains' events; disabled flags and webhooks get none", async () => {
     const second = await bed.create('second.test');
     bed.publish(second);
     expect((await bed.recheck('second.test')).body.dns_valid).to.equal(true);
@@ -212,7 +239,12 @@ describe('webhook deliveries through the daemon', function () {
     await settle();
     expect(receiver.received).to.have.length(6);
     for (const path of ['/a', '/b']) {
-      expect(receiver.received.filter((d) => d.path === path).map((d) => d.payload?.data.recipient).sort()).to.deep.equal(['r0@example.org', 'r1@example.org', 'r2@example.org']);
+      expect(
+        receiver.received
+          .filter((d) => d.path === path)
+          .map((d) => d.payload?.data.recipient)
+          .sort(),
+      ).to.deep.equal(['r0@example.org', 'r1@example.org', 'r2@example.org']);
     }
   });
 
@@ -231,7 +263,10 @@ describe('webhook deliveries through the daemon', function () {
       }
     };
     // 150 deliveries: more than the 100 failures that disable it (at most 100 recipients a request).
-    for (const [first, count] of [[0, 100], [100, 50]] as const) {
+    for (const [first, count] of [
+      [0, 100],
+      [100, 50],
+    ] as const) {
       const recipients = Array.from({ length: count }, (_, i) => ({ email: `r${first + i}@example.org` }));
       expect((await bed.send({ sandbox: true, recipients })).status).to.equal(202);
     }

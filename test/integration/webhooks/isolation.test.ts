@@ -21,7 +21,9 @@ describe('webhook origins are isolated', function () {
   });
 
   async function hook(receiver: WebhookReceiver, path: string): Promise<void> {
-    const res = await bed.api('POST', `/v2/accounts/${bed.server.accountId}/webhooks`, { body: { name: path, url: receiver.url(path), scope: 'global', on_reception: true } });
+    const res = await bed.api('POST', `/v2/accounts/${bed.server.accountId}/webhooks`, {
+      body: { name: path, url: receiver.url(path), scope: 'global', on_reception: true },
+    });
     expect(res.status, JSON.stringify(res.body)).to.equal(201);
     receiver.secrets.set(path, res.body.secret);
   }
@@ -78,7 +80,12 @@ describe('webhook origins are isolated', function () {
       await restarted.daemon.parts.jobs.engine.wake();
       await fast.until((r) => r.length >= 50);
       await new Promise((r) => setTimeout(r, 300));
-      expect(fast.verified().map((d) => d.payload!.data.recipient).sort()).to.deep.equal(recipients.map((r) => r.email).sort());
+      expect(
+        fast
+          .verified()
+          .map((d) => d.payload!.data.recipient)
+          .sort(),
+      ).to.deep.equal(recipients.map((r) => r.email).sort());
       expect(await restarted.daemon.core.store.families.jobsParked.keys().all()).to.deep.equal([]);
     } finally {
       await restarted?.daemon.stop();

@@ -12,8 +12,16 @@ import { WebhookReceiver } from '../../helpers/webhook-receiver.ts';
  */
 const POLLING = { api: { rate_limits: { general: { per_second: 1000, burst: 100_000 } } } };
 const RECEPTION_ONLY = {
-  on_reception: true, on_delivered: false, on_transient_error: false, on_failed: false, on_bounced: false,
-  on_suppressed: false, on_opened: false, on_clicked: false, on_suppression_created: false, on_dns_error: false,
+  on_reception: true,
+  on_delivered: false,
+  on_transient_error: false,
+  on_failed: false,
+  on_bounced: false,
+  on_suppressed: false,
+  on_opened: false,
+  on_clicked: false,
+  on_suppression_created: false,
+  on_dns_error: false,
 };
 
 describe('webhook and route URLs whose host resolves only after they are saved', function () {
@@ -66,7 +74,9 @@ describe('webhook and route URLs whose host resolves only after they are saved',
     expect(receiver.verified('/later')[0]!.payload!).to.include({ type: 'message.reception', webhook_id: later });
 
     const attempt = await firstFailure('webhooks', elsewhere);
-    expect(attempt!.error).to.include('refused to connect to elsewhere.hooks.test: it resolves to 127.0.0.2, a loopback address; such targets are refused unless the operator lists their network in webhooks.allow_networks');
+    expect(attempt!.error).to.include(
+      'refused to connect to elsewhere.hooks.test: it resolves to 127.0.0.2, a loopback address; such targets are refused unless the operator lists their network in webhooks.allow_networks',
+    );
     expect(receiver.received.filter((d) => d.path === '/elsewhere')).to.deep.equal([]);
   });
 
@@ -85,7 +95,9 @@ describe('webhook and route URLs whose host resolves only after they are saved',
     expect(receiver.verified('/later')[0]!.payload!).to.include({ type: 'message.routing', route_id: later });
 
     const attempt = await firstFailure('routes', elsewhere);
-    expect(attempt!.error).to.include('refused to connect to elsewhere.routes.test: it resolves to 127.0.0.2, a loopback address; such targets are refused unless the operator lists their network in webhooks.allow_networks');
+    expect(attempt!.error).to.include(
+      'refused to connect to elsewhere.routes.test: it resolves to 127.0.0.2, a loopback address; such targets are refused unless the operator lists their network in webhooks.allow_networks',
+    );
     expect(receiver.received.filter((d) => d.path === '/elsewhere')).to.deep.equal([]);
   });
 });

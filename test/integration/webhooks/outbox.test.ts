@@ -33,7 +33,9 @@ describe('events outbox', function () {
   });
 
   async function createWebhook(path: string): Promise<string> {
-    const res = await bed.api('POST', `/v2/accounts/${bed.server.accountId}/webhooks`, { body: { name: path, url: receiver.url(path), scope: 'global', ...RECEPTION_ONLY } });
+    const res = await bed.api('POST', `/v2/accounts/${bed.server.accountId}/webhooks`, {
+      body: { name: path, url: receiver.url(path), scope: 'global', ...RECEPTION_ONLY },
+    });
     expect(res.status, JSON.stringify(res.body)).to.equal(201);
     receiver.secrets.set(path, res.body.secret);
     return res.body.id;
@@ -56,17 +58,32 @@ describe('events outbox', function () {
     await restarted.daemon.parts.webhooks.fanout.drained();
     await new Promise((r) => setTimeout(r, 200));
     // Up to 4 requests are in flight per origin: order is not kept.
-    expect(receiver.verified().map((d) => d.payload!.data.recipient).sort()).to.deep.equal(['a@example.org', 'b@example.org', 'first@example.org']);
+    expect(
+      receiver
+        .verified()
+        .map((d) => d.payload!.data.recipient)
+        .sort(),
+    ).to.deep.equal(['a@example.org', 'b@example.org', 'first@example.org']);
   });
 
   it('an event made before another but landing after it is fanned out, after a restart too: ids follow the order batches land', async () => {
     await createWebhook('/hook');
     const core = bed.server.daemon.core;
-    const event = (to: string) => core.events.record({
-      type: 'message.reception',
-      accountId: bed.server.accountId,
-      data: { account_id: bed.server.accountId, event: 'on_reception', from: 'app@example.com', recipient: to, subject: 'Hi', message_id_header: '', is_bot: false, id: to },
-    });
+    const event = (to: string) =>
+      core.events.record({
+        type: 'message.reception',
+        accountId: bed.server.accountId,
+        data: {
+          account_id: bed.server.accountId,
+          event: 'on_reception',
+          from: 'app@example.com',
+          recipient: to,
+          subject: 'Hi',
+          message_id_header: '',
+          is_bot: false,
+          id: to,
+        },
+      });
     // Made in this order (as an outcome batch made before a DSN is prepared, and committed after)...
     const early = event('early@example.org');
     const late = event('late@example.org');
@@ -81,7 +98,12 @@ describe('events outbox', function () {
 
     restarted = await bed.server.restart();
     await receiver.until((r) => r.length === 2);
-    expect(receiver.verified().map((d) => d.payload!.data.recipient).sort()).to.deep.equal(['early@example.org', 'late@example.org']);
+    expect(
+      receiver
+        .verified()
+        .map((d) => d.payload!.data.recipient)
+        .sort(),
+    ).to.deep.equal(['early@example.org', 'late@example.org']);
   });
 
   it('deliveries stored by schema 3 (records under their ids, entries pointing at them) are sent after the upgrade to schema 4', async () => {
@@ -96,14 +118,36 @@ describe('events outbox', function () {
     const [eventOp] = core.events.record({
       type: 'message.delivered',
       accountId: bed.server.accountId,
-      data: { account_id: bed.server.accountId, event: 'on_delivered', from: 'app@example.com', recipient: 'old@example.org', subject: 'Hi', message_id_header: '', is_bot: false, id: 'old' },
+      data: {
+        account_id: bed.server.accountId,
+        event: 'on_delivered',
+        from: 'app@example.com',
+        recipient: 'old@example.org',
+        subject: 'Hi',
+        message_id_header: '',
+        is_bot: false,
+        id: 'old',
+      },
     });
     await core.store.commit([eventOp!]);
     const [event] = (await core.store.families.events.values({ reverse: true, limit: 1 }).all()) as EventRecord[];
     const at = new Date(core.clock.now() - 60_000).toISOString();
     const ops = ['j1', 'j2'].flatMap((n) => {
       const id = newIdAt(Date.parse(at));
-      const job: JobRecord = { v: 1, id, kind: 'webhook', accountId: bed.server.accountId, targetId: hook, eventId: event!.id, state: 'pending', attempts: 0, dueAt: at, createdAt: at, updatedAt: at, lastAttempt: null };
+      const job: JobRecord = {
+        v: 1,
+        id,
+        kind: 'webhook',
+        accountId: bed.server.accountId,
+        targetId: hook,
+        eventId: event!.id,
+        state: 'pending',
+        attempts: 0,
+        dueAt: at,
+        createdAt: at,
+        updatedAt: at,
+        lastAttempt: null,
+      };
       return [
         { type: 'put' as const, family: 'jobs' as const, key: id, value: job },
         { type: 'put' as const, family: 'schedule' as const, key: `webhook:${String(Date.parse(at)).padStart(15, '0')}:${id}`, value: id },
@@ -138,8 +182,12 @@ describe('events outbox', function () {
     const core = bed.server.daemon.core;
     const now = Date.now();
     const event = (days: number): EventRecord => ({
-      v: 1, id: newIdAt(now - days * DAY), accountId: bed.server.accountId, type: 'message.reception',
-      createdAt: new Date(now - days * DAY).toISOString(), data: { n: days },
+      v: 1,
+      id: newIdAt(now - days * DAY),
+      accountId: bed.server.accountId,
+      type: 'message.reception',
+      createdAt: new Date(now - days * DAY).toISOString(),
+      data: { n: days },
     });
     const [old, recent] = [event(40), event(10)];
     // Written as they are (EventsRepo.put would give them ids of now).
@@ -148,10 +196,23 @@ describe('events outbox', function () {
     expect(await core.store.families.eventsByAccount.keys().all()).to.have.length(0);
     await core.store.commit([old, recent].map((e) => ({ type: 'put', family: 'eventsByAccount', key: `${e.accountId}:${e.id}`, value: e.id })));
     const job = (id: string, days: number): JobRecord => ({
-      v: 1, id, kind: 'webhook', accountId: bed.server.accountId, targetId: 'w', eventId: old.id, state: 'pending', attempts: 0,
-      dueAt: new Date(now).toISOString(), createdAt: new Date(now).toISOString(), updatedAt: new Date(now).toISOString(), lastAttempt: null,
+      v: 1,
+      id,
+      kind: 'webhook',
+      accountId: bed.server.accountId,
+      targetId: 'w',
+      eventId: old.id,
+      state: 'pending',
+      attempts: 0,
+      dueAt: new Date(now).toISOString(),
+      createdAt: new Date(now).toISOString(),
+      updatedAt: new Date(now).toISOString(),
+      lastAttempt: null,
     });
-    for (const [id, days] of [[newIdAt(now), 40], [newIdAt(now), 10]] as const) {
+    for (const [id, days] of [
+      [newIdAt(now), 40],
+      [newIdAt(now), 10],
+    ] as const) {
       const pending = job(id, days);
       await core.store.commit(core.jobs.create(pending));
       await core.store.commit(core.jobs.change(pending, { ...pending, state: 'failed', attempts: 6, updatedAt: new Date(now - days * DAY).toISOString() }));
@@ -172,7 +233,7 @@ describe('events outbox', function () {
     expect(await core.eventsRepo.purgeBefore(cutoff)).to.equal(0);
   });
 
-  it('an account\'s webhooks, kept between batches, are read again when one is created or deleted', async () => {
+  it("an account's webhooks, kept between batches, are read again when one is created or deleted", async () => {
     // An event with no webhook: the fan-out reads (and keeps) the account's empty list.
     await bed.send({ sandbox: true, recipients: [{ email: 'before@example.org' }] });
     await bed.server.daemon.parts.webhooks.fanout.drained();

@@ -1,11 +1,6 @@
 import { expect } from 'chai';
 import ipaddr from 'ipaddr.js';
-import {
-  AllowListError,
-  allowListCovers,
-  MAX_ALLOW_LIST_ENTRIES,
-  normalizeAllowList,
-} from '../../../src/accounts/ip-allow-list.ts';
+import { AllowListError, allowListCovers, MAX_ALLOW_LIST_ENTRIES, normalizeAllowList } from '../../../src/accounts/ip-allow-list.ts';
 import { parseClientIp } from '../../../src/util/cidr.ts';
 
 function refusal(entries: string[]): AllowListError {
@@ -53,9 +48,11 @@ describe('normalizeAllowList', () => {
   });
 
   it('removes duplicates after canonicalisation, keeping the first occurrence order', () => {
-    expect(
-      normalizeAllowList(['192.0.2.7', '10.0.0.0/8', '192.0.2.7/32', '10.9.9.9/8', '::ffff:192.0.2.7', '2001:db8::1']),
-    ).to.deep.equal(['192.0.2.7/32', '10.0.0.0/8', '2001:db8::1/128']);
+    expect(normalizeAllowList(['192.0.2.7', '10.0.0.0/8', '192.0.2.7/32', '10.9.9.9/8', '::ffff:192.0.2.7', '2001:db8::1'])).to.deep.equal([
+      '192.0.2.7/32',
+      '10.0.0.0/8',
+      '2001:db8::1/128',
+    ]);
   });
 
   it('refuses the IPv4 allow-all block', () => {

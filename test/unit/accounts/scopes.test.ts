@@ -1,14 +1,5 @@
 import { expect } from 'chai';
-import {
-  formatScope,
-  Grants,
-  parseScope,
-  satisfies,
-  ScopeError,
-  validateScopes,
-  type DomainOwnership,
-  type Scope,
-} from '../../../src/accounts/scopes.ts';
+import { formatScope, Grants, parseScope, satisfies, ScopeError, validateScopes, type DomainOwnership, type Scope } from '../../../src/accounts/scopes.ts';
 
 async function rejectionOf(promise: Promise<unknown>): Promise<unknown> {
   try {
@@ -217,18 +208,12 @@ describe('validateScopes', () => {
     const exact = await rejectionOf(validateScopes(['domains:read', 'domains:read'], 'acc-1', ownership));
     expect(exact).to.be.instanceOf(ScopeError);
     expect((exact as Error).message).to.contain('duplicate');
-    const normalised = await rejectionOf(
-      validateScopes(['messages:send:{example.com}', 'messages:send:{EXAMPLE.com.}'], 'acc-1', ownership),
-    );
+    const normalised = await rejectionOf(validateScopes(['messages:send:{example.com}', 'messages:send:{EXAMPLE.com.}'], 'acc-1', ownership));
     expect(normalised).to.be.instanceOf(ScopeError);
   });
 
   it('drops a domain scope made redundant by the same family :all, whatever the order', async () => {
-    const result = await validateScopes(
-      ['messages:send:{example.com}', 'messages:send:all'],
-      'acc-1',
-      ownership,
-    );
+    const result = await validateScopes(['messages:send:{example.com}', 'messages:send:all'], 'acc-1', ownership);
     expect(result).to.deep.equal([{ scope: 'messages:send:all', domainId: null }]);
     expect(calls).to.deep.equal([]);
   });

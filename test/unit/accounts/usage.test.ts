@@ -9,7 +9,11 @@ describe('usage arithmetic', () => {
     expect(allocate(10_000, [1, 1, 1])).to.deep.equal([3334, 3333, 3333]);
     // Largest remainders first.
     expect(allocate(100, [1, 2, 4])).to.deep.equal([14, 29, 57]);
-    for (const volumes of [[7, 13, 0, 29], [1, 1_000_000], [3, 3, 3, 3, 3, 3, 3]]) {
+    for (const volumes of [
+      [7, 13, 0, 29],
+      [1, 1_000_000],
+      [3, 3, 3, 3, 3, 3, 3],
+    ]) {
       expect(allocate(12_345, volumes).reduce((a, b) => a + b, 0)).to.equal(12_345);
     }
   });
@@ -20,15 +24,21 @@ describe('usage arithmetic', () => {
   });
 
   it('takes the calendar month in UTC as the billing period', () => {
-    expect(billingPeriod(Date.parse('2026-12-31T23:59:59.999Z'))).to.deep.equal({ start: Date.parse('2026-12-01T00:00:00Z'), end: Date.parse('2027-01-01T00:00:00Z') });
-    expect(billingPeriod(Date.parse('2027-02-01T00:00:00Z'))).to.deep.equal({ start: Date.parse('2027-02-01T00:00:00Z'), end: Date.parse('2027-03-01T00:00:00Z') });
+    expect(billingPeriod(Date.parse('2026-12-31T23:59:59.999Z'))).to.deep.equal({
+      start: Date.parse('2026-12-01T00:00:00Z'),
+      end: Date.parse('2027-01-01T00:00:00Z'),
+    });
+    expect(billingPeriod(Date.parse('2027-02-01T00:00:00Z'))).to.deep.equal({
+      start: Date.parse('2027-02-01T00:00:00Z'),
+      end: Date.parse('2027-03-01T00:00:00Z'),
+    });
   });
 });
 
 describe('CreditGate', () => {
   const account = (monthlyCredit: number) => ({ id: 'a', monthlyCredit }) as AccountRecord;
 
-  it('reads the period\'s count once for concurrent sends and never lets them past the credit together', async () => {
+  it("reads the period's count once for concurrent sends and never lets them past the credit together", async () => {
     let reads = 0;
     let release!: () => void;
     const gate = new CreditGate(

@@ -28,7 +28,17 @@ describe('contract statuses (test/contract/openapi.yaml)', () => {
   });
 
   it('declares the 409 of what a deleted sub account refuses, and of a message that can no longer be cancelled', () => {
-    const ops = ['suspendSubAccount', 'unsuspendSubAccount', 'updateSubAccount', 'deleteSubAccount', 'listSubAccountAPIKeys', 'getSubAccountAPIKey', 'updateSubAccountAPIKey', 'deleteSubAccountAPIKey', 'cancelMessage'];
+    const ops = [
+      'suspendSubAccount',
+      'unsuspendSubAccount',
+      'updateSubAccount',
+      'deleteSubAccount',
+      'listSubAccountAPIKeys',
+      'getSubAccountAPIKey',
+      'updateSubAccountAPIKey',
+      'deleteSubAccountAPIKey',
+      'cancelMessage',
+    ];
     for (const op of ops) {
       expect(() => assertMatchesContract(op, 409, { message: 'account x is deleted' }), op).not.to.throw();
       expect(() => assertMatchesContract(op, 409, {}), op).to.throw(/does not match/);

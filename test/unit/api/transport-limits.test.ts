@@ -24,7 +24,7 @@ describe('HTTP layer limits and answers', () => {
     expect(validateConfig({ api: { body_limit_bytes: 4096, body_memory_bytes: 4096 } }, 'test').api.body_memory_bytes).to.equal(4096);
   });
 
-  it('answers what Node\'s parser refuses with Node\'s statuses, in the contract\'s words', () => {
+  it("answers what Node's parser refuses with Node's statuses, in the contract's words", () => {
     const line = { method: 'POST', path: '/v2/ping' };
     expect(clientErrorStatus('HPE_HEADER_OVERFLOW', line).status).to.equal(431);
     expect(clientErrorStatus('ERR_HTTP_REQUEST_TIMEOUT', null).status).to.equal(408);
@@ -34,9 +34,21 @@ describe('HTTP layer limits and answers', () => {
   });
 
   it('answers a method Node does not know as the router answers one it has no route for: 405 and Allow on a routed path, else 404', () => {
-    expect(clientErrorStatus('HPE_INVALID_METHOD', { method: 'FOO', path: '/v2/ping' })).to.deep.equal({ status: 405, message: 'method not allowed', headers: { Allow: 'HEAD, GET' } });
-    expect(clientErrorStatus('HPE_INVALID_METHOD', { method: 'get', path: '/V2/Accounts/x/api-keys/' })).to.deep.equal({ status: 405, message: 'method not allowed', headers: { Allow: 'HEAD, GET, POST' } });
-    expect(clientErrorStatus('HPE_INVALID_METHOD', { method: 'post', path: '/v1/email/send' })).to.deep.equal({ status: 405, message: 'method not allowed', headers: { Allow: 'POST' } });
+    expect(clientErrorStatus('HPE_INVALID_METHOD', { method: 'FOO', path: '/v2/ping' })).to.deep.equal({
+      status: 405,
+      message: 'method not allowed',
+      headers: { Allow: 'HEAD, GET' },
+    });
+    expect(clientErrorStatus('HPE_INVALID_METHOD', { method: 'get', path: '/V2/Accounts/x/api-keys/' })).to.deep.equal({
+      status: 405,
+      message: 'method not allowed',
+      headers: { Allow: 'HEAD, GET, POST' },
+    });
+    expect(clientErrorStatus('HPE_INVALID_METHOD', { method: 'post', path: '/v1/email/send' })).to.deep.equal({
+      status: 405,
+      message: 'method not allowed',
+      headers: { Allow: 'POST' },
+    });
     expect(clientErrorStatus('HPE_INVALID_METHOD', { method: 'FOO', path: '/nowhere' })).to.deep.equal({ status: 404, message: 'not found' });
     expect(clientErrorStatus('HPE_INVALID_METHOD', { method: 'FOO', path: null })).to.deep.equal({ status: 501, message: 'unsupported HTTP method' });
   });
@@ -51,7 +63,9 @@ describe('HTTP layer limits and answers', () => {
   });
 
   it('answers v1 paths, in any case and with doubled leading slashes, with {status} and everything else with {message}', () => {
-    for (const path of ['/v1', '/v1/', '/v1/email/send', '/V1/Email/Send', '//v1/email/send', '///V1/x']) expect(errorBody(path, 'x'), path).to.deep.equal({ status: 'x' });
-    for (const path of ['', '/', '/v2/ping', '/v10/x', '/v1x', '//v2/ping', '/x//v1/email/send']) expect(errorBody(path, 'x'), path).to.deep.equal({ message: 'x' });
+    for (const path of ['/v1', '/v1/', '/v1/email/send', '/V1/Email/Send', '//v1/email/send', '///V1/x'])
+      expect(errorBody(path, 'x'), path).to.deep.equal({ status: 'x' });
+    for (const path of ['', '/', '/v2/ping', '/v10/x', '/v1x', '//v2/ping', '/x//v1/email/send'])
+      expect(errorBody(path, 'x'), path).to.deep.equal({ message: 'x' });
   });
 });

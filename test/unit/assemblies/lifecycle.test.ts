@@ -36,7 +36,20 @@ describe('assembly lifecycle', () => {
     const list = [part('a', steps), part('b', steps), part('c', steps)];
     await startAll(list);
     await stopAll(list, 100, log);
-    expect(steps).to.deep.equal(['start a', 'start b', 'start c', 'listen a', 'listen b', 'listen c', 'drain c', 'drain b', 'drain a', 'close c', 'close b', 'close a']);
+    expect(steps).to.deep.equal([
+      'start a',
+      'start b',
+      'start c',
+      'listen a',
+      'listen b',
+      'listen c',
+      'drain c',
+      'drain b',
+      'drain a',
+      'close c',
+      'close b',
+      'close a',
+    ]);
   });
 
   it('a step that fails does not keep the others from stopping', async () => {

@@ -13,9 +13,12 @@ const summary: BackupSummary = {
 
 async function decode(chunks: Buffer[]): Promise<Frame[]> {
   const frames: Frame[] = [];
-  for await (const f of decodeFrames((async function* () {
-    yield* chunks;
-  })())) frames.push(f);
+  for await (const f of decodeFrames(
+    (async function* () {
+      yield* chunks;
+    })(),
+  ))
+    frames.push(f);
   return frames;
 }
 
@@ -24,7 +27,10 @@ describe('backup stream format', () => {
     const stream = Buffer.concat([
       MAGIC,
       encodeFile({ path: 'dkim/d1/s1.pem', mode: 0o600, data: Buffer.from('PEM') }),
-      encodeRecords([[Buffer.from('!messages!m1'), Buffer.from('{}')], [Buffer.from('!bodies!b1'), Buffer.alloc(0)]]),
+      encodeRecords([
+        [Buffer.from('!messages!m1'), Buffer.from('{}')],
+        [Buffer.from('!bodies!b1'), Buffer.alloc(0)],
+      ]),
       encodeEnd(summary),
     ]);
     for (const chunks of [[stream], [...stream].map((b) => Buffer.from([b]))]) {
@@ -34,7 +40,10 @@ describe('backup stream format', () => {
       expect(file.file).to.deep.include({ path: 'dkim/d1/s1.pem', mode: 0o600 });
       expect(file.file.data.toString()).to.equal('PEM');
       const records = frames[1] as Extract<Frame, { type: 'records' }>;
-      expect(records.entries.map(([k, v]) => [k.toString(), v.toString()])).to.deep.equal([['!messages!m1', '{}'], ['!bodies!b1', '']]);
+      expect(records.entries.map(([k, v]) => [k.toString(), v.toString()])).to.deep.equal([
+        ['!messages!m1', '{}'],
+        ['!bodies!b1', ''],
+      ]);
       expect((frames[2] as Extract<Frame, { type: 'end' }>).summary).to.deep.equal(summary);
     }
   });

@@ -14,7 +14,13 @@ describe('reading bounces (RFC 3464 and otherwise)', () => {
   const cases = [
     { file: 'postfix.eml', recipient: 'ann@example.org', status: '5.1.1', classification: 'InvalidRecipient', mta: 'mx.example.org' },
     { file: 'exim.eml', recipient: 'bob@example.net', status: '5.2.1', classification: 'InactiveMailbox', mta: 'mail.example.net' },
-    { file: 'exchange.eml', recipient: 'carol@example.com', status: '5.1.10', classification: 'InvalidRecipient', mta: 'AM0PR01MB0001.eurprd01.prod.outlook.example.com' },
+    {
+      file: 'exchange.eml',
+      recipient: 'carol@example.com',
+      status: '5.1.10',
+      classification: 'InvalidRecipient',
+      mta: 'AM0PR01MB0001.eurprd01.prod.outlook.example.com',
+    },
     { file: 'gmail.eml', recipient: 'dave@example.org', status: '5.1.1', classification: 'InvalidRecipient', mta: 'googlemail.com' },
   ];
   for (const c of cases) {
@@ -43,18 +49,29 @@ describe('reading bounces (RFC 3464 and otherwise)', () => {
   });
 
   it('several recipients with mixed actions', () => {
-    const raw = fixture('postfix.eml').toString('latin1').replace(
-      'Final-Recipient: rfc822; ann@example.org',
-      'Final-Recipient: rfc822; zed@example.org\r\nAction: delivered\r\nStatus: 2.0.0\r\n\r\nFinal-Recipient: rfc822; ann@example.org',
-    );
+    const raw = fixture('postfix.eml')
+      .toString('latin1')
+      .replace(
+        'Final-Recipient: rfc822; ann@example.org',
+        'Final-Recipient: rfc822; zed@example.org\r\nAction: delivered\r\nStatus: 2.0.0\r\n\r\nFinal-Recipient: rfc822; ann@example.org',
+      );
     const report = parseBounce(raw, rules);
-    expect(report.recipients.map((r) => [r.recipient, r.action])).to.deep.equal([['zed@example.org', 'delivered'], ['ann@example.org', 'failed']]);
+    expect(report.recipients.map((r) => [r.recipient, r.action])).to.deep.equal([
+      ['zed@example.org', 'delivered'],
+      ['ann@example.org', 'failed'],
+    ]);
   });
 
   it('a bounce without a DSN part is classified by its text', () => {
     const report = parseBounce(fixture('plain-bounce.eml'), rules);
     expect(report.kind).to.equal('bounce');
-    expect(report.recipients[0]).to.include({ recipient: 'frank@old.example.net', action: 'failed', status: '5.1.1', permanent: true, classification: 'InvalidRecipient' });
+    expect(report.recipients[0]).to.include({
+      recipient: 'frank@old.example.net',
+      action: 'failed',
+      status: '5.1.1',
+      permanent: true,
+      classification: 'InvalidRecipient',
+    });
   });
 
   it('auto-replies are not bounces', () => {
@@ -95,7 +112,13 @@ describe('reading feedback-loop reports (RFC 5965)', () => {
 
   it('reads one with only the original headers', () => {
     const report = parseArf(fixture('arf-headers-only.eml'))!;
-    expect(report).to.include({ feedbackType: 'abuse', userAgent: 'ISP-FBL/2.1', originalMessageId: ORIGINAL, originalTo: 'judy@example.net', originalReturnPath: '' });
+    expect(report).to.include({
+      feedbackType: 'abuse',
+      userAgent: 'ISP-FBL/2.1',
+      originalMessageId: ORIGINAL,
+      originalTo: 'judy@example.net',
+      originalReturnPath: '',
+    });
   });
 
   it('anything else is not a report', () => {

@@ -11,11 +11,17 @@ describe('bounce rules (config/bounce-rules)', () => {
   });
 
   it('classifies common permanent replies', () => {
-    expect(verdict(550, '5.1.1 The email account that you tried to reach does not exist')).to.deep.equal({ outcome: 'bounced', classification: 'InvalidRecipient' });
+    expect(verdict(550, '5.1.1 The email account that you tried to reach does not exist')).to.deep.equal({
+      outcome: 'bounced',
+      classification: 'InvalidRecipient',
+    });
     expect(verdict(550, '5.1.2 Host unknown')).to.deep.equal({ outcome: 'bounced', classification: 'BadDomain' });
     expect(verdict(550, '5.2.1 The mailbox is disabled')).to.deep.equal({ outcome: 'bounced', classification: 'InactiveMailbox' });
     expect(verdict(554, '5.7.1 Message rejected as spam')).to.deep.equal({ outcome: 'bounced', classification: 'PolicyRelated' });
-    expect(verdict(550, '5.7.26 Unauthenticated email is not accepted due to DMARC policy')).to.deep.equal({ outcome: 'bounced', classification: 'AuthenticationFailed' });
+    expect(verdict(550, '5.7.26 Unauthenticated email is not accepted due to DMARC policy')).to.deep.equal({
+      outcome: 'bounced',
+      classification: 'AuthenticationFailed',
+    });
     expect(verdict(500, '5.5.2 Syntax error')).to.deep.equal({ outcome: 'bounced', classification: 'ProtocolErrors' });
     expect(verdict(554, 'no idea what happened')).to.deep.equal({ outcome: 'bounced', classification: 'Uncategorized' });
   });

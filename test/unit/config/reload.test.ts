@@ -5,8 +5,14 @@ import { configSchema } from '../../../src/config/schema.ts';
 describe('the reload table (config/reload.ts)', () => {
   it('has an entry for every key of the schema, and none for a key it does not have', () => {
     const keys = configKeys();
-    expect(keys.filter((key) => !(key in RELOAD)), 'keys of the schema without an entry: decide live or restart').to.deep.equal([]);
-    expect(Object.keys(RELOAD).filter((key) => !keys.includes(key)), 'entries for keys the schema does not have').to.deep.equal([]);
+    expect(
+      keys.filter((key) => !(key in RELOAD)),
+      'keys of the schema without an entry: decide live or restart',
+    ).to.deep.equal([]);
+    expect(
+      Object.keys(RELOAD).filter((key) => !keys.includes(key)),
+      'entries for keys the schema does not have',
+    ).to.deep.equal([]);
   });
 
   it('names each changed key once, live or restart, and keeps the running value of what needs a restart', () => {
@@ -20,7 +26,13 @@ describe('the reload table (config/reload.ts)', () => {
     });
     const plan = reloadPlan(running, next);
     expect(plan.live).to.deep.equal(['log.level']);
-    expect(plan.restart).to.deep.equal(['delivery.smarthost.host', 'delivery.smarthost.port', 'tracking.port', 'statistics.counters', 'billing.monthly_amount']);
+    expect(plan.restart).to.deep.equal([
+      'delivery.smarthost.host',
+      'delivery.smarthost.port',
+      'tracking.port',
+      'statistics.counters',
+      'billing.monthly_amount',
+    ]);
     const applied = applyLive(running, next, plan.live);
     expect(applied.log.level).to.equal('debug');
     expect(applied.tracking.port).to.equal(running.tracking.port);

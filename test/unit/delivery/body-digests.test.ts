@@ -16,7 +16,11 @@ describe('body digests', () => {
 
   const composed = ['From: App <app@example.com>\r\nSubject: Grüße\r\nMIME-Version: 1.0\r\n', '\r\n', 'Hello  there \r\n\r\n.dot\r\n\r\n'];
   const cases: Array<{ name: string; head: string; body: string[] }> = [
-    { name: 'composed mail: To and Message-ID in the head, the other fields in the body', head: 'To: r@example.org\r\nMessage-ID: <1@example.com>\r\n', body: composed },
+    {
+      name: 'composed mail: To and Message-ID in the head, the other fields in the body',
+      head: 'To: r@example.org\r\nMessage-ID: <1@example.com>\r\n',
+      body: composed,
+    },
     { name: 'relayed mail: no head, the whole header block in the body', head: '', body: composed },
     { name: 'the body begins with the empty line', head: 'To: r@example.org\r\nFrom: a@example.com\r\n', body: ['\r\nbody\r\n'] },
     { name: 'bare LF line ends, the header split across chunks', head: 'To: r@example.org\n', body: ['From: a@exa', 'mple.com\nSubject: x\r', '\n\nbody\n'] },

@@ -8,7 +8,13 @@ const DAY = 86_400_000;
 const spec: CertificateSpec = { name: 'api', certPath: '/keys/tls/api.crt', keyPath: '/keys/tls/api.key', madeOnStart: false, hostname: null };
 
 async function certificate(from: number, to: number): Promise<X509Certificate> {
-  const pems = await generate([{ name: 'commonName', value: 'doctor.test' }], { keyType: 'ec', curve: 'P-256', algorithm: 'sha256', notBeforeDate: new Date(from), notAfterDate: new Date(to) });
+  const pems = await generate([{ name: 'commonName', value: 'doctor.test' }], {
+    keyType: 'ec',
+    curve: 'P-256',
+    algorithm: 'sha256',
+    notBeforeDate: new Date(from),
+    notAfterDate: new Date(to),
+  });
   return new X509Certificate(pems.cert);
 }
 
@@ -36,6 +42,8 @@ describe('doctor: the certificate a running daemon serves', () => {
       status: 'WARN',
       reason: 'the certificate the running daemon serves on 127.0.0.1:8443 could not be read: ECONNRESET',
     });
-    expect(judgeServed(spec, { kind: 'unreadable', reason: 'EACCES' }, '127.0.0.1:8443', { cert: await certificate(now - DAY, now + DAY) }, now)).to.equal(null);
+    expect(judgeServed(spec, { kind: 'unreadable', reason: 'EACCES' }, '127.0.0.1:8443', { cert: await certificate(now - DAY, now + DAY) }, now)).to.equal(
+      null,
+    );
   });
 });

@@ -70,7 +70,7 @@ describe('DKIM relaxed canonicalisation', () => {
     it('agrees with mailauth on CRLF-terminated bodies of random whitespace, text and CRLFs', () => {
       const pieces = ['a', 'b', ' ', '\t', '  ', '\r\n', '\r\n\r\n', 'é', '.', ' \r\n'];
       let seed = 7;
-      const random = () => ((seed = (seed * 1103515245 + 12345) % 2 ** 31) / 2 ** 31);
+      const random = () => (seed = (seed * 1103515245 + 12345) % 2 ** 31) / 2 ** 31;
       for (let round = 0; round < 300; round++) {
         const body = `${Array.from({ length: Math.floor(random() * 40) }, () => pieces[Math.floor(random() * pieces.length)]).join('')}\r\n`;
         expect(bodyHash(body), JSON.stringify(body)).to.equal(mailauthHash(body));
@@ -123,7 +123,10 @@ describe('DKIM relaxed canonicalisation', () => {
     it('finds the empty line however the chunks cut it', () => {
       const message = 'A: 1\r\nB: 2\r\n\r\nbody\r\n\r\nmore\r\n';
       for (let i = 0; i <= message.length; i++) {
-        expect(read(message.slice(0, i), message.slice(i)), `split at ${i}`).to.deep.equal({ header: 'A: 1\r\nB: 2\r\n', bodyHash: sha('body\r\n\r\nmore\r\n') });
+        expect(read(message.slice(0, i), message.slice(i)), `split at ${i}`).to.deep.equal({
+          header: 'A: 1\r\nB: 2\r\n',
+          bodyHash: sha('body\r\n\r\nmore\r\n'),
+        });
       }
     });
 

@@ -53,7 +53,7 @@ describe('route recipient patterns', () => {
     }
   });
 
-  it('matches exact addresses and wildcards case-insensitively, only at the pattern\'s domain', () => {
+  it("matches exact addresses and wildcards case-insensitively, only at the pattern's domain", () => {
     const yes: Array<[string, string]> = [
       ['support@example.com', 'Support@EXAMPLE.com'],
       ['*@example.com', 'anyone@example.com'],

@@ -75,8 +75,10 @@ describe('attachmentsFor', () => {
 
   it('honours an explicit content_disposition, in any case, over the inline default', () => {
     expect(attachmentsFor([{ ...base, content_disposition: ' Inline ' }], 'brackets')[0]).to.include({ contentDisposition: 'inline' });
-    expect(attachmentsFor([{ ...base, content_id: '<x@y>', content_disposition: 'attachment' }], 'brackets')[0])
-      .to.include({ cid: 'x@y', contentDisposition: 'attachment' });
+    expect(attachmentsFor([{ ...base, content_id: '<x@y>', content_disposition: 'attachment' }], 'brackets')[0]).to.include({
+      cid: 'x@y',
+      contentDisposition: 'attachment',
+    });
   });
 
   it('refuses a content_disposition other than inline or attachment', () => {

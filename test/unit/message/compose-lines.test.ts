@@ -15,7 +15,12 @@ const content = (fields: Partial<BodyContent>): BodyContent => ({
 
 async function longestLine(c: BodyContent): Promise<number> {
   const body = await composeBody(c, 'boundary');
-  return Math.max(...Buffer.concat(body.chunks).toString('latin1').split('\r\n').map((l) => l.length));
+  return Math.max(
+    ...Buffer.concat(body.chunks)
+      .toString('latin1')
+      .split('\r\n')
+      .map((l) => l.length),
+  );
 }
 
 async function refusal(c: BodyContent): Promise<string> {

@@ -49,7 +49,9 @@ describe('rewriteHtmlParts (MIME-aware rewriting of text/html parts)', () => {
     const { calls, fn } = recording((h) => h.replace('<p>Hi</p>', '<p>Hi</p>\n<p>added</p>'));
     const out = rewriteHtmlParts(message, fn)!;
     expect(calls).to.deep.equal(['<html>\r\n<body>\r\n<p>Hi</p>\r\n</body>\r\n</html>\r\n']);
-    expect(out.toString('latin1')).to.equal(crlf(HEAD, 'Content-Type: text/html', '', '<html>', '<body>', '<p>Hi</p>', '<p>added</p>', '</body>', '</html>', ''));
+    expect(out.toString('latin1')).to.equal(
+      crlf(HEAD, 'Content-Type: text/html', '', '<html>', '<body>', '<p>Hi</p>', '<p>added</p>', '</body>', '</html>', ''),
+    );
   });
 
   it('treats the content type and encoding case-insensitively, with a quoted charset and a folded header', () => {
@@ -177,7 +179,9 @@ describe('rewriteHtmlParts (MIME-aware rewriting of text/html parts)', () => {
     const { calls, fn } = recording();
     const out = rewriteHtmlParts(message, fn)!;
     expect(calls).to.deep.equal(['<body><p>café déjà vu</p></body>\r\n']);
-    expect(out.equals(bytes(crlf(HEAD, 'Content-Type: text/html; charset=iso-8859-1', 'Content-Transfer-Encoding: 8bit', '', addPixel(html), '')))).to.equal(true);
+    expect(out.equals(bytes(crlf(HEAD, 'Content-Type: text/html; charset=iso-8859-1', 'Content-Transfer-Encoding: 8bit', '', addPixel(html), '')))).to.equal(
+      true,
+    );
     // 0xE9, not the two UTF-8 bytes of é.
     expect(out.includes(Buffer.from([0x63, 0x61, 0x66, 0xe9]))).to.equal(true);
   });
@@ -315,7 +319,26 @@ describe('rewriteHtmlParts (MIME-aware rewriting of text/html parts)', () => {
 
   it('rewrites every HTML part of a message, in order', () => {
     const build = (a: string, b: string) =>
-      crlf(HEAD, 'Content-Type: multipart/mixed; boundary=m', '', '--m', 'Content-Type: text/html', '', a, '--m', 'Content-Type: text/plain', '', 'between', '--m', 'Content-Type: text/html', 'Content-Disposition: inline', '', b, '--m--', '');
+      crlf(
+        HEAD,
+        'Content-Type: multipart/mixed; boundary=m',
+        '',
+        '--m',
+        'Content-Type: text/html',
+        '',
+        a,
+        '--m',
+        'Content-Type: text/plain',
+        '',
+        'between',
+        '--m',
+        'Content-Type: text/html',
+        'Content-Disposition: inline',
+        '',
+        b,
+        '--m--',
+        '',
+      );
     const { calls, fn } = recording();
     const out = rewriteHtmlParts(bytes(build('<body>1</body>', '<body>2</body>')), fn)!;
     expect(calls).to.deep.equal(['<body>1</body>', '<body>2</body>']);
@@ -326,7 +349,22 @@ describe('rewriteHtmlParts (MIME-aware rewriting of text/html parts)', () => {
     const plainOnly = bytes(crlf(HEAD, 'Content-Type: text/plain; charset=utf-8', '', '<html><body>looks like HTML</body></html>', ''));
     const noContentType = bytes(crlf(HEAD, '', '<body>default is text/plain</body>', ''));
     const attachmentOnly = bytes(
-      crlf(HEAD, 'Content-Type: multipart/mixed; boundary=x', '', '--x', 'Content-Type: text/plain', '', 'hi', '--x', 'Content-Type: text/html', 'Content-Disposition: attachment; filename=a.html', '', '<body>a</body>', '--x--', ''),
+      crlf(
+        HEAD,
+        'Content-Type: multipart/mixed; boundary=x',
+        '',
+        '--x',
+        'Content-Type: text/plain',
+        '',
+        'hi',
+        '--x',
+        'Content-Type: text/html',
+        'Content-Disposition: attachment; filename=a.html',
+        '',
+        '<body>a</body>',
+        '--x--',
+        '',
+      ),
     );
     const forwarded = bytes(crlf(HEAD, 'Content-Type: message/rfc822', '', 'Content-Type: text/html', '', '<body>inner</body>', ''));
     const headersOnly = bytes(crlf(HEAD, 'Content-Type: text/html'));
@@ -357,7 +395,19 @@ describe('rewriteHtmlParts (MIME-aware rewriting of text/html parts)', () => {
       expect(() => rewriteHtmlParts(bytes(text), addPixel), text).to.not.throw();
     }
     // Two parts, no closing delimiter: the first part is still a part.
-    const unclosed = crlf(HEAD, 'Content-Type: multipart/mixed; boundary=x', '', '--x', 'Content-Type: text/html', '', '<body>a</body>', '--x', 'Content-Type: text/plain', '', 'b');
+    const unclosed = crlf(
+      HEAD,
+      'Content-Type: multipart/mixed; boundary=x',
+      '',
+      '--x',
+      'Content-Type: text/html',
+      '',
+      '<body>a</body>',
+      '--x',
+      'Content-Type: text/plain',
+      '',
+      'b',
+    );
     expect(rewriteHtmlParts(bytes(unclosed), addPixel)!.toString('latin1')).to.equal(unclosed.replace('<body>a</body>', addPixel('<body>a</body>')));
   });
 
@@ -367,7 +417,7 @@ describe('rewriteHtmlParts (MIME-aware rewriting of text/html parts)', () => {
       let entity = crlf('Content-Type: text/html', '', html);
       for (let level = levels; level >= 1; level--) {
         // b1x is no prefix of b10x: no boundary may begin another (RFC 2046 §5.1.1).
-      entity = crlf(`Content-Type: multipart/mixed; boundary="b${level}x"`, '', `--b${level}x`, entity, `--b${level}x--`, '');
+        entity = crlf(`Content-Type: multipart/mixed; boundary="b${level}x"`, '', `--b${level}x`, entity, `--b${level}x--`, '');
       }
       return crlf(HEAD, entity);
     }
@@ -385,7 +435,7 @@ describe('rewriteHtmlParts (MIME-aware rewriting of text/html parts)', () => {
     });
   });
 
-  it('with the tracking rewrite: each recipient\'s copy has its own links and pixel, decoded as HTML', async () => {
+  it("with the tracking rewrite: each recipient's copy has its own links and pixel, decoded as HTML", async () => {
     const html = '<html><body><a href="https://shop.example/?a=1&amp;b=2">Shop</a></body></html>';
     const message = bytes(crlf(HEAD, 'Content-Type: text/html; charset=utf-8', 'Content-Transfer-Encoding: base64', '', base64Lines(Buffer.from(html)), ''));
     const urls = { open: (id: string) => `https://t.example/o/${id}`, click: (id: string, i: number) => `https://t.example/c/${id}/${i}` };
@@ -410,7 +460,7 @@ describe('rewriteHtmlParts (MIME-aware rewriting of text/html parts)', () => {
     expect(htmlA).to.not.contain('shop.example');
   });
 
-  it('with the tracking rewrite: entities in a tracked link\'s other attributes survive a latin1 or us-ascii part', () => {
+  it("with the tracking rewrite: entities in a tracked link's other attributes survive a latin1 or us-ascii part", () => {
     const urls = { open: (id: string) => `https://t.example/o/${id}`, click: (id: string, i: number) => `https://t.example/c/${id}/${i}` };
     for (const charset of ['iso-8859-1', 'us-ascii']) {
       const html = '<a href="https://x.example/" title="&#8364;5 &eacute;">x</a>';
@@ -418,7 +468,10 @@ describe('rewriteHtmlParts (MIME-aware rewriting of text/html parts)', () => {
       const out = rewriteHtmlParts(message, (h) => finishTracking(planTracking(h, { open: false, click: true }, 0).html, 'r1', urls))!;
       const body = out.subarray(out.indexOf('\r\n\r\n') + 4);
       // Only ASCII is written, and the title reads as it did: € and é as character references.
-      expect([...body].every((b) => b < 0x80), `${charset}: ${body.toString('latin1')}`).to.equal(true);
+      expect(
+        [...body].every((b) => b < 0x80),
+        `${charset}: ${body.toString('latin1')}`,
+      ).to.equal(true);
       expect(body.toString('latin1')).to.contain('<a href="https://t.example/c/r1/0" title="&#8364;5 &#233;">x</a>');
     }
   });

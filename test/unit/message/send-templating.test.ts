@@ -33,7 +33,7 @@ const mail = (subject: string, names: string[]): OutgoingMail => ({
 });
 
 describe('Sender: failures inside the template engine', () => {
-  it('answers our words, logs the engine\'s own text where a logger is given, and sends with a fresh engine next', async () => {
+  it("answers our words, logs the engine's own text where a logger is given, and sends with a fresh engine next", async () => {
     const engine = new TemplateEngine();
     const { sender: s, accepted } = sender(engine);
     const lines: Array<{ details: object; message: string }> = [];

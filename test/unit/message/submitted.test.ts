@@ -7,25 +7,27 @@ const prepare = (text: string) => prepareSubmitted(Buffer.from(text, 'utf8'), '<
 
 describe('prepareSubmitted (SMTP special headers)', () => {
   it('applies the special headers and strips them, with Bcc, keeping everything else byte for byte', () => {
-    const out = prepare([
-      'From: App <app@example.com>',
-      'To: r@example.org',
-      'Bcc: hidden@example.org',
-      'AhaSend-Track-Opens: true',
-      'ahasend-track-clicks: false',
-      'AhaSend-Sandbox: yes',
-      'AhaSend-Sandbox-Result: Bounce',
-      'ahasend-metadata-retention: 7',
-      'ahasend-data-retention: 0',
-      'ahasend-tags: welcome, onboarding ,',
-      'Subject: =?UTF-8?B?SGVsbG8g4pyT?= there',
-      'Message-ID: <abc@client.example>',
-      'Date: Sat, 21 Nov 2026 09:59:00 +0000',
-      'X-Custom: kept',
-      '',
-      'Body line',
-      '',
-    ].join('\r\n'));
+    const out = prepare(
+      [
+        'From: App <app@example.com>',
+        'To: r@example.org',
+        'Bcc: hidden@example.org',
+        'AhaSend-Track-Opens: true',
+        'ahasend-track-clicks: false',
+        'AhaSend-Sandbox: yes',
+        'AhaSend-Sandbox-Result: Bounce',
+        'ahasend-metadata-retention: 7',
+        'ahasend-data-retention: 0',
+        'ahasend-tags: welcome, onboarding ,',
+        'Subject: =?UTF-8?B?SGVsbG8g4pyT?= there',
+        'Message-ID: <abc@client.example>',
+        'Date: Sat, 21 Nov 2026 09:59:00 +0000',
+        'X-Custom: kept',
+        '',
+        'Body line',
+        '',
+      ].join('\r\n'),
+    );
     expect(out.options).to.deep.equal({
       trackOpens: true,
       trackClicks: false,
@@ -38,23 +40,27 @@ describe('prepareSubmitted (SMTP special headers)', () => {
     expect(out.messageId).to.equal('<abc@client.example>');
     expect(out.subject).to.equal('Hello ✓ there');
     const text = out.message.toString('utf8');
-    expect(text).to.equal([
-      'From: App <app@example.com>',
-      'To: r@example.org',
-      'Subject: =?UTF-8?B?SGVsbG8g4pyT?= there',
-      'Message-ID: <abc@client.example>',
-      'Date: Sat, 21 Nov 2026 09:59:00 +0000',
-      'X-Custom: kept',
-      '',
-      'Body line',
-      '',
-    ].join('\r\n'));
+    expect(text).to.equal(
+      [
+        'From: App <app@example.com>',
+        'To: r@example.org',
+        'Subject: =?UTF-8?B?SGVsbG8g4pyT?= there',
+        'Message-ID: <abc@client.example>',
+        'Date: Sat, 21 Nov 2026 09:59:00 +0000',
+        'X-Custom: kept',
+        '',
+        'Body line',
+        '',
+      ].join('\r\n'),
+    );
   });
 
   it('adds Message-ID and Date when missing, and replaces a malformed Message-ID', () => {
     const out = prepare('From: a@example.com\r\nMessage-ID: not an id\r\nSubject: Hi\r\n\r\nx\r\n');
     expect(out.messageId).to.equal('<gen@example.com>');
-    expect(out.message.toString()).to.equal('Message-ID: <gen@example.com>\r\nDate: Sat, 21 Nov 2026 10:00:00 +0000\r\nFrom: a@example.com\r\nSubject: Hi\r\n\r\nx\r\n');
+    expect(out.message.toString()).to.equal(
+      'Message-ID: <gen@example.com>\r\nDate: Sat, 21 Nov 2026 10:00:00 +0000\r\nFrom: a@example.com\r\nSubject: Hi\r\n\r\nx\r\n',
+    );
   });
 
   it('strips a folded special header with its continuation lines, and turns bare LF into CRLF', () => {
@@ -74,7 +80,9 @@ describe('prepareSubmitted (SMTP special headers)', () => {
     expect(appErrorOf(() => prepare('From: a@example.com\r\nAhaSend-Sandbox-Result: explode\r\n\r\nx'))).to.contain('ahasend-sandbox-result must be one of');
     expect(appErrorOf(() => prepare('From: a@example.com\r\nahasend-metadata-retention: 0\r\n\r\nx'))).to.contain('from 1 to 30');
     expect(appErrorOf(() => prepare('From: a@example.com\r\nahasend-data-retention: 31\r\n\r\nx'))).to.contain('from 0 to 30');
-    expect(appErrorOf(() => prepare(`From: a@example.com\r\nahasend-tags: ${Array.from({ length: 11 }, (_, i) => `t${i}`).join(',')}\r\n\r\nx`))).to.contain('at most 10 tags');
+    expect(appErrorOf(() => prepare(`From: a@example.com\r\nahasend-tags: ${Array.from({ length: 11 }, (_, i) => `t${i}`).join(',')}\r\n\r\nx`))).to.contain(
+      'at most 10 tags',
+    );
   });
 
   it('refuses a message without exactly one From header, and drops a stray CR before a bare-LF blank line', () => {

@@ -58,9 +58,8 @@ const ENGINE_FAILED = /^template error: the template could not be rendered$/;
 
 describe('TemplateSet', () => {
   it('renders subject, text, HTML and AMP with the context', async () => {
-    const out = await withSet(
-      { subject: 'Hi {{ name }}', text: 'Dear {{ name }}', html: '<p>{{ name }}</p>', amp: '<b>{{ name }}</b>' },
-      (set) => set.render({ name: 'Ada' }),
+    const out = await withSet({ subject: 'Hi {{ name }}', text: 'Dear {{ name }}', html: '<p>{{ name }}</p>', amp: '<b>{{ name }}</b>' }, (set) =>
+      set.render({ name: 'Ada' }),
     );
     expect(out).to.deep.equal({ subject: 'Hi Ada', text: 'Dear Ada', html: '<p>Ada</p>', amp: '<b>Ada</b>' });
   });
@@ -116,12 +115,16 @@ describe('TemplateSet', () => {
     });
   });
 
-  it('gives every render the globals, each render\'s own values shadowing them by name', async () => {
+  it("gives every render the globals, each render's own values shadowing them by name", async () => {
     const globals = { name: 'everyone', site: { name: 'Example', url: 'https://x.example' } };
-    await withSet({ subject: '{{ name }} at {{ site.name }}', html: '<a href="{{ site.url }}">{{ name }}</a>' }, async (set) => {
-      expect(await set.render({})).to.deep.equal({ subject: 'everyone at Example', html: '<a href="https:&#x2f;&#x2f;x.example">everyone</a>' });
-      expect(await set.render({ name: '<Ada>', site: { name: 'Own' } })).to.deep.equal({ subject: '<Ada> at Own', html: '<a href="">&lt;Ada&gt;</a>' });
-    }, { globals });
+    await withSet(
+      { subject: '{{ name }} at {{ site.name }}', html: '<a href="{{ site.url }}">{{ name }}</a>' },
+      async (set) => {
+        expect(await set.render({})).to.deep.equal({ subject: 'everyone at Example', html: '<a href="https:&#x2f;&#x2f;x.example">everyone</a>' });
+        expect(await set.render({ name: '<Ada>', site: { name: 'Own' } })).to.deep.equal({ subject: '<Ada> at Own', html: '<a href="">&lt;Ada&gt;</a>' });
+      },
+      { globals },
+    );
   });
 
   it('reports a syntax error when compiled, naming the field', async () => {
@@ -197,7 +200,9 @@ describe('template bounds and engine failures', () => {
   });
 
   it('refuses a rendering larger than the output bound', async () => {
-    await withSet({ subject: 'x', text: '{{ "ab" * 2000000 }}' }, (set) => refusalOf(() => set.render({}), /^template error: text_content renders to more than 2097152 characters$/));
+    await withSet({ subject: 'x', text: '{{ "ab" * 2000000 }}' }, (set) =>
+      refusalOf(() => set.render({}), /^template error: text_content renders to more than 2097152 characters$/),
+    );
   });
 
   it('refuses a templated field larger than the source bound before compiling it', async () => {
@@ -210,7 +215,10 @@ describe('template bounds and engine failures', () => {
     // 100 MB in one instruction (MiniJinja even folds it while compiling): past the 64 MiB cap, a trap.
     const reported: unknown[] = [];
     const started = performance.now();
-    await refusalOf(async () => (await TemplateSet.compile(own, { subject: '{{ ("x" * 100000000)|length }}' }, { report: (err) => reported.push(err) })).render({}), ENGINE_FAILED);
+    await refusalOf(
+      async () => (await TemplateSet.compile(own, { subject: '{{ ("x" * 100000000)|length }}' }, { report: (err) => reported.push(err) })).render({}),
+      ENGINE_FAILED,
+    );
     console.log(`      (amplification stopped after ${(performance.now() - started).toFixed(1)} ms)`);
     expect(String(reported[0])).to.match(/RuntimeError: unreachable/);
     expect(own.replacements).to.equal(1);
@@ -223,7 +231,10 @@ describe('template bounds and engine failures', () => {
     const own = new TemplateEngine();
     const bomb = '{% set ns = namespace(s="xxxxxxxx") %}{% for i in range(40) %}{% set ns.s = ns.s ~ ns.s %}{% endfor %}{{ ns.s|length }}';
     const set = await TemplateSet.compile(own, { subject: bomb });
-    await refusalOf(() => set.render({}), /^template error: the template (could not be rendered|exceeds its evaluation budget \(it takes too long to render\))$/);
+    await refusalOf(
+      () => set.render({}),
+      /^template error: the template (could not be rendered|exceeds its evaluation budget \(it takes too long to render\))$/,
+    );
     expect(own.replacements).to.be.within(1, 2); // trapped, or stopped, run again and stopped again
   });
 
@@ -296,7 +307,7 @@ describe('template bounds and engine failures', () => {
     expect(TEMPLATE_LIMITS.requestMs).to.equal(1000);
   });
 
-  it('renders one recipient\'s fields in one call bounded by the step (the watchdog costs a thread start per call)', async () => {
+  it("renders one recipient's fields in one call bounded by the step (the watchdog costs a thread start per call)", async () => {
     const calls: Array<{ ms: number; rendered: boolean }> = [];
     const counting = new (class extends TemplateEngine {
       override run<T>(fn: () => T, ms: number): T {
@@ -305,13 +316,20 @@ describe('template bounds and engine failures', () => {
         return result;
       }
     })();
-    const set = await TemplateSet.compile(counting, { subject: 'a {{ n }}', text: 'b {{ n }}', html: 'c {{ n }}', amp: 'd {{ n }}' }, { globals: { g: 1, h: 2, i: 3 } });
+    const set = await TemplateSet.compile(
+      counting,
+      { subject: 'a {{ n }}', text: 'b {{ n }}', html: 'c {{ n }}', amp: 'd {{ n }}' },
+      { globals: { g: 1, h: 2, i: 3 } },
+    );
     // Compiling: one call for the environment and its globals, one a field.
     expect(calls.map((c) => c.rendered)).to.deep.equal([false, false, false, false, false]);
     calls.length = 0;
     expect(await set.render({ n: 1 })).to.deep.equal({ subject: 'a 1', text: 'b 1', html: 'c 1', amp: 'd 1' });
     await set.render({ n: 2 });
-    expect(calls).to.deep.equal([{ ms: TEMPLATE_LIMITS.stepMs, rendered: true }, { ms: TEMPLATE_LIMITS.stepMs, rendered: true }]);
+    expect(calls).to.deep.equal([
+      { ms: TEMPLATE_LIMITS.stepMs, rendered: true },
+      { ms: TEMPLATE_LIMITS.stepMs, rendered: true },
+    ]);
     set.dispose();
   });
 
@@ -407,10 +425,14 @@ describe('template bounds and engine failures', () => {
 
   it('bounds what one request renders in all', async () => {
     const limits = { ...TEMPLATE_LIMITS, requestOutputChars: 1000 };
-    await withSet({ subject: 'x', text: '{{ "x" * 300 }}{{ n }}' }, async (set) => {
-      for (let i = 0; i < 3; i++) await set.render({ n: i });
-      await refusalOf(() => set.render({ n: 3 }), /^template error: the templates render to more than 1000 characters in all$/);
-    }, { limits });
+    await withSet(
+      { subject: 'x', text: '{{ "x" * 300 }}{{ n }}' },
+      async (set) => {
+        for (let i = 0; i < 3; i++) await set.render({ n: i });
+        await refusalOf(() => set.render({ n: 3 }), /^template error: the templates render to more than 1000 characters in all$/);
+      },
+      { limits },
+    );
     expect(TEMPLATE_LIMITS.requestOutputChars).to.equal(32 * 1024 * 1024);
   });
 
@@ -435,7 +457,7 @@ describe('template bounds and engine failures', () => {
     expect(substitutionsProblem({ ok: { a: [1, 2, { b: 'c' }] } })).to.equal(null);
   });
 
-  it('bounds a request\'s substitutions together at 1 MiB', () => {
+  it("bounds a request's substitutions together at 1 MiB", () => {
     const value = 'x'.repeat(60_000);
     expect(requestSubstitutionsProblem([{ value }, undefined, ...Array.from({ length: 16 }, () => ({ value }))])).to.equal(null);
     expect(requestSubstitutionsProblem([{ value }, ...Array.from({ length: 17 }, () => ({ value }))])).to.match(/larger than 1 MiB as JSON together$/);

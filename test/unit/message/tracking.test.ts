@@ -1,12 +1,6 @@
 import { expect } from 'chai';
 import { parseDocument } from 'htmlparser2';
-import {
-  finishTracking,
-  MAX_TRACKED_LINKS,
-  MAX_TRACKED_URL,
-  planTracking,
-  type TrackingUrls,
-} from '../../../src/message/tracking.ts';
+import { finishTracking, MAX_TRACKED_LINKS, MAX_TRACKED_URL, planTracking, type TrackingUrls } from '../../../src/message/tracking.ts';
 
 const BOTH = { open: true, click: true };
 const CLICKS = { open: false, click: true };
@@ -87,7 +81,10 @@ describe('open and click tracking of HTML (planTracking, finishTracking)', () =>
     });
 
     it('keeps the other attributes of a rewritten link, with their values', () => {
-      const out = track('<a class="btn big" id=\'go\' title="a &lt;b&gt; &quot;c&quot; &amp; d" target="_blank" download href="https://x.example/">x</a>', CLICKS);
+      const out = track(
+        '<a class="btn big" id=\'go\' title="a &lt;b&gt; &quot;c&quot; &amp; d" target="_blank" download href="https://x.example/">x</a>',
+        CLICKS,
+      );
       const doc = parseDocument(out.html);
       const a = doc.children[0] as unknown as { attribs: Record<string, string> };
       expect(a.attribs).to.deep.equal({
@@ -178,10 +175,13 @@ describe('open and click tracking of HTML (planTracking, finishTracking)', () =>
     });
 
     it('does not touch links in comments or scripts', () => {
-      const html = '<!-- <a href="https://c.example/">c</a> --><script>document.write(\'<a href="https://s.example/">s</a>\')</script><a href="https://r.example/">r</a>';
+      const html =
+        '<!-- <a href="https://c.example/">c</a> --><script>document.write(\'<a href="https://s.example/">s</a>\')</script><a href="https://r.example/">r</a>';
       const out = track(html, CLICKS);
       expect(out.links).to.deep.equal(['https://r.example/']);
-      expect(out.html).to.equal('<!-- <a href="https://c.example/">c</a> --><script>document.write(\'<a href="https://s.example/">s</a>\')</script><a href="https://t.example/c/m1/0">r</a>');
+      expect(out.html).to.equal(
+        '<!-- <a href="https://c.example/">c</a> --><script>document.write(\'<a href="https://s.example/">s</a>\')</script><a href="https://t.example/c/m1/0">r</a>',
+      );
     });
 
     it('escapes the tracking URL inside the attribute', () => {
@@ -246,7 +246,7 @@ describe('open and click tracking of HTML (planTracking, finishTracking)', () =>
     });
 
     it('neither: the HTML byte for byte, however it is written', () => {
-      const messy = '<!DOCTYPE html><HTML><Body class=x><A HREF=\'https://x.example/?a=1&amp;b\' >x</A>&nbsp;<br/><img src=x></BODY></HTML>';
+      const messy = "<!DOCTYPE html><HTML><Body class=x><A HREF='https://x.example/?a=1&amp;b' >x</A>&nbsp;<br/><img src=x></BODY></HTML>";
       for (const h of [html, messy, '', 'plain text, no tags']) {
         const plan = planTracking(h, NONE);
         expect(plan.html).to.equal(h);

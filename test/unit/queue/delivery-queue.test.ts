@@ -32,7 +32,14 @@ describe('DeliveryQueue.process', () => {
       simulate: async () => (calls.push('simulate'), null),
     } as unknown as Outcomes;
     const suppressions = { active: async () => (suppressed ? ({ id: 's' } as never) : undefined) };
-    const queue = new DeliveryQueue(deliverer, outcomes, suppressions, { get: async () => stored }, { now: () => Date.parse(taken.dueAt) }, pino({ level: 'silent' }));
+    const queue = new DeliveryQueue(
+      deliverer,
+      outcomes,
+      suppressions,
+      { get: async () => stored },
+      { now: () => Date.parse(taken.dueAt) },
+      pino({ level: 'silent' }),
+    );
     return { queue, calls };
   }
 

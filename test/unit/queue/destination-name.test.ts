@@ -7,7 +7,8 @@ function facts(over: Partial<DestinationFacts> = {}): DestinationFacts {
     transport: {},
     smarthost: null,
     known: () => false,
-    mxSet: async (domain) => (domain === 'example.org' ? 'mx1.example.net,mx2.example.net' : { permanent: true, text: `${domain} has no MX and no address record` }),
+    mxSet: async (domain) =>
+      domain === 'example.org' ? 'mx1.example.net,mx2.example.net' : { permanent: true, text: `${domain} has no MX and no address record` },
     ...over,
   };
 }
@@ -45,7 +46,10 @@ describe('destination names (queue suspend)', () => {
 
   it('a destination the engine knows stands for itself; an unknown MX set or unroutable domain is refused with what names could mean', async () => {
     const known = facts({ known: (n) => n === 'mx1.example.net,mx2.example.net' || n === 'mx9.example.net' });
-    expect(await resolveDestination('mx2.example.net,mx1.example.net', known)).to.deep.equal({ destination: 'mx1.example.net,mx2.example.net', via: 'destination' });
+    expect(await resolveDestination('mx2.example.net,mx1.example.net', known)).to.deep.equal({
+      destination: 'mx1.example.net,mx2.example.net',
+      via: 'destination',
+    });
     expect(await resolveDestination('mx9.example.net', known)).to.deep.equal({ destination: 'mx9.example.net', via: 'destination' });
     const set = await refusal(resolveDestination('a.example,b.example', known));
     expect(set.status).to.equal(400);

@@ -202,13 +202,26 @@ describe('job engine', function () {
 
   const limits = (l: Partial<DispatcherLimits> = {}): DispatcherLimits => ({ concurrency: 100, perDestination: 100, readyLimit: 1000, ...l });
 
-  function engineWith(options: { smtp?: Partial<DispatcherLimits>; http?: Partial<DispatcherLimits>; destinations?: Record<string, DestinationLimits>; suspended?: string[]; fullReadMs?: number } = {}): { engine: JobEngine; kind: FakeKind; http: FakeKind } {
-    const engine = new JobEngine(index, {
-      dispatchers: { smtp: limits(options.smtp), http: limits(options.http) },
-      destinations: options.destinations ?? {},
-      suspended: options.suspended ?? [],
-      fullReadMs: options.fullReadMs,
-    }, clock, createLogger('silent'));
+  function engineWith(
+    options: {
+      smtp?: Partial<DispatcherLimits>;
+      http?: Partial<DispatcherLimits>;
+      destinations?: Record<string, DestinationLimits>;
+      suspended?: string[];
+      fullReadMs?: number;
+    } = {},
+  ): { engine: JobEngine; kind: FakeKind; http: FakeKind } {
+    const engine = new JobEngine(
+      index,
+      {
+        dispatchers: { smtp: limits(options.smtp), http: limits(options.http) },
+        destinations: options.destinations ?? {},
+        suspended: options.suspended ?? [],
+        fullReadMs: options.fullReadMs,
+      },
+      clock,
+      createLogger('silent'),
+    );
     const kind = new FakeKind('message', store, index);
     const http = new FakeKind('webhook', store, index);
     engine.register(kind);
@@ -300,7 +313,7 @@ describe('job engine', function () {
     expect(await entries('message')).to.deep.equal([]);
   });
 
-  it('a destination\'s own concurrency (delivery.destinations) overrides the per-destination limit', async () => {
+  it("a destination's own concurrency (delivery.destinations) overrides the per-destination limit", async () => {
     const { engine, kind } = engineWith({ smtp: { perDestination: 5 }, destinations: { 'mx.one.test': { concurrency: 1 } } });
     await addMany(kind, 'mx.one.test', 4);
     await addMany(kind, 'mx.five.test', 8);
@@ -316,7 +329,7 @@ describe('job engine', function () {
     expect(kind.peak.get('mx.five.test')).to.equal(5);
   });
 
-  it('never runs more than the dispatcher\'s concurrency across destinations, and dispatchers count apart', async () => {
+  it("never runs more than the dispatcher's concurrency across destinations, and dispatchers count apart", async () => {
     const { engine, kind, http } = engineWith({ smtp: { concurrency: 5, perDestination: 4 }, http: { concurrency: 2, perDestination: 4 } });
     for (const d of ['mx.a.test', 'mx.b.test', 'mx.c.test']) await addMany(kind, d, 4);
     await addMany(http, 'https://hooks.test', 6);
@@ -543,11 +556,16 @@ describe('job engine', function () {
   });
 
   it('hands a kind with handOff up to handOff × concurrency of a destination, counting only its concurrency against the total', async () => {
-    const engine = new JobEngine(index, {
-      dispatchers: { smtp: limits(), http: limits({ concurrency: 4, perDestination: 2 }) },
-      destinations: {},
-      suspended: [],
-    }, clock, createLogger('silent'));
+    const engine = new JobEngine(
+      index,
+      {
+        dispatchers: { smtp: limits(), http: limits({ concurrency: 4, perDestination: 2 }) },
+        destinations: {},
+        suspended: [],
+      },
+      clock,
+      createLogger('silent'),
+    );
     const http = new HandOffKind('webhook', store, index);
     engine.register(http);
     engines.push(engine);
@@ -697,7 +715,12 @@ describe('job engine', function () {
   });
 
   it('takes back the jobs handed to a dispatcher ahead and not started when the store refuses writes', async () => {
-    const engine = new JobEngine(index, { dispatchers: { smtp: limits(), http: limits({ perDestination: 1 }) }, destinations: {}, suspended: [] }, clock, createLogger('silent'));
+    const engine = new JobEngine(
+      index,
+      { dispatchers: { smtp: limits(), http: limits({ perDestination: 1 }) }, destinations: {}, suspended: [] },
+      clock,
+      createLogger('silent'),
+    );
     const kind = new HandOffKind('webhook', store, index);
     engine.register(kind);
     engines.push(engine);

@@ -3,7 +3,8 @@ import { messageKind } from '../../../src/queue/message-kind.ts';
 import type { MessageRecord } from '../../../src/store/records.ts';
 
 describe('message job kind', () => {
-  const message = (id: string, status: string) => ({ id, status, recipient: `r@${id}.test`, dueAt: '2026-11-27T00:00:00.000Z', sandbox: true }) as unknown as MessageRecord;
+  const message = (id: string, status: string) =>
+    ({ id, status, recipient: `r@${id}.test`, dueAt: '2026-11-27T00:00:00.000Z', sandbox: true }) as unknown as MessageRecord;
 
   it('reads due messages in one read, and finds nothing to do for final or missing ones', async () => {
     const records = new Map([

@@ -23,18 +23,44 @@ const clock = { now: () => NOW };
 function message(fields: Partial<MessageRecord> = {}): MessageRecord {
   const created = new Date(NOW - 60_000).toISOString();
   return {
-    v: 1, id: newIdAt(NOW - 60_000), accountId: 'acc', domainId: 'dom', domain: 'example.com', messageId: '<m@example.com>',
-    direction: 'outbound', source: 'api', sender: 'app@example.com', recipient: 'r@example.org', subject: 's',
-    tags: [], status: 'Deferred', sandbox: null, tracking: { open: false, click: false },
-    retention: { metadataDays: 30, dataDays: 7 }, schedule: null, dueAt: new Date(NOW + 600_000).toISOString(), bodyId: 'b', head: '', contentPurged: false,
-    createdAt: created, updatedAt: created, sentAt: null, deliveredAt: null, retainUntil: new Date(NOW + 86_400_000).toISOString(),
+    v: 1,
+    id: newIdAt(NOW - 60_000),
+    accountId: 'acc',
+    domainId: 'dom',
+    domain: 'example.com',
+    messageId: '<m@example.com>',
+    direction: 'outbound',
+    source: 'api',
+    sender: 'app@example.com',
+    recipient: 'r@example.org',
+    subject: 's',
+    tags: [],
+    status: 'Deferred',
+    sandbox: null,
+    tracking: { open: false, click: false },
+    retention: { metadataDays: 30, dataDays: 7 },
+    schedule: null,
+    dueAt: new Date(NOW + 600_000).toISOString(),
+    bodyId: 'b',
+    head: '',
+    contentPurged: false,
+    createdAt: created,
+    updatedAt: created,
+    sentAt: null,
+    deliveredAt: null,
+    retainUntil: new Date(NOW + 86_400_000).toISOString(),
     dataRetainUntil: new Date(NOW + 86_400_000).toISOString(),
-    attempts: [{ time: created, log: 'mx.example.org: 451 try later', status: 'Deferred' }], openCount: 0, clickCount: 0, bounceClassification: '',
-    isBounceNotification: false, referenceMessageId: null, ...fields,
+    attempts: [{ time: created, log: 'mx.example.org: 451 try later', status: 'Deferred' }],
+    openCount: 0,
+    clickCount: 0,
+    bounceClassification: '',
+    isBounceNotification: false,
+    referenceMessageId: null,
+    ...fields,
   };
 }
 
-describe('the operator\'s purge, through the outcomes (over a real store)', () => {
+describe("the operator's purge, through the outcomes (over a real store)", () => {
   let dir: string;
   let store: Store;
   let counters: CountersRepo;
@@ -100,7 +126,13 @@ describe('the operator\'s purge, through the outcomes (over a real store)', () =
     const queued = await stored(message());
     const busy = await stored(message());
     const done = await stored(message({ status: 'Delivered' }));
-    const scheduler = { snapshot: () => { throw new Error('not asked'); }, wake: async () => undefined, holds: (id: string) => id === busy.id };
+    const scheduler = {
+      snapshot: () => {
+        throw new Error('not asked');
+      },
+      wake: async () => undefined,
+      holds: (id: string) => id === busy.id,
+    };
     const admin = new QueueAdmin({
       messages,
       repo,

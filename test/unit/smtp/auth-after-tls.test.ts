@@ -12,7 +12,11 @@ const COPIED_CONNECT = `connect(socket, socketOptions) {
 }`;
 
 /** Whitespace folded, and the class name as written (the CommonJS build, which tests load, qualifies it). */
-const squeeze = (code: string) => code.replace(/\s+/g, ' ').replace(/new [\w$]+\.SMTPConnection\(/, 'new SMTPConnection(').trim();
+const squeeze = (code: string) =>
+  code
+    .replace(/\s+/g, ' ')
+    .replace(/new [\w$]+\.SMTPConnection\(/, 'new SMTPConnection(')
+    .trim();
 
 describe('AuthAfterTlsServer', () => {
   it('repeats SMTPServer.connect as smtp-server has it (an upgrade that changes it must be read again)', () => {

@@ -10,12 +10,39 @@ const ACC = '0190a0b0-0000-7000-8000-000000000001';
 function message(fields: Partial<MessageRecord> = {}): MessageRecord {
   const created = '2026-11-03T09:00:00.000Z';
   return {
-    v: 1, id: '0190a0b0-0000-7000-8000-0000000000aa', accountId: ACC, domainId: 'dom', domain: 'example.com', messageId: '<m@example.com>',
-    direction: 'outbound', source: 'api', sender: 'app@example.com', recipient: 'someone@Gmail.COM', subject: 's',
-    tags: [], status: 'Received', sandbox: null, tracking: { open: false, click: false },
-    retention: { metadataDays: 30, dataDays: 7 }, schedule: null, dueAt: created, bodyId: 'b', head: '', contentPurged: false,
-    createdAt: created, updatedAt: created, sentAt: null, deliveredAt: null, retainUntil: created, dataRetainUntil: created,
-    attempts: [], openCount: 0, clickCount: 0, bounceClassification: '', isBounceNotification: false, referenceMessageId: null,
+    v: 1,
+    id: '0190a0b0-0000-7000-8000-0000000000aa',
+    accountId: ACC,
+    domainId: 'dom',
+    domain: 'example.com',
+    messageId: '<m@example.com>',
+    direction: 'outbound',
+    source: 'api',
+    sender: 'app@example.com',
+    recipient: 'someone@Gmail.COM',
+    subject: 's',
+    tags: [],
+    status: 'Received',
+    sandbox: null,
+    tracking: { open: false, click: false },
+    retention: { metadataDays: 30, dataDays: 7 },
+    schedule: null,
+    dueAt: created,
+    bodyId: 'b',
+    head: '',
+    contentPurged: false,
+    createdAt: created,
+    updatedAt: created,
+    sentAt: null,
+    deliveredAt: null,
+    retainUntil: created,
+    dataRetainUntil: created,
+    attempts: [],
+    openCount: 0,
+    clickCount: 0,
+    bounceClassification: '',
+    isBounceNotification: false,
+    referenceMessageId: null,
     ...fields,
   };
 }
@@ -47,18 +74,37 @@ describe('statistics counters', () => {
     });
 
     it('a bounce, with its classification (Uncategorized when it has none)', () => {
-      expect(deltaOf(event('message.bounced'), message({ bounceClassification: 'InvalidRecipient' }), false)).to.deep.equal({ b: 1, bc: { InvalidRecipient: 1 } });
+      expect(deltaOf(event('message.bounced'), message({ bounceClassification: 'InvalidRecipient' }), false)).to.deep.equal({
+        b: 1,
+        bc: { InvalidRecipient: 1 },
+      });
       expect(deltaOf(event('message.bounced'), message(), false)).to.deep.equal({ b: 1, bc: { Uncategorized: 1 } });
     });
 
     it('a deferral only the first time: not when an earlier attempt was deferred already', () => {
       const first = message({ attempts: [{ time: 't1', log: '451', status: 'Deferred' }] });
       expect(deltaOf(event('message.transient_error'), first, false)).to.deep.equal({ df: 1 });
-      const afterBounceAttempt = message({ attempts: [{ time: 't0', log: '550', status: 'Failed' }, { time: 't1', log: '451', status: 'Deferred' }] });
+      const afterBounceAttempt = message({
+        attempts: [
+          { time: 't0', log: '550', status: 'Failed' },
+          { time: 't1', log: '451', status: 'Deferred' },
+        ],
+      });
       expect(deltaOf(event('message.transient_error'), afterBounceAttempt, false)).to.deep.equal({ df: 1 });
-      const second = message({ attempts: [{ time: 't1', log: '451', status: 'Deferred' }, { time: 't2', log: '451', status: 'Deferred' }] });
+      const second = message({
+        attempts: [
+          { time: 't1', log: '451', status: 'Deferred' },
+          { time: 't2', log: '451', status: 'Deferred' },
+        ],
+      });
       expect(deltaOf(event('message.transient_error'), second, false)).to.equal(null);
-      const third = message({ attempts: [{ time: 't1', log: '451', status: 'Deferred' }, { time: 't2', log: '451', status: 'Deferred' }, { time: 't3', log: '451', status: 'Failed' }] });
+      const third = message({
+        attempts: [
+          { time: 't1', log: '451', status: 'Deferred' },
+          { time: 't2', log: '451', status: 'Deferred' },
+          { time: 't3', log: '451', status: 'Failed' },
+        ],
+      });
       expect(deltaOf(event('message.transient_error'), third, false)).to.equal(null);
     });
 
@@ -105,18 +151,29 @@ describe('statistics counters', () => {
   describe('countersObserver', () => {
     const observe = countersObserver(new CountersRepo());
 
-    it('writes the rows of a counted event at the event\'s time', () => {
+    it("writes the rows of a counted event at the event's time", () => {
       const m = message({ tags: ['welcome'] });
       const ops = observe(event('message.reception', '2026-11-03T23:10:00.000Z'), { message: m });
       // One count op for the event, expanded into its rows when the store folds its log.
       expect(ops).to.deep.equal([{ type: 'count', family: 'counters', key: `${ACC}|2026110323|example.com|gmail.com|welcome`, value: { r: 1 } }]);
       const op = ops[0] as { key: string; value: Counts };
-      expect(expandCount(op.key, op.value)).to.deep.equal(counterAdds({ accountId: ACC, at: Date.parse('2026-11-03T23:10:00.000Z'), senderDomain: 'example.com', recipientDomain: 'gmail.com', tags: ['welcome'] }, { r: 1 }));
+      expect(expandCount(op.key, op.value)).to.deep.equal(
+        counterAdds(
+          { accountId: ACC, at: Date.parse('2026-11-03T23:10:00.000Z'), senderDomain: 'example.com', recipientDomain: 'gmail.com', tags: ['welcome'] },
+          { r: 1 },
+        ),
+      );
       expect(expandCount(op.key, op.value)[0]!.key).to.equal(`h|${ACC}|a||2026110323`);
     });
 
     it('a count key round-trips tags that need encoding, and no tags', () => {
-      const k = { accountId: ACC, at: Date.parse('2026-11-03T09:59:59.000Z'), senderDomain: 'example.com', recipientDomain: 'gmail.com', tags: ['a|b', 'c,d', 'é'] };
+      const k = {
+        accountId: ACC,
+        at: Date.parse('2026-11-03T09:59:59.000Z'),
+        senderDomain: 'example.com',
+        recipientDomain: 'gmail.com',
+        tags: ['a|b', 'c,d', 'é'],
+      };
       const byKey = (ops: Array<{ key: string }>) => [...ops].sort((x, y) => x.key.localeCompare(y.key));
       expect(byKey(expandCount(countKey(k), { r: 1 }))).to.deep.equal(byKey(counterAdds(k, { r: 1 })));
       expect(expandCount(countKey({ ...k, tags: [] }), { r: 1 })).to.deep.equal(counterAdds({ ...k, tags: [] }, { r: 1 }));

@@ -36,7 +36,9 @@ describe('statistics buckets', () => {
         ['2026-11-02T00:00:00.000Z', '2026-11-03T00:00:00.000Z'],
         ['2026-11-03T00:00:00.000Z', '2026-11-04T00:00:00.000Z'],
       ]);
-      expect(spans(bucketsOf(T('2026-11-02T03:00:00'), T('2026-11-02T05:00:00'), 'day'))).to.deep.equal([['2026-11-02T03:00:00.000Z', '2026-11-02T05:00:00.000Z']]);
+      expect(spans(bucketsOf(T('2026-11-02T03:00:00'), T('2026-11-02T05:00:00'), 'day'))).to.deep.equal([
+        ['2026-11-02T03:00:00.000Z', '2026-11-02T05:00:00.000Z'],
+      ]);
     });
 
     it('weeks start on Monday 00:00 UTC, the first and last cut to the window', () => {
@@ -147,7 +149,13 @@ describe('statistics buckets', () => {
       { at: '2026-11-01T23:30:00', sender: 'example.com', recipient: 'gmail.com', tags: ['welcome'], delta: { r: 1 } },
       { at: '2026-11-02T00:10:00', sender: 'example.com', recipient: 'yahoo.com', tags: [], delta: { r: 1 } },
       { at: '2026-11-02T10:15:00', sender: 'example.net', recipient: 'gmail.com', tags: ['promo'], delta: { r: 1 } },
-      { at: '2026-11-03T12:00:00', sender: 'example.com', recipient: 'gmail.com', tags: ['welcome', 'promo'], delta: { d: 1, dt: { 'gmail.com': { ms: 1000, n: 1 } } } },
+      {
+        at: '2026-11-03T12:00:00',
+        sender: 'example.com',
+        recipient: 'gmail.com',
+        tags: ['welcome', 'promo'],
+        delta: { d: 1, dt: { 'gmail.com': { ms: 1000, n: 1 } } },
+      },
       { at: '2026-11-04T05:59:00', sender: 'example.com', recipient: 'gmail.com', tags: ['promo'], delta: { r: 1 } },
       { at: '2026-11-04T06:00:00', sender: 'example.net', recipient: 'yahoo.com', tags: ['welcome'], delta: { r: 1 } },
       { at: '2026-12-01T00:00:00', sender: 'example.com', recipient: 'gmail.com', tags: [], delta: { r: 1 } },
@@ -161,7 +169,9 @@ describe('statistics buckets', () => {
       store = await Store.open(dir, { journal: counters });
       stats = new Statistics(counters);
       for (const e of EVENTS) {
-        await store.commit(counterAdds({ accountId: e.account ?? 'acc', at: T(e.at), senderDomain: e.sender, recipientDomain: e.recipient, tags: e.tags }, e.delta));
+        await store.commit(
+          counterAdds({ accountId: e.account ?? 'acc', at: T(e.at), senderDomain: e.sender, recipientDomain: e.recipient, tags: e.tags }, e.delta),
+        );
       }
     });
     after(async () => {
@@ -170,8 +180,23 @@ describe('statistics buckets', () => {
     });
 
     /** The counts (and, with series 'times', the delivery times) of a window; the counts carry no `dt` but from the finest rows. */
-    function query(from: string, to: string, group: Group, filters: Partial<Pick<StatsQuery, 'senderDomains' | 'recipientDomains' | 'tags' | 'series'>> = {}): Promise<Bucket[]> {
-      return stats.buckets({ accountId: 'acc', series: 'counts', fromMs: T(from), toMs: T(to), group, senderDomains: null, recipientDomains: null, tags: null, ...filters });
+    function query(
+      from: string,
+      to: string,
+      group: Group,
+      filters: Partial<Pick<StatsQuery, 'senderDomains' | 'recipientDomains' | 'tags' | 'series'>> = {},
+    ): Promise<Bucket[]> {
+      return stats.buckets({
+        accountId: 'acc',
+        series: 'counts',
+        fromMs: T(from),
+        toMs: T(to),
+        group,
+        senderDomains: null,
+        recipientDomains: null,
+        tags: null,
+        ...filters,
+      });
     }
 
     /** Each bucket as [from, counts]. */
@@ -193,7 +218,7 @@ describe('statistics buckets', () => {
       expect(buckets.at(-1)!.to).to.equal(T('2026-11-02T12:00:00'));
     });
 
-    it('days: partial days at the ends count only their own hours (not the whole day\'s row), whole days between', async () => {
+    it("days: partial days at the ends count only their own hours (not the whole day's row), whole days between", async () => {
       // The 11-01 row holds e0 (10:00), outside the window; the 11-04 row holds e6 (06:00), at the excluded end.
       const buckets = await query('2026-11-01T22:00:00', '2026-11-04T06:00:00', 'day');
       expect(table(buckets)).to.deep.equal([
@@ -285,10 +310,15 @@ describe('statistics buckets', () => {
       expect(total(await query(...window, 'week', { senderDomains: ['example.com'], tags: ['promo'] }))).to.deep.equal({ r: 1, d: 1 });
       // No sender filter: every sender domain of the account, not `other`'s.
       expect(total(await query(...window, 'week', { recipientDomains: ['gmail.com'], tags: ['welcome'] }))).to.deep.equal({ r: 2, d: 1 });
-      expect(total(await query(...window, 'week', { senderDomains: ['example.net'], recipientDomains: ['yahoo.com'], tags: ['welcome'] }))).to.deep.equal({ r: 1 });
+      expect(total(await query(...window, 'week', { senderDomains: ['example.net'], recipientDomains: ['yahoo.com'], tags: ['welcome'] }))).to.deep.equal({
+        r: 1,
+      });
       expect(total(await query(...window, 'week', { senderDomains: ['example.com'], recipientDomains: ['yahoo.com'] }))).to.deep.equal({ r: 1 });
       // The finest rows are hourly: a partial hour window still counts whole hours.
-      const hours = await query('2026-11-04T05:30:00', '2026-11-04T06:30:00', 'hour', { senderDomains: ['example.com', 'example.net'], tags: ['promo', 'welcome'] });
+      const hours = await query('2026-11-04T05:30:00', '2026-11-04T06:30:00', 'hour', {
+        senderDomains: ['example.com', 'example.net'],
+        tags: ['promo', 'welcome'],
+      });
       expect(table(hours)).to.deep.equal([
         ['2026-11-04T05:00', { r: 1 }],
         ['2026-11-04T06:00', { r: 1 }],
@@ -319,7 +349,7 @@ describe('statistics buckets', () => {
       }
     });
 
-    it('several tags over many tag sets: the tags\' rows minus the sets holding two or more, each message once', async () => {
+    it("several tags over many tag sets: the tags' rows minus the sets holding two or more, each message once", async () => {
       // Account `ie`: five tag sets hold x or y, one of them both: reading t|x, t|y and g|x,y (−1)
       // is fewer rows than the five sets, and must give the same counts.
       const events: Array<[string[], Counts]> = [
@@ -332,18 +362,38 @@ describe('statistics buckets', () => {
         [['z'], { r: 1 }],
       ];
       for (const [tags, delta] of events) {
-        await store.commit(counterAdds({ accountId: 'ie', at: T('2026-11-05T10:00:00'), senderDomain: 'example.com', recipientDomain: 'gmail.com', tags }, delta));
+        await store.commit(
+          counterAdds({ accountId: 'ie', at: T('2026-11-05T10:00:00'), senderDomain: 'example.com', recipientDomain: 'gmail.com', tags }, delta),
+        );
       }
       const ask = (series: 'counts' | 'times', tags: string[]) =>
-        stats.buckets({ accountId: 'ie', series, fromMs: T('2026-11-05T00:00:00'), toMs: T('2026-11-06T00:00:00'), group: 'day', senderDomains: null, recipientDomains: null, tags });
+        stats.buckets({
+          accountId: 'ie',
+          series,
+          fromMs: T('2026-11-05T00:00:00'),
+          toMs: T('2026-11-06T00:00:00'),
+          group: 'day',
+          senderDomains: null,
+          recipientDomains: null,
+          tags,
+        });
       expect((await ask('counts', ['x', 'y']))[0]!.counts).to.deep.equal({ r: 6, d: 2, b: 2, bc: { InvalidRecipient: 2 } });
       expect((await ask('times', ['x', 'y']))[0]!.counts).to.deep.equal({ dt: { 'gmail.com': { ms: 40, n: 2 } } });
       // The same through the finest rows (a sender domain given): the two plans agree.
-      const fine = await stats.buckets({ accountId: 'ie', series: 'counts', fromMs: T('2026-11-05T00:00:00'), toMs: T('2026-11-06T00:00:00'), group: 'day', senderDomains: ['example.com'], recipientDomains: ['gmail.com'], tags: ['x', 'y'] });
+      const fine = await stats.buckets({
+        accountId: 'ie',
+        series: 'counts',
+        fromMs: T('2026-11-05T00:00:00'),
+        toMs: T('2026-11-06T00:00:00'),
+        group: 'day',
+        senderDomains: ['example.com'],
+        recipientDomains: ['gmail.com'],
+        tags: ['x', 'y'],
+      });
       expect(fine[0]!.counts).to.deep.include({ r: 6, d: 2, b: 2 });
     });
 
-    it('finds the account\'s tag sets holding any of some tags', async () => {
+    it("finds the account's tag sets holding any of some tags", async () => {
       expect(await stats.tagSetsWithAny('acc', ['welcome'])).to.deep.equal(['promo,welcome', 'welcome']);
       expect(await stats.tagSetsWithAny('acc', ['promo', 'nothing'])).to.deep.equal(['promo', 'promo,welcome']);
       expect(await stats.tagSetsWithAny('acc', ['nothing'])).to.deep.equal([]);
@@ -356,10 +406,19 @@ describe('statistics buckets', () => {
       expect(await stats.senderDomains('nobody')).to.deep.equal([]);
     });
 
-    it('never shows another account\'s counts', async () => {
+    it("never shows another account's counts", async () => {
       const buckets = await query('2026-11-02T10:00:00', '2026-11-02T11:00:00', 'hour');
       expect(table(buckets)).to.deep.equal([['2026-11-02T10:00', { r: 1 }]]);
-      const theirs = await stats.buckets({ accountId: 'other', series: 'counts', fromMs: T('2026-11-02T00:00:00'), toMs: T('2026-11-03T00:00:00'), group: 'day', senderDomains: null, recipientDomains: null, tags: null });
+      const theirs = await stats.buckets({
+        accountId: 'other',
+        series: 'counts',
+        fromMs: T('2026-11-02T00:00:00'),
+        toMs: T('2026-11-03T00:00:00'),
+        group: 'day',
+        senderDomains: null,
+        recipientDomains: null,
+        tags: null,
+      });
       expect(table(theirs)).to.deep.equal([['2026-11-02T00:00', { r: 5 }]]);
     });
 

@@ -67,7 +67,9 @@ describe('CounterCache (the add write op)', () => {
     const dir = mkdtempSync(join(tmpdir(), 'postilion-counters-'));
     const { store, counters } = await open(dir);
     try {
-      await Promise.all(Array.from({ length: 200 }, (_, i) => store.commit([add('h|acc|a||2026110309', { r: 1, bc: { [`C${i % 3}`]: 1 } }), add('i|acc|example.com', {})])));
+      await Promise.all(
+        Array.from({ length: 200 }, (_, i) => store.commit([add('h|acc|a||2026110309', { r: 1, bc: { [`C${i % 3}`]: 1 } }), add('i|acc|example.com', {})])),
+      );
       await counters.fold();
       expect(await store.families.counters.get('h|acc|a||2026110309')).to.deep.equal({ r: 200, bc: { C0: 67, C1: 67, C2: 66 } });
       expect(await store.families.counters.get('i|acc|example.com')).to.deep.equal({});
@@ -77,17 +79,22 @@ describe('CounterCache (the add write op)', () => {
     }
   });
 
-  describe('the counters\' log (store/counter-log.ts)', () => {
+  describe("the counters' log (store/counter-log.ts)", () => {
     let dir: string;
     beforeEach(() => {
       dir = mkdtempSync(join(tmpdir(), 'postilion-counter-log-'));
     });
     afterEach(() => rmSync(dir, { recursive: true, force: true }));
 
-    it('writes a batch\'s adds as one log row in that batch, and a fold moves them into the rows', async () => {
+    it("writes a batch's adds as one log row in that batch, and a fold moves them into the rows", async () => {
       const { store, counters } = await open(dir);
       try {
-        await store.commit([{ type: 'put', family: 'meta', key: 'x', value: 1 }, add('h|acc|a||2026110309', { r: 1 }), add('h|acc|a||2026110309', { r: 2 }), add('d|acc|a||20261103', { r: 3 })]);
+        await store.commit([
+          { type: 'put', family: 'meta', key: 'x', value: 1 },
+          add('h|acc|a||2026110309', { r: 1 }),
+          add('h|acc|a||2026110309', { r: 2 }),
+          add('d|acc|a||20261103', { r: 3 }),
+        ]);
         expect(await store.families.counterLog.values().all()).to.deep.equal([{ a: { 'h|acc|a||2026110309': { r: 3 }, 'd|acc|a||20261103': { r: 3 } } }]);
         expect(await store.families.counters.get('h|acc|a||2026110309')).to.equal(undefined);
         await counters.fold();
@@ -150,7 +157,10 @@ describe('CounterCache (the add write op)', () => {
       try {
         expect(await store.families.counterLog.keys().all()).to.deep.equal(['000000000007']);
         await store.commit([count(key, { r: 1 }), count(key, { r: 1 })]);
-        expect(await store.families.counterLog.values().all()).to.deep.equal([{ a: { 'h|acc|a||2026110309': { r: 1 } }, c: { [key]: { r: 2 } } }, { c: { [key]: { r: 2 } } }]);
+        expect(await store.families.counterLog.values().all()).to.deep.equal([
+          { a: { 'h|acc|a||2026110309': { r: 1 } }, c: { [key]: { r: 2 } } },
+          { c: { [key]: { r: 2 } } },
+        ]);
         await counters.fold();
         expect(await store.families.counters.get('h|acc|a||2026110309')).to.deep.equal({ r: 5 });
         expect(await store.families.counters.get('d|acc|a||20261103')).to.deep.equal({ r: 4 });

@@ -10,7 +10,13 @@ import type { EventRecord } from '../../../src/store/records.ts';
 import { Store, StoreWriteError } from '../../../src/store/store.ts';
 
 const T = (s: string) => Date.parse(`${s}Z`);
-const at = (key: Partial<CounterKey> & { at: number }): CounterKey => ({ accountId: 'acc', senderDomain: 'example.com', recipientDomain: 'gmail.com', tags: [], ...key });
+const at = (key: Partial<CounterKey> & { at: number }): CounterKey => ({
+  accountId: 'acc',
+  senderDomain: 'example.com',
+  recipientDomain: 'gmail.com',
+  tags: [],
+  ...key,
+});
 const event = (id: string): EventRecord => ({ v: 1, id, accountId: 'acc', type: 'message.reception', createdAt: '2026-11-03T09:00:00.000Z', data: {} });
 
 describe('CountersRepo (the statistics counters, over a real store)', () => {
@@ -40,16 +46,20 @@ describe('CountersRepo (the statistics counters, over a real store)', () => {
     await store.commit([...events.put(event('e1')), counters.count(at({ at: T('2026-11-03T09:10:00') }), { r: 1 })]);
     expect(await store.families.counterLog.keys().all()).to.have.length(1);
     store.injectFault(() => new Error('IO error: No space left on device'));
-    const failed = await store.commit([...events.put(event('e2')), counters.count(at({ at: T('2026-11-03T09:20:00') }), { r: 1 })]).catch((err: unknown) => err);
+    const failed = await store
+      .commit([...events.put(event('e2')), counters.count(at({ at: T('2026-11-03T09:20:00') }), { r: 1 })])
+      .catch((err: unknown) => err);
     expect(failed).to.be.instanceOf(StoreWriteError);
     store.injectFault(null);
     await store.recover();
     expect(await store.families.events.keys().all()).to.have.length(1);
     expect(await store.families.counterLog.keys().all()).to.have.length(1);
     await counters.fold();
-    expect(await rows((into) => counters.rollup({ accountId: 'acc', series: 'counts', dimension: 'a', value: '' }, 'hour', T('2026-11-03T00:00:00'), T('2026-11-04T00:00:00'), into))).to.deep.equal([
-      ['2026-11-03T09', { r: 1 }],
-    ]);
+    expect(
+      await rows((into) =>
+        counters.rollup({ accountId: 'acc', series: 'counts', dimension: 'a', value: '' }, 'hour', T('2026-11-03T00:00:00'), T('2026-11-04T00:00:00'), into),
+      ),
+    ).to.deep.equal([['2026-11-03T09', { r: 1 }]]);
   });
 
   it('reads a rollup hourly or daily, in time order, only the rows starting in the window, each series apart', async () => {
@@ -74,7 +84,9 @@ describe('CountersRepo (the statistics counters, over a real store)', () => {
     ]);
     // An empty window, and another account's rows: nothing.
     expect(await rows((into) => counters.rollup(tag, 'hour', T('2026-11-03T09:00:00'), T('2026-11-03T09:00:00'), into))).to.deep.equal([]);
-    expect(await rows((into) => counters.rollup({ ...tag, accountId: 'other' }, 'day', T('2026-11-01T00:00:00'), T('2026-11-05T00:00:00'), into))).to.deep.equal([]);
+    expect(
+      await rows((into) => counters.rollup({ ...tag, accountId: 'other' }, 'day', T('2026-11-01T00:00:00'), T('2026-11-05T00:00:00'), into)),
+    ).to.deep.equal([]);
   });
 
   it('reads the finest rows of a sender domain, or of a sender and recipient domain, with their tag sets', async () => {
@@ -99,7 +111,7 @@ describe('CountersRepo (the statistics counters, over a real store)', () => {
     expect(seen).to.deep.equal([]);
   });
 
-  it('lists an account\'s sender domains and tag sets from its index rows', async () => {
+  it("lists an account's sender domains and tag sets from its index rows", async () => {
     await store.commit([
       ...counters.adds(at({ at: T('2026-11-03T09:10:00'), senderDomain: 'example.net', tags: ['promo', 'welcome'] }), { r: 1 }),
       ...counters.adds(at({ at: T('2026-11-03T09:10:00'), senderDomain: 'example.com', tags: ['welcome'] }), { r: 1 }),
@@ -123,9 +135,17 @@ describe('CountersRepo (the statistics counters, over a real store)', () => {
     await store.commit([counters.count(at({ at: T('2026-11-03T09:10:00') }), { r: 1 })]);
     await counters.fold();
     expect(await counters.senderDomains('acc')).to.deep.equal(['example.com']);
-    expect(await rows((into) => counters.rollup({ accountId: 'acc', series: 'counts', dimension: 's', value: 'example.com' }, 'hour', T('2026-11-03T00:00:00'), T('2026-11-04T00:00:00'), into))).to.deep.equal([
-      ['2026-11-03T09', { r: 1 }],
-    ]);
+    expect(
+      await rows((into) =>
+        counters.rollup(
+          { accountId: 'acc', series: 'counts', dimension: 's', value: 'example.com' },
+          'hour',
+          T('2026-11-03T00:00:00'),
+          T('2026-11-04T00:00:00'),
+          into,
+        ),
+      ),
+    ).to.deep.equal([['2026-11-03T09', { r: 1 }]]);
   });
 
   it('refuses to read or fold before it is handed to a store', async () => {
@@ -133,6 +153,11 @@ describe('CountersRepo (the statistics counters, over a real store)', () => {
     expect(await loose.fold().catch((err: unknown) => err)).to.be.instanceOf(Error);
     expect(await loose.senderDomains('acc').catch((err: unknown) => err)).to.be.instanceOf(Error);
     // Building ops needs no store.
-    expect(loose.count(at({ at: T('2026-11-03T09:10:00') }), { r: 1 })).to.deep.equal({ type: 'count', family: 'counters', key: 'acc|2026110309|example.com|gmail.com|', value: { r: 1 } });
+    expect(loose.count(at({ at: T('2026-11-03T09:10:00') }), { r: 1 })).to.deep.equal({
+      type: 'count',
+      family: 'counters',
+      key: 'acc|2026110309|example.com|gmail.com|',
+      value: { r: 1 },
+    });
   });
 });

@@ -6,7 +6,14 @@ import { EventsRepo } from '../../../src/store/events-repo.ts';
 import type { EventRecord } from '../../../src/store/records.ts';
 import { Store, StoreWriteError } from '../../../src/store/store.ts';
 
-const event = (type = 'message.reception'): EventRecord => ({ v: 1, id: 'made-later', accountId: 'acc', type, createdAt: '2026-11-03T09:00:00.000Z', data: {} });
+const event = (type = 'message.reception'): EventRecord => ({
+  v: 1,
+  id: 'made-later',
+  accountId: 'acc',
+  type,
+  createdAt: '2026-11-03T09:00:00.000Z',
+  data: {},
+});
 
 describe('EventsRepo: the events outbox (over a real store)', () => {
   let dir: string;

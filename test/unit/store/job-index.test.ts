@@ -7,7 +7,7 @@ import { Store } from '../../../src/store/store.ts';
 
 const T0 = Date.parse('2026-11-27T12:00:00Z');
 
-describe('JobIndex: the fences closing each kind\'s range', () => {
+describe("JobIndex: the fences closing each kind's range", () => {
   let dir: string;
   let store: Store;
   let index: JobIndex;
@@ -49,7 +49,7 @@ describe('JobIndex: the fences closing each kind\'s range', () => {
   // LevelDB steps over deleted keys to the next live one before a read can see it has left its
   // range: the fence is that live key, so a read past the message entries stops there and not
   // after every webhook delivery deleted since the last compaction.
-  it('are the first live key after a kind\'s entries, ahead of the next kind\'s deleted and live ones', async () => {
+  it("are the first live key after a kind's entries, ahead of the next kind's deleted and live ones", async () => {
     await index.fence();
     const ops = [];
     for (let i = 0; i < 100; i++) ops.push(index.put('webhook', `w${i}`, T0));

@@ -9,8 +9,19 @@ import { Store } from '../../../src/store/store.ts';
 
 const AT = '2026-11-26T12:00:00.000Z';
 const job = (id: string, fields: Partial<JobRecord> = {}): JobRecord => ({
-  v: 1, id, kind: 'webhook', accountId: 'acc', targetId: 'wh', eventId: `ev-${id}`, state: 'pending',
-  attempts: 0, dueAt: AT, createdAt: AT, updatedAt: AT, lastAttempt: null, ...fields,
+  v: 1,
+  id,
+  kind: 'webhook',
+  accountId: 'acc',
+  targetId: 'wh',
+  eventId: `ev-${id}`,
+  state: 'pending',
+  attempts: 0,
+  dueAt: AT,
+  createdAt: AT,
+  updatedAt: AT,
+  lastAttempt: null,
+  ...fields,
 });
 /** The due-time entry of a job due at AT. */
 const key = (id: string) => entryKey('webhook', id, Date.parse(AT));
@@ -126,7 +137,10 @@ describe('JobsRepo: a new job is kept in its due-time entry', () => {
 
   it('reads a job stored by schema 3 (a record under its id, an entry pointing at it), and deletes both', async () => {
     const old = job('o');
-    await store.commit([{ type: 'put', family: 'jobs', key: 'o', value: old }, { type: 'put', family: 'schedule', key: key('o'), value: 'o' }]);
+    await store.commit([
+      { type: 'put', family: 'jobs', key: 'o', value: old },
+      { type: 'put', family: 'schedule', key: key('o'), value: 'o' },
+    ]);
     const [read] = await repo.getMany(['o'], keys(['o']));
     expect(read).to.deep.equal(old);
     expect(await listed()).to.deep.equal([old]);
@@ -141,10 +155,49 @@ describe('newJob: the one builder of a new HTTP job', () => {
 
   it('builds a webhook delivery of one event and a route POST with its recipients, pending and due now', () => {
     const webhook = newJob('webhook', { accountId: 'acc', targetId: 'wh', eventId: 'ev1' }, now);
-    expect(Object.keys(webhook)).to.deep.equal(['v', 'id', 'kind', 'accountId', 'targetId', 'eventId', 'state', 'attempts', 'dueAt', 'createdAt', 'updatedAt', 'lastAttempt']);
-    expect(webhook).to.deep.include({ v: 1, kind: 'webhook', accountId: 'acc', targetId: 'wh', eventId: 'ev1', state: 'pending', attempts: 0, dueAt: AT, createdAt: AT, updatedAt: AT, lastAttempt: null });
+    expect(Object.keys(webhook)).to.deep.equal([
+      'v',
+      'id',
+      'kind',
+      'accountId',
+      'targetId',
+      'eventId',
+      'state',
+      'attempts',
+      'dueAt',
+      'createdAt',
+      'updatedAt',
+      'lastAttempt',
+    ]);
+    expect(webhook).to.deep.include({
+      v: 1,
+      kind: 'webhook',
+      accountId: 'acc',
+      targetId: 'wh',
+      eventId: 'ev1',
+      state: 'pending',
+      attempts: 0,
+      dueAt: AT,
+      createdAt: AT,
+      updatedAt: AT,
+      lastAttempt: null,
+    });
     const route = newJob('route', { accountId: 'acc', targetId: 'rt', eventId: 'in1', recipients: ['a@example.com'] }, now);
-    expect(Object.keys(route)).to.deep.equal(['v', 'id', 'kind', 'accountId', 'targetId', 'eventId', 'recipients', 'state', 'attempts', 'dueAt', 'createdAt', 'updatedAt', 'lastAttempt']);
+    expect(Object.keys(route)).to.deep.equal([
+      'v',
+      'id',
+      'kind',
+      'accountId',
+      'targetId',
+      'eventId',
+      'recipients',
+      'state',
+      'attempts',
+      'dueAt',
+      'createdAt',
+      'updatedAt',
+      'lastAttempt',
+    ]);
     expect(route).to.deep.include({ kind: 'route', targetId: 'rt', eventId: 'in1', recipients: ['a@example.com'], state: 'pending', dueAt: AT });
   });
 

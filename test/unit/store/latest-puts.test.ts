@@ -29,8 +29,14 @@ describe('Store: puts of a whole current state (latest) in one batch', () => {
 
   it('writes only the last of a key, and every put that is not marked latest', async () => {
     await Promise.all([
-      store.commit([{ type: 'put', family: 'webhookCounters', key: 'w1', value: { n: 1 }, latest: true }, { type: 'put', family: 'jobs', key: 'j1', value: { n: 1 } }]),
-      store.commit([{ type: 'put', family: 'webhookCounters', key: 'w1', value: { n: 2 }, latest: true }, { type: 'put', family: 'jobs', key: 'j1', value: { n: 2 } }]),
+      store.commit([
+        { type: 'put', family: 'webhookCounters', key: 'w1', value: { n: 1 }, latest: true },
+        { type: 'put', family: 'jobs', key: 'j1', value: { n: 1 } },
+      ]),
+      store.commit([
+        { type: 'put', family: 'webhookCounters', key: 'w1', value: { n: 2 }, latest: true },
+        { type: 'put', family: 'jobs', key: 'j1', value: { n: 2 } },
+      ]),
       store.commit([{ type: 'put', family: 'webhookCounters', key: 'w2', value: { n: 1 }, latest: true }]),
     ]);
     expect(await store.get('webhookCounters', 'w1')).to.deep.equal({ n: 2 });

@@ -27,12 +27,39 @@ function message(i: number, fields: Partial<MessageRecord> = {}): MessageRecord 
   const at = Date.parse('2026-11-21T12:00:00Z') + i * 1000;
   const created = new Date(at).toISOString();
   return {
-    v: 1, id: newIdAt(at), accountId: 'acc', domainId: 'dom', domain: 'example.com', messageId: `<m${i}@example.com>`,
-    direction: 'outbound', source: 'api', sender: 'app@example.com', recipient: `r${i}@example.org`, subject: `s${i % 7}`,
-    tags: [`t${i % 5}`], status: 'Received', sandbox: null, tracking: { open: false, click: false },
-    retention: { metadataDays: 30, dataDays: 7 }, schedule: null, dueAt: created, bodyId: 'b', head: '', contentPurged: false,
-    createdAt: created, updatedAt: created, sentAt: null, deliveredAt: null, retainUntil: created, dataRetainUntil: created,
-    attempts: [], openCount: 0, clickCount: 0, bounceClassification: '', isBounceNotification: false, referenceMessageId: null,
+    v: 1,
+    id: newIdAt(at),
+    accountId: 'acc',
+    domainId: 'dom',
+    domain: 'example.com',
+    messageId: `<m${i}@example.com>`,
+    direction: 'outbound',
+    source: 'api',
+    sender: 'app@example.com',
+    recipient: `r${i}@example.org`,
+    subject: `s${i % 7}`,
+    tags: [`t${i % 5}`],
+    status: 'Received',
+    sandbox: null,
+    tracking: { open: false, click: false },
+    retention: { metadataDays: 30, dataDays: 7 },
+    schedule: null,
+    dueAt: created,
+    bodyId: 'b',
+    head: '',
+    contentPurged: false,
+    createdAt: created,
+    updatedAt: created,
+    sentAt: null,
+    deliveredAt: null,
+    retainUntil: created,
+    dataRetainUntil: created,
+    attempts: [],
+    openCount: 0,
+    clickCount: 0,
+    bounceClassification: '',
+    isBounceNotification: false,
+    referenceMessageId: null,
     ...fields,
   };
 }
@@ -78,7 +105,10 @@ describe('MessagesRepo queries', () => {
     // Found through each index it was already in.
     for (const filter of [{}, { recipient: 'r1@example.org' }, { sender: 'app@example.com' }, { tags: ['t1'] }, { messageIdHeader: '<m1@example.com>' }]) {
       const found = (await repo.query('acc', filter, { limit: 400 })).items.filter((m) => m.id === before.id);
-      expect(found.map((m) => m.status), JSON.stringify(filter)).to.deep.equal(['Delivered']);
+      expect(
+        found.map((m) => m.status),
+        JSON.stringify(filter),
+      ).to.deep.equal(['Delivered']);
     }
     expect((await repo.query('acc', { statuses: ['Delivered'] }, { limit: 10 })).items.map((m) => m.id)).to.deep.equal([before.id]);
     expect((await repo.query('acc', { statuses: ['Received'], recipient: 'r1@example.org' }, { limit: 10 })).items).to.have.length(0);

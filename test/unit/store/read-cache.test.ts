@@ -86,7 +86,12 @@ describe('ReadCache', () => {
 
   it('keeps a family to its limit, the least recently read going first, and keeps nothing per key once reads and writes are done', async () => {
     const s = source({ a: { n: 1 }, b: { n: 2 }, c: { n: 3 } });
-    const cache = new ReadCache(new Map([['messages', 2], ['accounts', 10]]));
+    const cache = new ReadCache(
+      new Map([
+        ['messages', 2],
+        ['accounts', 10],
+      ]),
+    );
     await cache.get('accounts', 'a', s.read('a'));
     for (const key of ['a', 'b', 'a', 'c']) await cache.get('messages', key, s.read(key));
     // a, b (read and kept); a (kept: now the most recent); c (read; b, the least recent, goes).

@@ -22,12 +22,14 @@ describe('storage guard policy', () => {
     expect(isLow({ free: 64 * MiB, total: 1000 * MiB }, settings)).to.equal(false);
   });
 
-  it('tells a full disk, a read-only filesystem and a permission error apart in LevelDB\'s and Node\'s errors', () => {
+  it("tells a full disk, a read-only filesystem and a permission error apart in LevelDB's and Node's errors", () => {
     expect(describeWriteError(new Error('IO error: /d/000005.log: No space left on device'), '/d').kind).to.equal('full');
     expect(describeWriteError(Object.assign(new Error('write'), { code: 'ENOSPC' }), '/d').kind).to.equal('full');
     expect(describeWriteError(new Error('IO error: /d/LOCK: Read-only file system'), '/d').kind).to.equal('read-only');
     expect(describeWriteError(Object.assign(new Error('open'), { code: 'EACCES' }), '/d').kind).to.equal('permission');
-    expect(describeWriteError(new Error('outer', { cause: new Error('IO error: /d/x: Permission denied') }), '/d').text).to.equal('permission denied writing in /d');
+    expect(describeWriteError(new Error('outer', { cause: new Error('IO error: /d/x: Permission denied') }), '/d').text).to.equal(
+      'permission denied writing in /d',
+    );
     expect(describeWriteError(new Error('Corruption: bad block'), '/d')).to.deep.equal({ kind: 'io', text: 'a write to /d failed: Corruption: bad block' });
   });
 

@@ -30,7 +30,10 @@ describe('store recovery after a failed write', () => {
     signals.on('store.write-failed', (err) => seen.push(err));
     store = await Store.open(dir, { signals });
     const body = Buffer.from('x'.repeat(10_000));
-    await store.commit([{ type: 'put', family: 'accounts', key: 'a1', value: { id: 'a1', name: 'kept' } }, { type: 'put', family: 'bodies', key: 'b1', value: body }]);
+    await store.commit([
+      { type: 'put', family: 'accounts', key: 'a1', value: { id: 'a1', name: 'kept' } },
+      { type: 'put', family: 'bodies', key: 'b1', value: body },
+    ]);
     let full = true;
     store.injectFault(() => (full ? new Error('IO error: 000009.log: No space left on device') : null), { sticky: true });
     const failed = await store.commit([{ type: 'put', family: 'accounts', key: 'a2', value: { id: 'a2' } }]).catch((err: unknown) => err);
@@ -39,7 +42,9 @@ describe('store recovery after a failed write', () => {
     expect(store.writeFailed).to.equal(true);
     full = false;
     // Sticky: room is back, but the database keeps its error until it is reopened.
-    expect(await store.commit([{ type: 'put', family: 'accounts', key: 'a3', value: { id: 'a3' } }]).catch((err: unknown) => err)).to.be.instanceOf(StoreWriteError);
+    expect(await store.commit([{ type: 'put', family: 'accounts', key: 'a3', value: { id: 'a3' } }]).catch((err: unknown) => err)).to.be.instanceOf(
+      StoreWriteError,
+    );
     await store.recover();
     expect(store.writeFailed).to.equal(false);
     expect(store.isOpen).to.equal(true);

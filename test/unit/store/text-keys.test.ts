@@ -30,17 +30,47 @@ describe('store keys made of user text', () => {
     const at = Date.parse('2026-11-21T12:00:00Z');
     const created = new Date(at).toISOString();
     const message: MessageRecord = {
-      v: 1, id: newIdAt(at), accountId: 'acc', domainId: 'dom', domain: 'example.com', messageId: '<a\ud800@example.com>',
-      direction: 'outbound', source: 'api', sender: 'app@example.com', recipient: 'r\udc00@example.org', subject: 's\ud800',
-      tags: ['a\ud800b'], status: 'Received', sandbox: null, tracking: { open: false, click: false },
-      retention: { metadataDays: 30, dataDays: 7 }, schedule: null, dueAt: created, bodyId: 'b', head: '', contentPurged: false,
-      createdAt: created, updatedAt: created, sentAt: null, deliveredAt: null, retainUntil: created, dataRetainUntil: created,
-      attempts: [], openCount: 0, clickCount: 0, bounceClassification: '', isBounceNotification: false, referenceMessageId: null,
+      v: 1,
+      id: newIdAt(at),
+      accountId: 'acc',
+      domainId: 'dom',
+      domain: 'example.com',
+      messageId: '<a\ud800@example.com>',
+      direction: 'outbound',
+      source: 'api',
+      sender: 'app@example.com',
+      recipient: 'r\udc00@example.org',
+      subject: 's\ud800',
+      tags: ['a\ud800b'],
+      status: 'Received',
+      sandbox: null,
+      tracking: { open: false, click: false },
+      retention: { metadataDays: 30, dataDays: 7 },
+      schedule: null,
+      dueAt: created,
+      bodyId: 'b',
+      head: '',
+      contentPurged: false,
+      createdAt: created,
+      updatedAt: created,
+      sentAt: null,
+      deliveredAt: null,
+      retainUntil: created,
+      dataRetainUntil: created,
+      attempts: [],
+      openCount: 0,
+      clickCount: 0,
+      bounceClassification: '',
+      isBounceNotification: false,
+      referenceMessageId: null,
     };
     await store.commit(repo.put(message));
     for (const filter of [{ tags: ['a\ud800b'] }, { recipient: 'r\udc00@example.org' }, { messageIdHeader: '<a\ud800@example.com>' }]) {
       const page = await repo.query('acc', filter, { limit: 10 });
-      expect(page.items.map((m) => m.id), JSON.stringify(filter)).to.deep.equal([message.id]);
+      expect(
+        page.items.map((m) => m.id),
+        JSON.stringify(filter),
+      ).to.deep.equal([message.id]);
     }
     expect((await repo.findByMessageId('acc', '<a\ud800@example.com>')).map((m) => m.id)).to.deep.equal([message.id]);
   });
@@ -48,8 +78,15 @@ describe('store keys made of user text', () => {
   it('stores, finds and lists a suppression of an address holding an unpaired surrogate', async () => {
     const repo = new SuppressionsRepo(store);
     const record: SuppressionRecord = {
-      v: 1, id: newIdAt(Date.parse('2026-11-21T12:00:00Z')), accountId: 'acct', email: 'x\ud800@example.org', domain: 'example.com',
-      reason: 'test', source: 'api', createdAt: '2026-11-21T12:00:00.000Z', expiresAt: '2027-11-21T00:00:00.000Z',
+      v: 1,
+      id: newIdAt(Date.parse('2026-11-21T12:00:00Z')),
+      accountId: 'acct',
+      email: 'x\ud800@example.org',
+      domain: 'example.com',
+      reason: 'test',
+      source: 'api',
+      createdAt: '2026-11-21T12:00:00.000Z',
+      expiresAt: '2027-11-21T00:00:00.000Z',
     };
     await store.commit(repo.put(record));
     await repo.settled();

@@ -38,7 +38,7 @@ describe('botReason (who opened or clicked)', () => {
     expect(botReason(hit({ userAgent: '   \t' }), SCANNER_MS)).to.equal('no user agent');
   });
 
-  it('flags mailbox providers\' image proxies by user agent (Google, Yahoo, Outlook, Mail.ru), in any case', () => {
+  it("flags mailbox providers' image proxies by user agent (Google, Yahoo, Outlook, Mail.ru), in any case", () => {
     for (const ua of [
       GOOGLE_PROXY,
       'Mozilla/5.0 (compatible; GoogleImageProxy)',
@@ -60,7 +60,7 @@ describe('botReason (who opened or clicked)', () => {
     expect(botReason(hit({ userAgent: '  Mozilla/5.0 ', ip: '198.51.100.4' }), SCANNER_MS)).to.equal('Apple Mail Privacy Protection');
   });
 
-  it('does not flag Apple Mail itself outside Apple\'s network, nor addresses that only look like 17.x', () => {
+  it("does not flag Apple Mail itself outside Apple's network, nor addresses that only look like 17.x", () => {
     expect(botReason(hit({ userAgent: APPLE_MAIL, ip: '198.51.100.4' }), SCANNER_MS)).to.equal(null);
     expect(botReason(hit({ userAgent: APPLE_MAIL, ip: '16.255.255.255' }), SCANNER_MS)).to.equal(null);
     expect(botReason(hit({ userAgent: APPLE_MAIL, ip: '18.0.0.1' }), SCANNER_MS)).to.equal(null);
@@ -68,7 +68,7 @@ describe('botReason (who opened or clicked)', () => {
     expect(botReason(hit({ userAgent: APPLE_MAIL, ip: '2017::1' }), SCANNER_MS)).to.equal(null);
   });
 
-  it('judges a user agent seen before as the first time, and still weighs each hit\'s address and time', () => {
+  it("judges a user agent seen before as the first time, and still weighs each hit's address and time", () => {
     for (let i = 0; i < 3; i++) {
       expect(botReason(hit(), SCANNER_MS)).to.equal(null);
       expect(botReason(hit({ ip: '17.1.2.3' }), SCANNER_MS)).to.equal('Apple Mail Privacy Protection');

@@ -7,7 +7,7 @@ import { TrackingTokens } from '../../../src/tracking/tokens.ts';
 
 const ID = '01a1fdfb-3448-70e0-b061-88c51b75a150';
 
-describe('the tracking endpoint\'s answers', () => {
+describe("the tracking endpoint's answers", () => {
   const tokens = new TrackingTokens(Buffer.alloc(32, 7));
   let link: string;
   const hits: ThreadHit[] = [];
@@ -21,8 +21,14 @@ describe('the tracking endpoint\'s answers', () => {
     },
     trustedProxies: () => [],
   });
-  const request = (target: string, method = 'GET'): LeanRequest =>
-    ({ method, target, host: 'track.example.com', userAgent: 'UA', forwardedFor: undefined, socket: { remoteAddress: '127.0.0.1' } as Socket });
+  const request = (target: string, method = 'GET'): LeanRequest => ({
+    method,
+    target,
+    host: 'track.example.com',
+    userAgent: 'UA',
+    forwardedFor: undefined,
+    socket: { remoteAddress: '127.0.0.1' } as Socket,
+  });
   const answer = async (target: string, method = 'GET') => (await endpoint(request(target, method))) as LeanAnswer;
   const location = (a: LeanAnswer) => /^Location: (.*)$/m.exec(a.headers)?.[1];
 

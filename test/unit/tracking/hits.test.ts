@@ -21,12 +21,39 @@ function message(i: number, fields: Partial<MessageRecord> = {}): MessageRecord 
   const at = Date.parse('2026-11-21T11:00:00Z') + i * 1000;
   const created = new Date(at).toISOString();
   return {
-    v: 1, id: newIdAt(at), accountId: 'acc', domainId: 'dom', domain: 'example.com', messageId: `<m${i}@example.com>`,
-    direction: 'outbound', source: 'api', sender: 'app@example.com', recipient: `r${i}@example.org`, subject: 'Hello',
-    tags: [], status: 'Delivered', sandbox: null, tracking: { open: true, click: true },
-    retention: { metadataDays: 30, dataDays: 7 }, schedule: null, dueAt: created, bodyId: 'b', head: '', contentPurged: false,
-    createdAt: created, updatedAt: created, sentAt: created, deliveredAt: created, retainUntil: created, dataRetainUntil: created,
-    attempts: [], openCount: 0, clickCount: 0, bounceClassification: '', isBounceNotification: false, referenceMessageId: null,
+    v: 1,
+    id: newIdAt(at),
+    accountId: 'acc',
+    domainId: 'dom',
+    domain: 'example.com',
+    messageId: `<m${i}@example.com>`,
+    direction: 'outbound',
+    source: 'api',
+    sender: 'app@example.com',
+    recipient: `r${i}@example.org`,
+    subject: 'Hello',
+    tags: [],
+    status: 'Delivered',
+    sandbox: null,
+    tracking: { open: true, click: true },
+    retention: { metadataDays: 30, dataDays: 7 },
+    schedule: null,
+    dueAt: created,
+    bodyId: 'b',
+    head: '',
+    contentPurged: false,
+    createdAt: created,
+    updatedAt: created,
+    sentAt: created,
+    deliveredAt: created,
+    retainUntil: created,
+    dataRetainUntil: created,
+    attempts: [],
+    openCount: 0,
+    clickCount: 0,
+    bounceClassification: '',
+    isBounceNotification: false,
+    referenceMessageId: null,
     ...fields,
   };
 }
@@ -63,7 +90,15 @@ describe('tracking hits', () => {
       }
       return store.commit(ops);
     };
-    hits = new TrackingHits(repo, commit, new EventRecorder(events, clock), clock, 10_000, (err) => errors.push(err), (n) => written.push(n));
+    hits = new TrackingHits(
+      repo,
+      commit,
+      new EventRecorder(events, clock),
+      clock,
+      10_000,
+      (err) => errors.push(err),
+      (n) => written.push(n),
+    );
   });
 
   afterEach(async () => {
@@ -71,7 +106,13 @@ describe('tracking hits', () => {
     rmSync(dir, { recursive: true, force: true });
   });
 
-  const hit = (id: string, kind: 'open' | 'click', userAgent = BROWSER): ThreadHit => ({ id, kind, ip: '192.0.2.7', userAgent, ...(kind === 'click' ? { url: 'https://shop.example.net/x' } : {}) });
+  const hit = (id: string, kind: 'open' | 'click', userAgent = BROWSER): ThreadHit => ({
+    id,
+    kind,
+    ip: '192.0.2.7',
+    userAgent,
+    ...(kind === 'click' ? { url: 'https://shop.example.net/x' } : {}),
+  });
   const recorded = async (type: string): Promise<EventRecord[]> => (await events.recent('acc', 1000, type)).reverse();
 
   it('writes a burst of hits in one batch, with one event each and the counts beside the message', async () => {
@@ -81,7 +122,10 @@ describe('tracking hits', () => {
     await hits.drain();
     expect(written).to.deep.equal([4]);
     expect((await recorded('message.opened')).map((e) => e.data.id)).to.deep.equal([a.id, a.id]);
-    expect((await recorded('message.clicked')).map((e) => [e.data.id, e.data.is_bot])).to.deep.equal([[a.id, false], [b.id, true]]);
+    expect((await recorded('message.clicked')).map((e) => [e.data.id, e.data.is_bot])).to.deep.equal([
+      [a.id, false],
+      [b.id, true],
+    ]);
     const [ha, hb] = await repo.hits([a.id, b.id]);
     expect(ha).to.deep.equal({ v: 1, opens: 2, clicks: 1, firstOpenAt: '2026-11-21T12:00:00.000Z', firstClickAt: '2026-11-21T12:00:00.000Z' });
     // A bot's click is counted, and is no first click.

@@ -2,9 +2,13 @@ import { expect } from 'chai';
 import { LeanHttpServer, type LeanAnswer, type LeanHandler, type LeanRequest } from '../../../src/tracking/lean-http.ts';
 import { RawConnection, rawRequest } from '../../helpers/raw-http.ts';
 
-const ok = (text: string): LeanAnswer => ({ status: 200, headers: `Content-Type: text/plain\r\nContent-Length: ${Buffer.byteLength(text)}\r\n`, body: Buffer.from(text) });
+const ok = (text: string): LeanAnswer => ({
+  status: 200,
+  headers: `Content-Type: text/plain\r\nContent-Length: ${Buffer.byteLength(text)}\r\n`,
+  body: Buffer.from(text),
+});
 
-describe('the tracking listener\'s HTTP server (lean-http)', function () {
+describe("the tracking listener's HTTP server (lean-http)", function () {
   this.timeout(20_000);
   let server: LeanHttpServer;
   let seen: LeanRequest[];
@@ -15,10 +19,14 @@ describe('the tracking listener\'s HTTP server (lean-http)', function () {
     seen = [];
     errors.length = 0;
     handler = (req) => ok(`${req.method} ${req.target}`);
-    server = await LeanHttpServer.start({ host: '127.0.0.1', port: 0, headMs: 300, idleMs: 1000 }, (req) => {
-      seen.push(req);
-      return handler(req);
-    }, (err) => errors.push(err));
+    server = await LeanHttpServer.start(
+      { host: '127.0.0.1', port: 0, headMs: 300, idleMs: 1000 },
+      (req) => {
+        seen.push(req);
+        return handler(req);
+      },
+      (err) => errors.push(err),
+    );
   });
   afterEach(async () => {
     await server.close(500);
@@ -27,7 +35,9 @@ describe('the tracking listener\'s HTTP server (lean-http)', function () {
   it('answers keep-alive requests on one connection, and hands over the headers the endpoint reads', async () => {
     const conn = await RawConnection.open(server.url);
     try {
-      await conn.write('GET /c/a?x=1 HTTP/1.1\r\nHost: Track.Example.com\r\nUser-Agent: UA/1\r\nX-Forwarded-For: 10.0.0.1\r\nX-Forwarded-For: 10.0.0.2\r\nAccept: */*\r\n\r\n');
+      await conn.write(
+        'GET /c/a?x=1 HTTP/1.1\r\nHost: Track.Example.com\r\nUser-Agent: UA/1\r\nX-Forwarded-For: 10.0.0.1\r\nX-Forwarded-For: 10.0.0.2\r\nAccept: */*\r\n\r\n',
+      );
       const first = await conn.response(1);
       expect(first).to.include({ status: 200, text: 'GET /c/a?x=1' });
       expect(first!.headers).to.include({ connection: 'keep-alive', 'content-length': '12' });

@@ -84,7 +84,7 @@ describe('tracking tokens', () => {
     expect(tokens.readOpen(click)).to.equal(null);
   });
 
-  it('does not accept a token whose payload has the other kind\'s length but is signed as the first kind', () => {
+  it("does not accept a token whose payload has the other kind's length but is signed as the first kind", () => {
     // An open token of 28 bytes padded to 30 cannot pass as a click: the MAC is keyed by kind.
     const raw = Buffer.from(tokens.open(id), 'base64url');
     const asClick = Buffer.concat([raw.subarray(0, 16), Buffer.from([0, 0]), raw.subarray(16)]).toString('base64url');
@@ -106,7 +106,10 @@ describe('tracking tokens', () => {
     it('a payload of the right length signed as the other kind is refused', () => {
       expect(keyed.readClick(Buffer.concat([clickPayload, mac('track:o:', clickPayload)]).toString('base64url'))).to.equal(null);
       expect(keyed.readOpen(Buffer.concat([idBytes, mac('track:c:', idBytes)]).toString('base64url'))).to.equal(null);
-      expect(keyed.readClick(Buffer.concat([clickPayload, mac('track:c:', clickPayload)]).toString('base64url'))).to.deep.equal({ messageId: id, index: 0x0102 });
+      expect(keyed.readClick(Buffer.concat([clickPayload, mac('track:c:', clickPayload)]).toString('base64url'))).to.deep.equal({
+        messageId: id,
+        index: 0x0102,
+      });
     });
   });
 

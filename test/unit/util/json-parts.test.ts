@@ -6,7 +6,7 @@ describe('JSON in parts', () => {
   const stringified = (value: unknown) => Buffer.from(JSON.stringify(value), 'utf8');
 
   it('makes the bytes JSON.stringify makes, members without a JSON form left out or null as it does', () => {
-    const headers: Record<string, string> = { 'X-B': 'b', '10': 'ten', 'A': 'a', '2': 'two' };
+    const headers: Record<string, string> = { 'X-B': 'b', '10': 'ten', A: 'a', '2': 'two' };
     const odd = Object.create(null) as Record<string, unknown>;
     odd.z = 1;
     odd.a = [undefined, () => 1, null, NaN, -0, 1e21];
@@ -41,7 +41,10 @@ describe('JSON in parts', () => {
     const base64 = data.toString('base64');
     const bytes = new JsonBytes([Buffer.from('"'), Buffer.from(base64, 'latin1'), Buffer.from('"')]);
     const parts = jsonParts({ attachments: [{ filename: 'a.bin', data: bytes }], after: 1 });
-    expect(parts.some((part) => part === bytes.parts[1]), 'the base64 buffer itself').to.equal(true);
+    expect(
+      parts.some((part) => part === bytes.parts[1]),
+      'the base64 buffer itself',
+    ).to.equal(true);
     expect(Buffer.concat(parts).equals(stringified({ attachments: [{ filename: 'a.bin', data: base64 }], after: 1 }))).to.equal(true);
   });
 });

@@ -6,7 +6,11 @@ describe('Lru', () => {
     const lru = new Lru<string, number>(3);
     for (const [i, key] of ['a', 'b', 'c', 'd', 'e'].entries()) lru.set(key, i);
     expect(lru.size).to.equal(3);
-    expect([...lru]).to.deep.equal([['c', 2], ['d', 3], ['e', 4]]);
+    expect([...lru]).to.deep.equal([
+      ['c', 2],
+      ['d', 3],
+      ['e', 4],
+    ]);
     expect(lru.has('a')).to.equal(false);
     expect(lru.get('b')).to.equal(undefined);
   });
@@ -24,7 +28,11 @@ describe('Lru', () => {
     expect(lru.has('a')).to.equal(true);
     lru.set('e', 5);
     // peek and has left a the least recent.
-    expect([...lru]).to.deep.equal([['d', 4], ['c', 30], ['e', 5]]);
+    expect([...lru]).to.deep.equal([
+      ['d', 4],
+      ['c', 30],
+      ['e', 5],
+    ]);
   });
 
   it('reads the newest entry again without disturbing the order, also after it was deleted', () => {
@@ -36,7 +44,10 @@ describe('Lru', () => {
     expect(lru.get('a')).to.equal(1);
     lru.set('b', 20);
     // c was the least recent: a was read after it.
-    expect([...lru]).to.deep.equal([['a', 1], ['b', 20]]);
+    expect([...lru]).to.deep.equal([
+      ['a', 1],
+      ['b', 20],
+    ]);
     lru.clear();
     expect([lru.size, lru.get('b')]).to.deep.equal([0, undefined]);
   });
@@ -53,7 +64,10 @@ describe('Lru', () => {
     expect(lru.size).to.equal(1);
     lru.set('c', 'C');
     now = 10_998;
-    expect([...lru]).to.deep.equal([['b', 'B2'], ['c', 'C']]);
+    expect([...lru]).to.deep.equal([
+      ['b', 'B2'],
+      ['c', 'C'],
+    ]);
     now = 10_999;
     // Not listed once expired; dropped when read.
     expect([...lru]).to.deep.equal([['c', 'C']]);
@@ -65,7 +79,10 @@ describe('Lru', () => {
     const lru = new Lru<string, number>(5);
     for (const [i, key] of ['a', 'b', 'c', 'd'].entries()) lru.set(key, i);
     for (const [key, value] of lru) if (value % 2 === 0) lru.delete(key);
-    expect([...lru]).to.deep.equal([['b', 1], ['d', 3]]);
+    expect([...lru]).to.deep.equal([
+      ['b', 1],
+      ['d', 3],
+    ]);
   });
 
   it('refuses a cap below one', () => {

@@ -3,7 +3,8 @@ import type { EventRecord, JobRecord, WebhookRecord } from '../../../src/store/r
 import { webhookTargets } from '../../../src/webhooks/deliveries.ts';
 import { RecentEvents } from '../../../src/webhooks/recent-events.ts';
 
-const event = (id: string): EventRecord => ({ v: 1, id, type: 'message.reception', accountId: 'acc', createdAt: '2026-11-26T10:00:00.000Z', data: { id: 'm' } }) as unknown as EventRecord;
+const event = (id: string): EventRecord =>
+  ({ v: 1, id, type: 'message.reception', accountId: 'acc', createdAt: '2026-11-26T10:00:00.000Z', data: { id: 'm' } }) as unknown as EventRecord;
 
 describe('RecentEvents', () => {
   it('keeps an event until each of its jobs has taken it, and no more than its limit', () => {

@@ -56,10 +56,15 @@ export function messageRoutes(sender: Sender, messages: Messages, domains: Domai
       operationId: 'createMessage',
       handler: async (ctx) => {
         const body = parseBody(ctx, createMessageBody);
-        const outcomes = await sender.send(authOf(ctx).account, {
-          ...commonMail(body),
-          audience: { kind: 'individual', recipients: body.recipients, substitutions: body.substitutions },
-        }, maySend(ctx), ctx.state.log);
+        const outcomes = await sender.send(
+          authOf(ctx).account,
+          {
+            ...commonMail(body),
+            audience: { kind: 'individual', recipients: body.recipients, substitutions: body.substitutions },
+          },
+          maySend(ctx),
+          ctx.state.log,
+        );
         ctx.status = 202;
         ctx.body = { object: 'list', data: outcomes.map(presentOutcome) };
       },
@@ -68,10 +73,15 @@ export function messageRoutes(sender: Sender, messages: Messages, domains: Domai
       operationId: 'createConversationMessage',
       handler: async (ctx) => {
         const body = parseBody(ctx, createConversationBody);
-        const outcomes = await sender.send(authOf(ctx).account, {
-          ...commonMail(body),
-          audience: { kind: 'conversation', to: body.to, cc: body.cc, bcc: body.bcc },
-        }, maySend(ctx), ctx.state.log);
+        const outcomes = await sender.send(
+          authOf(ctx).account,
+          {
+            ...commonMail(body),
+            audience: { kind: 'conversation', to: body.to, cc: body.cc, bcc: body.bcc },
+          },
+          maySend(ctx),
+          ctx.state.log,
+        );
         ctx.status = 202;
         ctx.body = { object: 'list', data: outcomes.map(presentOutcome) };
       },
@@ -113,8 +123,11 @@ export function messageRoutes(sender: Sender, messages: Messages, domains: Domai
       operationId: 'cancelMessage',
       handler: async (ctx) => {
         const auth = authOf(ctx);
-        const message = await messages.cancel(auth.account.id, ctx.params.message_id ?? '', () => true, (domain) =>
-          satisfies(auth.grants, operation('cancelMessage').security, domain),
+        const message = await messages.cancel(
+          auth.account.id,
+          ctx.params.message_id ?? '',
+          () => true,
+          (domain) => satisfies(auth.grants, operation('cancelMessage').security, domain),
         );
         ctx.body = { message: `message ${message.messageId} cancelled` };
       },

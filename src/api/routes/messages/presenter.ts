@@ -79,7 +79,10 @@ export async function presentMessage(m: MessageRecord, raw: Buffer | null) {
   }
   const headers: Record<string, string[]> = {};
   for (const line of parsed.headerLines) {
-    const value = line.line.slice(line.line.indexOf(':') + 1).replace(/\r?\n[ \t]/g, ' ').trim();
+    const value = line.line
+      .slice(line.line.indexOf(':') + 1)
+      .replace(/\r?\n[ \t]/g, ' ')
+      .trim();
     (headers[line.key] ??= []).push(value);
   }
   return {

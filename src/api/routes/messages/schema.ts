@@ -43,14 +43,18 @@ const common = {
   sandbox: absent(z.boolean()),
   sandbox_result: emptyAsAbsent(z.enum(SANDBOX_RESULTS, { error: `sandbox_result must be one of ${SANDBOX_RESULTS.join(', ')}` })),
   tracking: absent(z.strictObject({ open: z.boolean().nullish(), click: z.boolean().nullish() })),
-  retention: absent(z.strictObject({
-    metadata: days('retention.metadata', 1),
-    data: days('retention.data', 0),
-  })),
-  schedule: absent(z.strictObject({
-    first_attempt: emptyAsAbsent(rfc3339('schedule.first_attempt')),
-    expires: emptyAsAbsent(rfc3339('schedule.expires')),
-  })),
+  retention: absent(
+    z.strictObject({
+      metadata: days('retention.metadata', 1),
+      data: days('retention.data', 0),
+    }),
+  ),
+  schedule: absent(
+    z.strictObject({
+      first_attempt: emptyAsAbsent(rfc3339('schedule.first_attempt')),
+      expires: emptyAsAbsent(rfc3339('schedule.expires')),
+    }),
+  ),
 };
 
 /** Bounded before anything walks it recursively (checkSubstitutions, the template context). */
@@ -59,18 +63,25 @@ const substitutions = z.record(z.string(), z.unknown()).superRefine((values, ctx
   if (problem) ctx.addIssue({ code: 'custom', message: problem });
 });
 
-export const createMessageBody = z.strictObject({
-  ...common,
-  recipients: z.array(z.strictObject({
-    email: z.string().max(254, 'email addresses are at most 254 characters'),
-    name: text,
+export const createMessageBody = z
+  .strictObject({
+    ...common,
+    recipients: z
+      .array(
+        z.strictObject({
+          email: z.string().max(254, 'email addresses are at most 254 characters'),
+          name: text,
+          substitutions: absent(substitutions),
+        }),
+      )
+      .min(1, 'at least one recipient is required')
+      .max(100, 'at most 100 recipients per request'),
     substitutions: absent(substitutions),
-  })).min(1, 'at least one recipient is required').max(100, 'at most 100 recipients per request'),
-  substitutions: absent(substitutions),
-}).superRefine((body, ctx) => {
-  const problem = requestSubstitutionsProblem([body.substitutions, ...body.recipients.map((r) => r.substitutions)]);
-  if (problem) ctx.addIssue({ code: 'custom', message: problem });
-});
+  })
+  .superRefine((body, ctx) => {
+    const problem = requestSubstitutionsProblem([body.substitutions, ...body.recipients.map((r) => r.substitutions)]);
+    if (problem) ctx.addIssue({ code: 'custom', message: problem });
+  });
 
 const addressList = (field: string) => z.array(address).min(1, `${field} must have 1 to 50 recipients`).max(50, `${field} must have 1 to 50 recipients`);
 
@@ -83,7 +94,10 @@ export const createConversationBody = z.strictObject({
 
 const commaList = (field: string, values?: readonly string[], max = 100) =>
   z.string().transform((v, ctx) => {
-    const items = v.split(',').map((s) => s.trim()).filter((s) => s.length > 0);
+    const items = v
+      .split(',')
+      .map((s) => s.trim())
+      .filter((s) => s.length > 0);
     if (items.length > max) ctx.addIssue({ code: 'custom', message: `${field} takes at most ${max} values` });
     const unknown = values ? items.filter((s) => !values.includes(s)) : [];
     if (unknown.length > 0) ctx.addIssue({ code: 'custom', message: `invalid ${field} "${unknown[0]}": one of ${values!.join(', ')}` });

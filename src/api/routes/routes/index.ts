@@ -15,7 +15,10 @@ import { createRouteBody, listRoutesQuery, updateRouteBody } from './schema.ts';
  * role. Listing with a domain-scoped key needs `domain`.
  */
 export function routeRoutes(routes: Routes): Route[] {
-  const may = (grants: Grants, id: OperationId): MayUse => (domain) => satisfies(grants, operation(id).security, domain);
+  const may =
+    (grants: Grants, id: OperationId): MayUse =>
+    (domain) =>
+      satisfies(grants, operation(id).security, domain);
   return [
     {
       operationId: 'getRoutes',
@@ -26,7 +29,8 @@ export function routeRoutes(routes: Routes): Route[] {
         const domain = query.domain === undefined ? undefined : normalizeDomain(query.domain);
         if (!grants.holdsAll('routes:read')) {
           if (domain === undefined) throw badRequest('domain is required when listing routes with a domain-scoped API key');
-          if (!satisfies(grants, operation('getRoutes').security, domain)) throw forbidden(`api key does not have sufficient permissions to read routes of ${domain}`);
+          if (!satisfies(grants, operation('getRoutes').security, domain))
+            throw forbidden(`api key does not have sufficient permissions to read routes of ${domain}`);
         }
         const found = await routes.list(account.id, domain, page);
         ctx.body = { object: 'list', data: found.items.map(presentRoute), pagination: paginationInfo(found) };

@@ -45,8 +45,7 @@ export function smtpCredentialRoutes(credentials: SmtpCredentials, domains: Doma
         const { credential, password } = await credentials.create(
           account.id,
           { name: body.name, scope: body.scope, sandbox: body.sandbox, domains: body.domains ?? [] },
-          (domain) =>
-            domain === null ? grants.holdsAll('smtp-credentials:write') : satisfies(grants, operation('createSMTPCredential').security, domain),
+          (domain) => (domain === null ? grants.holdsAll('smtp-credentials:write') : satisfies(grants, operation('createSMTPCredential').security, domain)),
         );
         ctx.status = 201;
         ctx.body = { ...(await present(credential)), password };

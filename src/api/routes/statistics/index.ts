@@ -91,7 +91,9 @@ function bounce(b: Bucket) {
   const classes = (b.counts.bc ?? {}) as Counts;
   return {
     ...times(b),
-    bounces: Object.keys(classes).sort().map((classification) => ({ classification, count: n(classes[classification]) })),
+    bounces: Object.keys(classes)
+      .sort()
+      .map((classification) => ({ classification, count: n(classes[classification]) })),
   };
 }
 

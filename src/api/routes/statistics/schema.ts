@@ -7,13 +7,23 @@ const rfc3339 = (field: string) => z.iso.datetime({ offset: true, error: `invali
 
 /** A comma list of at most `max` values, each checked by `valid`; empty items are dropped. */
 const commaList = (field: string, max: number, normalize: (s: string) => string, valid: (s: string) => boolean, what: string) =>
-  z.string().max(20_000).transform((v, ctx) => {
-    const items = [...new Set(v.split(',').map((s) => normalize(s.trim())).filter((s) => s.length > 0))];
-    if (items.length > max) ctx.addIssue({ code: 'custom', message: `${field} takes at most ${max} values` });
-    const bad = items.find((s) => !valid(s));
-    if (bad !== undefined) ctx.addIssue({ code: 'custom', message: `invalid ${field} "${bad.slice(0, 80)}": ${what}` });
-    return items;
-  });
+  z
+    .string()
+    .max(20_000)
+    .transform((v, ctx) => {
+      const items = [
+        ...new Set(
+          v
+            .split(',')
+            .map((s) => normalize(s.trim()))
+            .filter((s) => s.length > 0),
+        ),
+      ];
+      if (items.length > max) ctx.addIssue({ code: 'custom', message: `${field} takes at most ${max} values` });
+      const bad = items.find((s) => !valid(s));
+      if (bad !== undefined) ctx.addIssue({ code: 'custom', message: `invalid ${field} "${bad.slice(0, 80)}": ${what}` });
+      return items;
+    });
 
 /** A domain as the counters hold it: lower-case, no separators or spaces. */
 const domainLike = (s: string) => s.length <= 253 && /^[^\s|,]+$/.test(s);
@@ -27,6 +37,12 @@ export const statisticsQuery = z.object({
   to_date: rfc3339('to_date').optional(),
   sender_domain: commaList('sender_domain', 100, normalizeDomain, domainLike, 'must be a domain name').optional(),
   recipient_domains: commaList('recipient_domains', 100, normalizeDomain, domainLike, 'must be a domain name').optional(),
-  tags: commaList('tags', 20, (s) => s, (s) => s.length <= 64 && isPrintable(s), 'tags are 1 to 64 printable characters').optional(),
+  tags: commaList(
+    'tags',
+    20,
+    (s) => s,
+    (s) => s.length <= 64 && isPrintable(s),
+    'tags are 1 to 64 printable characters',
+  ).optional(),
   group_by: z.enum(GROUPS, { error: `invalid group_by: one of ${GROUPS.join(', ')}` }).default('day'),
 });

@@ -5,7 +5,11 @@ import { MAX_REASON } from '../../../accounts/account-status.ts';
 const name = z.string().trim().min(1, 'name must not be blank').max(255, 'name must be at most 255 characters');
 /** A domain name, or an http(s) URL reduced to its host (checked by SubAccounts). */
 const website = z.string().max(255, 'website must be at most 255 characters');
-const monthlyCredit = z.number().int('monthly_credit must be a whole number').min(0, 'monthly_credit must not be negative').max(MAX_MONTHLY_CREDIT, `monthly_credit must be at most ${MAX_MONTHLY_CREDIT}`);
+const monthlyCredit = z
+  .number()
+  .int('monthly_credit must be a whole number')
+  .min(0, 'monthly_credit must not be negative')
+  .max(MAX_MONTHLY_CREDIT, `monthly_credit must be at most ${MAX_MONTHLY_CREDIT}`);
 
 export const createSubAccountBody = z.strictObject({
   name,

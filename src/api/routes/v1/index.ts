@@ -18,13 +18,19 @@ export const v1SendBody = z.object({
     subject: z.string().max(998),
     text_body: emptyAsAbsent(z.string()),
     html_body: emptyAsAbsent(z.string()),
-    attachments: absent(z.array(z.object({
-      data: z.string(),
-      base64: absent(z.boolean()),
-      content_type: z.string().min(1).max(255),
-      content_id: absent(z.string().max(255)),
-      file_name: z.string().min(1).max(255),
-    })).max(100)),
+    attachments: absent(
+      z
+        .array(
+          z.object({
+            data: z.string(),
+            base64: absent(z.boolean()),
+            content_type: z.string().min(1).max(255),
+            content_id: absent(z.string().max(255)),
+            file_name: z.string().min(1).max(255),
+          }),
+        )
+        .max(100),
+    ),
     headers: absent(z.record(z.string(), z.string())),
     reply_to: absent(contact),
   }),
@@ -49,19 +55,24 @@ export function v1Send(sender: Sender): Handler {
     if (type && !/^application\/json\b/i.test(type)) throw badRequest('only application/json is supported');
     const body = parseBody(ctx, v1SendBody);
     const auth = ctx.state.auth!;
-    const outcomes = await sender.send(auth.account, {
-      source: 'api-v1',
-      from: body.from,
-      replyTo: body.content.reply_to,
-      subject: body.content.subject,
-      text: body.content.text_body,
-      html: body.content.html_body,
-      attachments: body.content.attachments,
-      inlineRule: 'any',
-      badAddress: 'report',
-      headers: body.content.headers,
-      audience: { kind: 'individual', recipients: body.recipients },
-    }, (domain) => auth.grants.holds('messages:send:{domain}', domain), ctx.state.log);
+    const outcomes = await sender.send(
+      auth.account,
+      {
+        source: 'api-v1',
+        from: body.from,
+        replyTo: body.content.reply_to,
+        subject: body.content.subject,
+        text: body.content.text_body,
+        html: body.content.html_body,
+        attachments: body.content.attachments,
+        inlineRule: 'any',
+        badAddress: 'report',
+        headers: body.content.headers,
+        audience: { kind: 'individual', recipients: body.recipients },
+      },
+      (domain) => auth.grants.holds('messages:send:{domain}', domain),
+      ctx.state.log,
+    );
     const failed = outcomes.filter((o) => o.error !== null);
     ctx.status = 201;
     ctx.body = {

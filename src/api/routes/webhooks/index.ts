@@ -18,11 +18,12 @@ import { createWebhookBody, listWebhooksQuery, updateWebhookBody } from './schem
  */
 export function webhookRoutes(webhooks: Webhooks): Route[] {
   const present = async (webhook: WebhookRecord) => presentWebhook(webhook, await webhooks.domainsOf(webhook));
-  const mayWrite = (grants: Grants, id: OperationId, family: 'webhooks:write' | 'webhooks:delete'): MayWrite => (domain) =>
-    domain === null ? grants.holdsAll(family) : satisfies(grants, operation(id).security, domain);
+  const mayWrite =
+    (grants: Grants, id: OperationId, family: 'webhooks:write' | 'webhooks:delete'): MayWrite =>
+    (domain) =>
+      domain === null ? grants.holdsAll(family) : satisfies(grants, operation(id).security, domain);
   const mayRead = async (grants: Grants, webhook: WebhookRecord) =>
-    grants.holdsAll('webhooks:read') ||
-    (await webhooks.domainsOf(webhook)).some((domain) => satisfies(grants, operation('getWebhook').security, domain));
+    grants.holdsAll('webhooks:read') || (await webhooks.domainsOf(webhook)).some((domain) => satisfies(grants, operation('getWebhook').security, domain));
 
   return [
     {

@@ -10,8 +10,7 @@ const domains = z
   .array(z.string().max(253, 'domain names are at most 253 characters'), 'domains must be an array of domain names')
   .max(MAX_WEBHOOK_DOMAINS, `domains may name at most ${MAX_WEBHOOK_DOMAINS} domains`);
 
-const flags = <T extends z.ZodType>(field: T) =>
-  Object.fromEntries(WEBHOOK_FLAGS.map((flag) => [flag, field])) as Record<WebhookFlag, T>;
+const flags = <T extends z.ZodType>(field: T) => Object.fromEntries(WEBHOOK_FLAGS.map((flag) => [flag, field])) as Record<WebhookFlag, T>;
 
 /**
  * `domains` is required (non-empty) for `scoped`; for `global` it may be omitted, null, empty or
@@ -42,7 +41,10 @@ export const updateWebhookBody = z.strictObject({
 });
 
 const booleanText = (field: string) =>
-  z.enum(['true', 'false'], `${field} must be true or false`).transform((v) => v === 'true').optional();
+  z
+    .enum(['true', 'false'], `${field} must be true or false`)
+    .transform((v) => v === 'true')
+    .optional();
 
 /** The list filters; pagination is read separately. */
 export const listWebhooksQuery = z.object({
