@@ -115,7 +115,7 @@ class ByteReader {
       const next = await this.source.next();
       if (next.done) this.done = true;
       else {
-        const chunk = Buffer.isBuffer(next.value) ? next.value : Buffer.from(next.value as Uint8Array);
+        const chunk = Buffer.isBuffer(next.value) ? next.value : Buffer.from(next.value);
         this.chunks.push(chunk);
         this.buffered += chunk.length;
       }

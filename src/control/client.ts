@@ -162,7 +162,7 @@ export class ControlClient implements QueueOperations, AdminOperations, DoctorRe
           reject(res.statusCode === 500 ? new Error(`the daemon failed: ${message}`) : new AppError(res.statusCode ?? 500, message));
         });
       });
-      req.on('error', (err) => reject(this.connectError(err as NodeJS.ErrnoException)));
+      req.on('error', (err) => reject(this.connectError(err)));
       req.end();
     });
   }

@@ -229,7 +229,7 @@ function selection(body: unknown): Selection {
   };
   if (b.ids !== undefined && !(Array.isArray(b.ids) && b.ids.every((id) => typeof id === 'string'))) throw badRequest('ids must be a list of strings');
   if (b.all !== undefined && typeof b.all !== 'boolean') throw badRequest('all must be true or false');
-  return { ids: b.ids as string[] | undefined, domain: text('domain'), account: text('account'), all: b.all };
+  return { ids: b.ids, domain: text('domain'), account: text('account'), all: b.all };
 }
 
 async function readJson(req: IncomingMessage, limit: number): Promise<unknown> {

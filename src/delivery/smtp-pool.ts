@@ -129,7 +129,7 @@ export class SmtpPool {
       greetingTimeout: this.options.connectTimeoutMs,
       socketTimeout: this.options.commandTimeoutMs,
       tls: { servername: isName(hop.name) ? hop.name : undefined, rejectUnauthorized: this.options.tlsRejectUnauthorized },
-    } as SMTPConnection.Options);
+    });
     // Errors after a session is parked must not crash the process; they close the session.
     connection.on('error', () => undefined);
     this.live.add(connection);

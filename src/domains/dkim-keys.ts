@@ -101,7 +101,7 @@ export class DkimKeyStore {
     const temporary = `${path}.${process.pid}.tmp`;
     const file = await open(temporary, 'w', 0o600);
     try {
-      await file.writeFile(key.export({ type: 'pkcs8', format: 'pem' }) as string);
+      await file.writeFile(key.export({ type: 'pkcs8', format: 'pem' }));
       await file.sync();
     } finally {
       await file.close();

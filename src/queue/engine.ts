@@ -55,8 +55,8 @@ export class JobEngine {
   }
 
   register<J>(kind: JobKind<J>): void {
-    this.kinds.set(kind.name, kind as unknown as JobKind);
-    this.dispatcher.register(kind as unknown as JobKind);
+    this.kinds.set(kind.name, kind);
+    this.dispatcher.register(kind);
   }
 
   start(): void {

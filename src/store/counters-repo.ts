@@ -77,14 +77,14 @@ export class CountersRepo implements BatchJournal {
   /** The sender domains an account has counts for, in key order (the log folded by the caller). */
   async senderDomains(accountId: string): Promise<string[]> {
     const prefix = indexPrefix('senderDomains', accountId);
-    const keys = (await this.rows.keys({ gt: prefix, lt: `${prefix}\xff` }).all()) as string[];
+    const keys = await this.rows.keys({ gt: prefix, lt: `${prefix}\xff` }).all();
     return keys.map((k) => k.slice(prefix.length));
   }
 
   /** The tag sets (encoded: counter-keys.ts `tagsOf`) an account has counts for, in key order. */
   async *tagSets(accountId: string): AsyncGenerator<string> {
     const prefix = indexPrefix('tagSets', accountId);
-    for await (const key of this.rows.keys({ gt: prefix, lt: `${prefix}\xff` })) yield (key as string).slice(prefix.length);
+    for await (const key of this.rows.keys({ gt: prefix, lt: `${prefix}\xff` })) yield key.slice(prefix.length);
   }
 
   /**
@@ -103,7 +103,7 @@ export class CountersRepo implements BatchJournal {
     const to = unit === 'hour' ? hourKey(toMs) : hourKey(toMs).slice(0, 8);
     if (from >= to) return;
     for await (const [key, value] of this.rows.iterator({ gte: prefix + from, lt: prefix + to })) {
-      into(keyTime((key as string).slice(prefix.length)), value as Counts);
+      into(keyTime(key.slice(prefix.length)), value as Counts);
     }
   }
 
@@ -120,7 +120,7 @@ export class CountersRepo implements BatchJournal {
   ): Promise<void> {
     const prefix = finestPrefix(accountId, senderDomain);
     for await (const [key, value] of this.rows.iterator({ gte: prefix + hourKey(fromMs), lt: prefix + hourKey(toMs) })) {
-      const [hour, , set] = (key as string).slice(prefix.length).split('|') as [string, string, string];
+      const [hour, , set] = key.slice(prefix.length).split('|') as [string, string, string];
       into(keyTime(hour), set, value as Counts);
     }
   }
@@ -136,7 +136,7 @@ export class CountersRepo implements BatchJournal {
   ): Promise<void> {
     const prefix = finestPairPrefix(accountId, senderDomain, recipientDomain);
     for await (const [key, value] of this.rows.iterator({ gte: prefix + hourKey(fromMs), lt: prefix + hourKey(toMs) })) {
-      const rest = (key as string).slice(prefix.length);
+      const rest = key.slice(prefix.length);
       into(keyTime(rest.slice(0, 10)), rest.slice(11), value as Counts);
     }
   }
@@ -146,7 +146,7 @@ export class CountersRepo implements BatchJournal {
   /** Reads back the log rows left by the last stop (or a crash), then folds in the background. */
   async opened(store: Store): Promise<void> {
     this.store = store;
-    for await (const [key, value] of store.families.counterLog.iterator()) this.log.logged(key as string, value as LogEntry);
+    for await (const [key, value] of store.families.counterLog.iterator()) this.log.logged(key, value as LogEntry);
     this.timer = setInterval(() => this.foldSoon(), FOLD_INTERVAL_MS);
     this.timer.unref();
   }

@@ -23,7 +23,7 @@ export class EventsRepo {
 
   /** The id of the newest event stored (null: none): where a new consumer's cursor starts. */
   async newestId(): Promise<string | null> {
-    const [newest] = (await this.store.families.events.keys({ reverse: true, limit: 1 }).all()) as string[];
+    const [newest] = await this.store.families.events.keys({ reverse: true, limit: 1 }).all();
     return newest ?? null;
   }
 

@@ -67,7 +67,7 @@ export class InboundRepo {
 
   /** Ops deleting a body's chunks. */
   async dropBody(bodyId: string): Promise<WriteOp[]> {
-    const keys = (await this.store.families.bodies.keys({ gt: `${bodyId}:`, lt: `${bodyId}:\xff` }).all()) as string[];
+    const keys = await this.store.families.bodies.keys({ gt: `${bodyId}:`, lt: `${bodyId}:\xff` }).all();
     return keys.map((key) => ({ type: 'del', family: 'bodies', key }));
   }
 

@@ -37,7 +37,7 @@ export class JobIndex {
    * those whose key sorts at or after it (see `startOf`, `fromTime`).
    */
   async due(kind: JobKindName, nowMs: number, limit: number, from?: string): Promise<DueEntry[]> {
-    const keys = (await this.store.families.schedule.keys({ gte: from ?? startOf(kind), lt: `${kind}:${timeKey(nowMs)};`, limit }).all()) as string[];
+    const keys = await this.store.families.schedule.keys({ gte: from ?? startOf(kind), lt: `${kind}:${timeKey(nowMs)};`, limit }).all();
     const out: DueEntry[] = [];
     for (const key of keys) {
       const entry = parseEntry(key);
@@ -48,7 +48,7 @@ export class JobIndex {
 
   /** The due time of the earliest entry of `kind` after `nowMs`, or null when none. */
   async nextDue(kind: JobKindName, nowMs: number): Promise<number | null> {
-    const [key] = (await this.store.families.schedule.keys({ gt: `${kind}:${timeKey(nowMs)};`, lt: fenceKey(kind), limit: 1 }).all()) as string[];
+    const [key] = await this.store.families.schedule.keys({ gt: `${kind}:${timeKey(nowMs)};`, lt: fenceKey(kind), limit: 1 }).all();
     return key === undefined ? null : (parseEntry(key)?.dueMs ?? null);
   }
 
@@ -73,7 +73,7 @@ export class JobIndex {
   /** Every entry of `kind` in due order (the operator's views). */
   async *entries(kind: JobKindName): AsyncGenerator<DueEntry> {
     for await (const key of this.store.families.schedule.keys({ gt: `${kind}:`, lt: fenceKey(kind) })) {
-      const entry = parseEntry(key as string);
+      const entry = parseEntry(key);
       if (entry) yield entry;
     }
   }

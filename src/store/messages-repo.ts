@@ -150,7 +150,7 @@ export class MessagesRepo {
   /** Every held message, by account: `[accountId, messageId]`. */
   async *held(): AsyncGenerator<[string, string]> {
     for await (const key of this.store.families.messagesHeld.keys()) {
-      const [accountId, id] = (key as string).split(':') as [string, string];
+      const [accountId, id] = key.split(':') as [string, string];
       yield [accountId, id];
     }
   }
@@ -189,7 +189,7 @@ export class MessagesRepo {
 
   /** Ops deleting every chunk written of a body (a spooled message that was refused). */
   async dropChunks(bodyId: string): Promise<WriteOp[]> {
-    const keys = (await this.store.families.bodies.keys({ gt: `${bodyId}:`, lt: `${bodyId}:\xff` }).all()) as string[];
+    const keys = await this.store.families.bodies.keys({ gt: `${bodyId}:`, lt: `${bodyId}:\xff` }).all();
     return keys.map((key) => ({ type: 'del', family: 'bodies', key }));
   }
 
@@ -204,10 +204,10 @@ export class MessagesRepo {
    */
   async releaseBody(bodyId: string, messageId: string): Promise<WriteOp[]> {
     const ops: WriteOp[] = [{ type: 'del', family: 'bodyRefs', key: `${bodyId}:${messageId}` }];
-    const refs = (await this.store.families.bodyRefs.keys({ gt: `${bodyId}:`, lt: `${bodyId}:\xff`, limit: 2 }).all()) as string[];
+    const refs = await this.store.families.bodyRefs.keys({ gt: `${bodyId}:`, lt: `${bodyId}:\xff`, limit: 2 }).all();
     if (refs.some((key) => key !== `${bodyId}:${messageId}`)) return ops;
     for await (const key of this.store.families.bodies.keys({ gt: `${bodyId}:`, lt: `${bodyId}:\xff` })) {
-      ops.push({ type: 'del', family: 'bodies', key: key as string });
+      ops.push({ type: 'del', family: 'bodies', key: key });
     }
     return ops;
   }

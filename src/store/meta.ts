@@ -38,7 +38,7 @@ export class MetaRepo {
   async suspended(): Promise<Map<string, { since: string; by: string }>> {
     const out = new Map<string, { since: string; by: string }>();
     for await (const [key, value] of this.store.families.meta.iterator({ gt: 'suspended:', lt: 'suspended:\xff' })) {
-      out.set((key as string).slice('suspended:'.length), value as { since: string; by: string });
+      out.set(key.slice('suspended:'.length), value as { since: string; by: string });
     }
     return out;
   }
@@ -76,7 +76,7 @@ export async function migrate(store: Store, hooks: MigrationSteps): Promise<stri
     let ops: WriteOp[] = [];
     let moved = 0;
     for await (const key of store.families.schedule.keys()) {
-      const k = key as string;
+      const k = key;
       const parts = k.split(':');
       if (parts.length !== 2 || !/^\d+$/.test(parts[0]!)) continue;
       ops.push({ type: 'del', family: 'schedule', key: k }, { type: 'put', family: 'schedule', key: `message:${parts[0]}:${parts[1]}`, value: parts[1] });

@@ -53,7 +53,7 @@ function isApple(ip: string): boolean {
   if (!ip.startsWith('17.') && !ip.includes(':')) return false;
   try {
     const parsed = ipaddr.process(ip);
-    return parsed.kind() === 'ipv4' && (parsed as ipaddr.IPv4).match(APPLE as [ipaddr.IPv4, number]);
+    return parsed.kind() === 'ipv4' && (parsed as ipaddr.IPv4).match(APPLE);
   } catch {
     return false;
   }

@@ -56,7 +56,7 @@ for (let i = 0; i < profile.samples.length; i++) {
   at += dt;
   const second = Math.floor(at / 1e6);
   timeline[second] ??= [0, 0];
-  timeline[second]![isIdle(id) ? 1 : 0] += dt;
+  timeline[second][isIdle(id) ? 1 : 0] += dt;
   if (at < fromUs || at > toUs) continue;
   windowUs += dt;
   if (!isIdle(id)) selfUs.set(id, (selfUs.get(id) ?? 0) + dt);

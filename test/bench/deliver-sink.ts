@@ -37,12 +37,12 @@ export async function startPostfixSink(path: string): Promise<Sink> {
   let received = 0;
   let tail = '';
   let stderr = '';
-  proc.stdout!.on('data', (chunk: Buffer) => {
+  proc.stdout.on('data', (chunk: Buffer) => {
     tail = (tail + chunk.toString('latin1')).slice(-200);
     const all = [...tail.matchAll(/mesg=(\d+)/g)];
     if (all.length > 0) received = Number(all[all.length - 1]![1]);
   });
-  proc.stderr!.on('data', (chunk: Buffer) => (stderr += chunk.toString()));
+  proc.stderr.on('data', (chunk: Buffer) => (stderr += chunk.toString()));
   const exited = new Promise<void>((done) => proc.once('exit', () => done()));
   process.once('exit', () => proc.kill());
   await until(`smtp-sink on port ${port} (${stderr})`, () => connects(port), 10_000, 50);

@@ -45,7 +45,7 @@ function source(port: number, count: number, to: string): Promise<void> {
       { stdio: ['ignore', 'ignore', 'pipe'] },
     );
     let stderr = '';
-    proc.stderr!.on('data', (d: Buffer) => (stderr += d.toString()));
+    proc.stderr.on('data', (d: Buffer) => (stderr += d.toString()));
     proc.on('exit', (code) => (code === 0 ? resolve() : reject(new Error(`smtp-source exited ${code}: ${stderr.slice(0, 500)}`))));
   });
 }

@@ -112,8 +112,8 @@ export async function peerRun(o: PeerOptions): Promise<PeerRun> {
   const proc = spawn('bash', [PEER_SCRIPT], { env, stdio: ['ignore', 'pipe', 'pipe'] });
   let stdout = '';
   let stderr = '';
-  proc.stdout!.on('data', (d: Buffer) => (stdout += d.toString()));
-  proc.stderr!.on('data', (d: Buffer) => (stderr += d.toString()));
+  proc.stdout.on('data', (d: Buffer) => (stdout += d.toString()));
+  proc.stderr.on('data', (d: Buffer) => (stderr += d.toString()));
   const timer = setTimeout(() => {
     stderr += `\n(killed after ${limitMs} ms)`;
     proc.kill('SIGTERM');

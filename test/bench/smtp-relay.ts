@@ -106,7 +106,7 @@ function startClient(command: string, port: number, messages: number, from: stri
     env: { ...process.env, BENCH_SMTP_USER: auth.username, BENCH_SMTP_PASS: auth.password },
   });
   let stderr = '';
-  proc.stderr!.on('data', (d: Buffer) => (stderr += d.toString()));
+  proc.stderr.on('data', (d: Buffer) => (stderr += d.toString()));
   const done = new Promise<{ at: number; stats: ClientStats }>((resolveDone, reject) => {
     // 'close', not 'exit': by then its stderr, with the stats line, has been read to the end.
     proc.once('close', (code) => {

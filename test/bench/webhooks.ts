@@ -199,9 +199,7 @@ async function mailRun(
   return { rate, cpuUs };
 }
 
-async function downRun(
-  defer: Defer,
-): Promise<{
+async function downRun(defer: Defer): Promise<{
   jobs: number;
   parked: number;
   fillSeconds: number;

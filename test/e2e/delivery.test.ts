@@ -68,7 +68,7 @@ describe('e2e: delivery by the running daemon', function () {
   let sink: SmtpSink | null = null;
   let children: Child[] = [];
   /** Holds the sink is keeping (released at cleanup, so the sink can close). */
-  let releases: Array<() => void> = [];
+  const releases: Array<() => void> = [];
 
   const templateConfig = (base: string) => {
     const path = join(base, 'postilion.yaml');
@@ -414,7 +414,7 @@ async function until<T>(probe: () => T | Promise<T>, what: string, timeoutMs = 1
   const deadline = Date.now() + timeoutMs;
   for (;;) {
     const value = await probe();
-    if (value) return value as NonNullable<T>;
+    if (value) return value;
     if (Date.now() > deadline) throw new Error(`timed out after ${timeoutMs} ms waiting for: ${what}`);
     await sleep(50);
   }

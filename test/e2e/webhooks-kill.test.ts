@@ -64,7 +64,7 @@ async function freePort(): Promise<number> {
 /** Whether this release's configuration has the inbound SMTP listener (then it is turned off). */
 function hasInboundListener(): boolean {
   try {
-    validateConfig({ smtp: { inbound: { enabled: false } } } as Parameters<typeof validateConfig>[0], 'probe');
+    validateConfig({ smtp: { inbound: { enabled: false } } }, 'probe');
     return true;
   } catch {
     return false;

@@ -201,7 +201,7 @@ async function listenOnOnePort(handle: (request: Packet, send: (response: Packet
   for (let attempt = 0; ; attempt++) {
     const udp = dns2.createUDPServer((request, send) => handle(request, send));
     await udp.listen(0, '127.0.0.1');
-    const port = (udp.address() as AddressInfo).port;
+    const port = udp.address().port;
     const tcp = dns2.createTCPServer((request, send) => handle(request, send));
     const connections = new Set<Socket>();
     tcp.on('connection', (socket: Socket) => {

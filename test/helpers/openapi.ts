@@ -31,7 +31,7 @@ const addFormats = addFormatsModule as unknown as (ajv: Ajv2020) => void;
 const ajv = new Ajv2020({ strict: false, allErrors: true, validateSchema: false });
 addFormats(ajv);
 ajv.addFormat('fqdn', /^(?=.{1,253}$)(?:[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?\.)+[a-z][a-z0-9-]{0,61}[a-z0-9]$/i);
-ajv.addSchema(doc as object, 'openapi');
+ajv.addSchema(doc, 'openapi');
 
 /** Per operation: status → JSON pointer of the response object (shared `$ref` responses followed). */
 const responses = new Map<string, Map<string, string>>();

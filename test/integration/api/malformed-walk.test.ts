@@ -107,7 +107,7 @@ interface QueryParam {
 }
 
 function queryParamsOf(operationId: string): QueryParam[] {
-  const op = contractOperation(operationId) as { parameters?: unknown[] } | undefined;
+  const op = contractOperation(operationId);
   return (op?.parameters ?? [])
     .map((p) => deref(p, contractRef) as { in?: string; name?: string; required?: boolean; schema?: unknown })
     .filter((p) => p.in === 'query' && typeof p.name === 'string')
@@ -148,7 +148,7 @@ function fieldCases(field: Field): Array<{ what: string; raw: string; expect: Ex
   const { types, schema } = field;
   const name = field.path.join('.');
   const untyped = types.size === 0;
-  const wrong = (type: string) => (untyped || types.has(type) ? 'may' : 'refuse') as Expectation;
+  const wrong = (type: string) => (untyped || types.has(type) ? 'may' : 'refuse');
   const cases: Array<{ what: string; raw: string; expect: Expectation }> = [];
   const isString = types.has('string');
   const isEnum = Array.isArray(schema.enum);
@@ -513,7 +513,7 @@ describe('malformed-request walk over every operation', function () {
             assertMatchesContract(c.op, status, body);
           }
         } catch (err) {
-          fail("not the contract's response", (err as Error).message.split('\n')[0]!);
+          fail("not the contract's response", (err as Error).message.split('\n')[0]);
         }
       }
 

@@ -135,7 +135,7 @@ describe('message read API', function () {
   it('stores a body shared by several recipients once', async () => {
     const res = await bed.send({ recipients: [{ email: 'x1@example.org' }, { email: 'x2@example.org' }, { email: 'x3@example.org' }], subject: 'Shared' });
     expect(res.status).to.equal(202);
-    const ids = res.body.data.map((d: { id: string }) => d.id as string);
+    const ids = res.body.data.map((d: { id: string }) => d.id);
     const contents = await Promise.all(
       ids.map(async (id: string) => (await bed.api('GET', `${bed.messages}/${encodeURIComponent(id)}`)).body.content as string),
     );

@@ -31,7 +31,7 @@ describe('message retention', function () {
       retention: { metadata: 2, data: 1 },
       schedule: { first_attempt: new Date(bed.clock.now() + 3_600_000).toISOString() },
     });
-    const [one, two] = res.body.data.map((d: { id: string }) => d.id as string) as [string, string];
+    const [one, two] = res.body.data.map((d: { id: string }) => d.id) as [string, string];
     expect((await bed.api('DELETE', `${bed.messages}/${encodeURIComponent(one)}/cancel`)).status).to.equal(200);
     const chunks = await bodyChunks();
 

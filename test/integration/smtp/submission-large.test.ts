@@ -37,7 +37,7 @@ describe('SMTP submission of large messages', function () {
     await sink?.close();
   });
 
-  const bodyChunks = async () => ((await bed.server.daemon.core.store.families.bodies.keys().all()) as string[]).length;
+  const bodyChunks = async () => (await bed.server.daemon.core.store.families.bodies.keys().all()).length;
 
   /** A message of about `mib` MiB: text lines (CRLF, or LF only). */
   function bigMessage(mib: number, eol = '\r\n'): { raw: string; bodyDigest: string } {

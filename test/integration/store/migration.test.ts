@@ -113,7 +113,7 @@ describe('a data directory written by release 1', function () {
   /** Every key of the index but the fences closing each kind's range (written at each start). */
   async function scheduleKeys(s: TestServer): Promise<string[]> {
     const fences = new Set(JOB_KINDS.map(fenceKey));
-    const keys = (await s.daemon.core.store.families.schedule.keys().all()) as string[];
+    const keys = await s.daemon.core.store.families.schedule.keys().all();
     expect(keys.filter((k) => fences.has(k))).to.have.length(JOB_KINDS.length);
     return keys.filter((k) => !fences.has(k));
   }

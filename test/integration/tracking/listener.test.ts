@@ -174,7 +174,7 @@ describe('open and click tracking', function () {
     expect(m.firstOpenAt).to.be.a('string');
 
     // A link scanner: delivered, then clicked within the scanner window (10 s).
-    const stored = (await record(id!))!;
+    const stored = await record(id!);
     const deliveredAt = new Date(bed.clock.now()).toISOString();
     await bed.server.daemon.core.store.commit(bed.server.daemon.core.messagesRepo.put({ ...stored, status: 'Delivered', deliveredAt }, stored));
     await trackingGet(base, links[0]!, { 'user-agent': BROWSER });

@@ -80,7 +80,7 @@ describe('tracking of SMTP-submitted mail', function () {
       to: ['one@example.org', 'two@example.net'],
       headers: { 'ahasend-track-opens': 'true', 'AhaSend-Track-Clicks': 'yes' },
       encoding: 'base64',
-    } as SendMailOptions);
+    });
     const delivered = byRecipient(await sink.waitFor(2));
     const urls: Record<string, ReturnType<typeof trackingUrls>> = {};
     for (const rcpt of ['one@example.org', 'two@example.net']) {
@@ -88,8 +88,8 @@ describe('tracking of SMTP-submitted mail', function () {
       expect(raw).not.to.match(/^ahasend-track/im);
       const html = await htmlOf(delivered[rcpt]!);
       urls[rcpt] = trackingUrls(html);
-      expect(urls[rcpt]!.pixel, html).to.match(/^https:\/\/track\.example\.com\/o\//);
-      expect(urls[rcpt]!.links).to.have.length(1);
+      expect(urls[rcpt].pixel, html).to.match(/^https:\/\/track\.example\.com\/o\//);
+      expect(urls[rcpt].links).to.have.length(1);
       expect(html).to.include('mailto:help@example.com');
       expect(html).not.to.include('shop.example.net');
       // The text part is not touched.

@@ -56,7 +56,7 @@ describe('webhook origins are isolated', function () {
     const store = bed.server.daemon.core.store;
     const deadline = Date.now() + 10_000;
     // The first attempts find it down: the rest are parked in the store, not held in memory.
-    while (((await store.families.jobsParked.keys().all()) as string[]).length < 40) {
+    while ((await store.families.jobsParked.keys().all()).length < 40) {
       if (Date.now() > deadline) throw new Error('the deliveries were never parked');
       await new Promise((r) => setTimeout(r, 50));
     }

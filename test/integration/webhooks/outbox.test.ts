@@ -93,7 +93,7 @@ describe('events outbox', function () {
     await bed.server.daemon.parts.webhooks.fanout.drained();
     await bed.server.daemon.parts.webhooks.fanout.stop();
     await core.store.commit(early);
-    const keys = (await core.store.families.events.keys().all()) as string[];
+    const keys = await core.store.families.events.keys().all();
     expect(keys.at(-1)! > (await core.meta.cursor(FANOUT_CONSUMER))!).to.equal(true);
 
     restarted = await bed.server.restart();
@@ -168,7 +168,7 @@ describe('events outbox', function () {
   it('a first start with events already stored sends no backlog: the cursor starts at the newest event', async () => {
     await bed.send({ sandbox: true, recipients: [{ email: 'old@example.org' }] });
     const store = bed.server.daemon.core.store;
-    const [newest] = (await store.families.events.keys({ reverse: true, limit: 1 }).all()) as string[];
+    const [newest] = await store.families.events.keys({ reverse: true, limit: 1 }).all();
     // As a store written before webhooks were delivered: no cursor yet.
     await store.commit([{ type: 'del', family: 'meta', key: `cursor:${FANOUT_CONSUMER}` }]);
     await createWebhook('/hook');
@@ -219,9 +219,9 @@ describe('events outbox', function () {
     }
     const cutoff = now - 30 * DAY;
     expect(await core.eventsRepo.purgeBefore(cutoff)).to.equal(1);
-    const left = (await core.store.families.events.keys().all()) as string[];
+    const left = await core.store.families.events.keys().all();
     expect(left).to.include(recent.id).and.not.include(old.id);
-    const indexed = (await core.store.families.eventsByAccount.keys().all()) as string[];
+    const indexed = await core.store.families.eventsByAccount.keys().all();
     expect(indexed.some((k) => k.endsWith(old.id))).to.equal(false);
     expect(indexed.some((k) => k.endsWith(recent.id))).to.equal(true);
 

@@ -21,7 +21,7 @@ describe('spamd scores (SPAMC/1.5 CHECK)', () => {
       });
     });
     await new Promise<void>((done) => server!.listen(0, '127.0.0.1', () => done()));
-    return { port: (server!.address() as { port: number }).port, requests };
+    return { port: (server.address() as { port: number }).port, requests };
   }
 
   it('sends the message with its length and reads the score', async () => {

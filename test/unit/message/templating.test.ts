@@ -43,14 +43,14 @@ async function failure(work: () => unknown): Promise<Error> {
 async function templateErrorOf(work: () => unknown): Promise<TemplateError> {
   const err = await failure(work);
   expect(err, String(err)).to.be.instanceOf(TemplateError);
-  return err as TemplateError;
+  return err;
 }
 
 async function refusalOf(work: () => unknown, message?: RegExp): Promise<TemplateRefused> {
   const err = await failure(work);
   expect(err, String(err)).to.be.instanceOf(TemplateRefused);
   if (message) expect(err.message).to.match(message);
-  return err as TemplateRefused;
+  return err;
 }
 
 const TOO_SLOW = /^template error: the template exceeds its evaluation budget \(it takes too long to render\)$/;

@@ -32,7 +32,7 @@ describe("JobIndex: the fences closing each kind's range", () => {
   it('are never read as entries (due, nextDue, entries), and fence() written again is one key per kind', async () => {
     await index.fence();
     await index.fence();
-    const all = (await store.families.schedule.keys().all()) as string[];
+    const all = await store.families.schedule.keys().all();
     expect(all).to.deep.equal(JOB_KINDS.map(fenceKey).sort());
     for (const kind of JOB_KINDS) {
       expect(await index.due(kind, T0 + 10 ** 12, 100)).to.deep.equal([]);
@@ -56,9 +56,9 @@ describe("JobIndex: the fences closing each kind's range", () => {
     await store.commit(ops);
     await store.commit(Array.from({ length: 99 }, (_, i) => index.del('webhook', `w${i}`, T0)));
     await store.commit([index.put('message', 'm1', T0 + 5000)]);
-    const [next] = (await store.families.schedule.keys({ gt: `message:${String(T0 + 5000).padStart(15, '0')}:m1`, limit: 1 }).all()) as string[];
+    const [next] = await store.families.schedule.keys({ gt: `message:${String(T0 + 5000).padStart(15, '0')}:m1`, limit: 1 }).all();
     expect(next).to.equal(fenceKey('message'));
-    const [afterRoutes] = (await store.families.schedule.keys({ gt: 'route:', limit: 1 }).all()) as string[];
+    const [afterRoutes] = await store.families.schedule.keys({ gt: 'route:', limit: 1 }).all();
     expect(afterRoutes).to.equal(fenceKey('route'));
     expect((await entries('webhook')).map((e) => e.id)).to.deep.equal(['w99']);
   });

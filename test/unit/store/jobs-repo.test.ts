@@ -84,7 +84,7 @@ describe('JobsRepo: a new job is kept in its due-time entry', () => {
   let dir: string;
   let store: Store;
   let repo: JobsRepo;
-  const all = async (family: 'jobs' | 'schedule') => (await store.families[family].iterator().all()) as Array<[string, unknown]>;
+  const all = async (family: 'jobs' | 'schedule') => await store.families[family].iterator().all();
   const listed = async () => {
     const out: JobRecord[] = [];
     for await (const j of repo.list('webhook')) out.push(j);
