@@ -8,7 +8,7 @@ import { allowedMethods } from './allowed-methods.ts';
 import { errorBody } from './middleware/errors.ts';
 import { closeInStages, drainAndLinger } from './staged-close.ts';
 
-type RequestListener = (req: IncomingMessage, res: ServerResponse) => void;
+type RequestListener = (req: IncomingMessage, res: ServerResponse) => void | Promise<void>;
 
 export interface ListenerSpec {
   host: string;
@@ -57,7 +57,7 @@ export class ApiListener {
         refused(400, req.method, pathOf(req.url), 'missing Host header');
         return answer(res, 400, req.url, 'the Host header is required', { Connection: 'close' });
       }
-      handler(req, res);
+      void handler(req, res);
     });
     // 100-continue is sent once the app starts reading the body (see rawBody): a request refused
     // before that (authentication, limits) is answered without the client sending its body.

@@ -13,6 +13,7 @@ const MAX_TEXT = 256 * 1024;
 export interface BouncedRecipient {
   /** Final-Recipient (or the address found in the text), lower-cased. */
   recipient: string;
+  // eslint-disable-next-line @typescript-eslint/no-redundant-type-constituents -- RFC 3464's actions, for the reader; a report may carry any word
   action: 'failed' | 'delayed' | 'delivered' | 'relayed' | 'expanded' | string;
   /** Enhanced status code, e.g. 5.1.1. */
   status: string;

@@ -14,5 +14,6 @@ function shown(value: unknown): string {
   if (value === null || value === undefined || value === '') return '-';
   if (Array.isArray(value)) return value.length === 0 ? '-' : value.map(shown).join(',');
   if (typeof value === 'object') return JSON.stringify(value);
-  return String(value);
+  const primitive = value as string | number | boolean | bigint;
+  return String(primitive);
 }

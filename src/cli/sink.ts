@@ -64,9 +64,11 @@ export async function startCaptureSink(options: CaptureSinkOptions): Promise<Cap
   });
   server.listen(options.port, options.host);
   // once() rejects with an 'error' the emitter gives while it waits: either way, one error.
-  await Promise.race([once(server.server, 'listening'), once(server, 'error').then(([err]) => Promise.reject(err))]).catch((err: NodeJS.ErrnoException) => {
-    throw listenError(err, options);
-  });
+  await Promise.race([once(server.server, 'listening'), once(server, 'error').then(([err]) => Promise.reject(err as Error))]).catch(
+    (err: NodeJS.ErrnoException) => {
+      throw listenError(err, options);
+    },
+  );
   const address = server.server.address();
   return {
     port: typeof address === 'object' && address ? address.port : options.port,

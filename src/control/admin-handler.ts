@@ -50,6 +50,7 @@ export async function handleAdmin(name: string, body: unknown, admin: AdminOpera
     throw badRequest(`${name}: ${where}${issue.message}`);
   }
   // The schema of `name` checked the argument of `name`: TypeScript cannot follow the pairing.
+  // eslint-disable-next-line @typescript-eslint/unbound-method -- called with admin as this, below
   const run = admin[name] as (input: unknown) => Promise<unknown>;
   const result = await run.call(admin, parsed.data);
   const line = LOG_LINES[name] as ((r: unknown, i: unknown) => [Record<string, unknown>, string]) | undefined;

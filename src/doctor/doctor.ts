@@ -54,16 +54,16 @@ export async function runDoctor(input: DoctorInput): Promise<Check[]> {
   const { config } = input;
   const lookups = createLookups(config);
   const { state, reads, check: daemonCheck } = await detectDaemon(config);
-  const sections = await Promise.all([
-    checkListeners(config, state),
-    [checkControlSocket(config, state)],
-    checkStorage(config),
-    checkCertificates(config, input.now),
+  // In the order of the report; the local checks are synchronous, the others wait together.
+  const listeners = checkListeners(config, state);
+  const local = [checkControlSocket(config, state), ...checkStorage(config), ...checkCertificates(config, input.now)];
+  const [fromListeners, ...sections] = await Promise.all([
+    listeners,
     checkServedCertificates(config, state, input.now),
     checkSendingIps(config.server.sending_ips, config.server.hostname, lookups),
     checkDomains(input, reads, lookups),
   ]);
-  return [configLoaded(input.source), daemonCheck, ...sections.flat()];
+  return [configLoaded(input.source), daemonCheck, ...fromListeners, ...local, ...sections.flat()];
 }
 
 /** Where the domains are read: the running daemon (which holds the store), or the store itself. */

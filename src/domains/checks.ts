@@ -11,7 +11,7 @@ export type CheckResult = Map<string, boolean | null>;
  * first failure is thrown (a DnsUnavailableError naming the question, the resolver and the code).
  */
 export async function checkRecords(resolver: DnsResolver, records: ExpectedRecord[], identity: Identity): Promise<CheckResult> {
-  let failure: DnsUnavailableError | null = null;
+  let failure = null as DnsUnavailableError | null;
   const results = await Promise.all(
     records.map(async (record): Promise<[string, boolean | null]> => {
       try {

@@ -101,7 +101,7 @@ function base64Json(content: Buffer): JsonBytes {
 
 /** A header as sent (decoded), `""` when absent. */
 function headerText(mail: ParsedMail, name: string): string {
-  const value = mail.headers.get(name);
+  const value: unknown = mail.headers.get(name);
   if (value === undefined || value === null) return '';
   if (typeof value === 'string') return value;
   if (value instanceof Date) {
@@ -113,12 +113,14 @@ function headerText(mail: ParsedMail, name: string): string {
     const list = (Array.isArray(value) ? value : [value]).flatMap((a) => a.value);
     return list.map((a) => (a.name ? `${a.name} <${a.address ?? ''}>` : (a.address ?? ''))).join(', ');
   }
-  if (typeof value === 'object' && 'value' in value) return String((value as { value: unknown }).value);
-  return String(value);
+  if (typeof value === 'object' && 'value' in value) return String(value.value);
+  // What is left of mailparser's values: strings, numbers, lists of strings (joined with commas).
+  const rest = value as string | number | string[];
+  return String(rest);
 }
 
 function isAddress(value: unknown): value is AddressObject | AddressObject[] {
-  const first = Array.isArray(value) ? value[0] : value;
+  const first: unknown = Array.isArray(value) ? value[0] : value;
   return typeof first === 'object' && first !== null && 'text' in first && 'value' in first;
 }
 

@@ -133,7 +133,7 @@ function bodyStart(raw: Buffer): number {
 export function receiveData(stream: Readable & { sizeExceeded?: boolean }, limit: number, spool: DataSpool): Promise<Buffer | SpooledMessage | null> {
   return new Promise((resolve, reject) => {
     let size = 0;
-    let failure: unknown = null;
+    let failure: Error | null = null;
     let writing: Promise<void> = Promise.resolve();
     stream.on('data', (chunk: Buffer) => {
       size += chunk.length;
@@ -142,7 +142,7 @@ export function receiveData(stream: Readable & { sizeExceeded?: boolean }, limit
       try {
         write = spool.add(chunk);
       } catch (err) {
-        failure = err;
+        failure = err as Error;
         return;
       }
       if (!write) return;
@@ -150,7 +150,7 @@ export function receiveData(stream: Readable & { sizeExceeded?: boolean }, limit
       stream.pause();
       writing = write.then(
         () => void stream.resume(),
-        (err: unknown) => {
+        (err: Error) => {
           failure = err;
           stream.resume();
         },

@@ -190,6 +190,7 @@ function load(): Instance {
     }
   };
   // The glue is wasm-bindgen's generated loader of this exact package version (pinned).
+  // eslint-disable-next-line @typescript-eslint/no-implied-eval -- that loader, evaluated as the CommonJS module it is
   const evaluate = new Function('module', 'exports', 'require', '__dirname', '__filename', 'FinalizationRegistry', 'WebAssembly', GLUE_SOURCE) as (
     m: typeof module,
     e: typeof module.exports,

@@ -44,14 +44,14 @@ export function readCertificate(certPath: string, keyPath: string): { cert: Buff
     try {
       return readFileSync(path);
     } catch (err) {
-      throw new Error(`cannot read ${path}: ${(err as NodeJS.ErrnoException).code ?? (err as Error).message}`);
+      throw new Error(`cannot read ${path}: ${(err as NodeJS.ErrnoException).code ?? (err as Error).message}`, { cause: err });
     }
   };
   const pair = { cert: read(certPath), key: read(keyPath) };
   try {
     createSecureContext(pair);
   } catch (err) {
-    throw new Error(`${certPath} and ${keyPath} are not a certificate and its key: ${(err as Error).message}`);
+    throw new Error(`${certPath} and ${keyPath} are not a certificate and its key: ${(err as Error).message}`, { cause: err });
   }
   return pair;
 }

@@ -43,7 +43,7 @@ export class ReadCache {
    */
   async getMany<T>(family: string, keys: readonly string[], readMany: (keys: string[]) => Promise<Array<T | undefined>>): Promise<Array<T | undefined>> {
     const kept = this.family(family);
-    const out: Array<T | undefined> = new Array(keys.length);
+    const out = new Array<T | undefined>(keys.length);
     const missing: number[] = [];
     for (let i = 0; i < keys.length; i++) {
       const hit = kept.get(keys[i]!);

@@ -38,6 +38,7 @@ export class PostilionChild extends ServerProcess<ServerInfo, ServerStats> {
   }
 
   /** One API call with the admin key; `body` is the parsed JSON (`any`: the callers read several response shapes loosely). */
+  // eslint-disable-next-line @typescript-eslint/no-explicit-any -- JSON of many shapes, read loosely
   async api(method: string, path: string, body?: unknown): Promise<{ status: number; body: any }> {
     const res = await fetch(this.info.url + path, {
       method,

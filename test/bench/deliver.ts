@@ -194,8 +194,8 @@ async function deliveryRun(child: PostilionChild, sink: Sink, tag: string, total
     return ids;
   });
   // Fail fast if acceptance fails; otherwise wait for the sink to count everything.
-  let acceptError: unknown = null;
-  accepting.catch((err: unknown) => (acceptError = err));
+  let acceptError: Error | null = null;
+  accepting.catch((err: Error) => (acceptError = err));
   try {
     await until(
       `the sink to count ${total} messages`,
@@ -207,7 +207,7 @@ async function deliveryRun(child: PostilionChild, sink: Sink, tag: string, total
       2,
     );
   } catch (err) {
-    throw new Error(`${(err as Error).message}; ${await diagnose(child, sink.count() - base)}`);
+    throw new Error(`${(err as Error).message}; ${await diagnose(child, sink.count() - base)}`, { cause: err });
   }
   const t1 = performance.now();
   const cpu1 = cpuSeconds(child.info.pid);

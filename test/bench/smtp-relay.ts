@@ -149,8 +149,8 @@ async function postilionRun(child: PostilionChild, sink: Sink, client: string, t
   const snap0 = snapshot();
   const t0 = performance.now();
   const proc = startClient(client, submission!.port, total, child.info.from, RECIPIENT, submission!);
-  let failed: unknown = null;
-  proc.done.catch((err: unknown) => (failed = err));
+  let failed: Error | null = null;
+  proc.done.catch((err: Error) => (failed = err));
   await until(
     `the sink to count ${total} messages`,
     () => {

@@ -78,6 +78,7 @@ export class Daemon {
     await answer;
   }
 
+  // eslint-disable-next-line @typescript-eslint/no-explicit-any -- JSON of many shapes, read loosely
   async api(method: string, path: string, body?: unknown): Promise<{ status: number; body: any }> {
     const res = await fetch(this.info.url + path, {
       method,

@@ -29,7 +29,9 @@ describe('the compiled build (dist/, what npm start, the bin and the systemd uni
     try {
       execFileSync(process.execPath, [tsc, '-p', 'tsconfig.build.json'], { cwd: ROOT, stdio: 'pipe' });
     } catch (err) {
-      throw new Error(`npm run build failed:\n${(err as { stdout?: Buffer }).stdout?.toString() ?? ''}${(err as Error).message}`);
+      throw new Error(`npm run build failed:\n${(err as { stdout?: Buffer }).stdout?.toString() ?? ''}${(err as Error).message}`, {
+        cause: err,
+      });
     }
   });
   beforeEach(() => (dir = mkdtempSync(join(tmpdir(), 'postilion-compiled-'))));

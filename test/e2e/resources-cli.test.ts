@@ -70,7 +70,7 @@ describe('postilion: the API resources and messages show (CLI, daemon running)',
     const id = made.body.id as string;
     const password = made.body.password as string;
     const list = await ok('smtp-credentials', 'list', '--account', daemon.account);
-    expect(list).to.equal(`${id}\t${made.body.username}\tscoped\texample.test\tlive\tapp\n`);
+    expect(list).to.equal(`${id}\t${made.body.username as string}\tscoped\texample.test\tlive\tapp\n`);
     const shown = await ok('smtp-credentials', 'show', id, '--account', daemon.account);
     expect(shown).to.match(new RegExp(`^id: +${id}$`, 'm'));
     expect(shown).to.match(/^domains: +example\.test$/m);

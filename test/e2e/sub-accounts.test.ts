@@ -56,6 +56,7 @@ describe('e2e: a platform runs a customer as a sub account', function () {
       path: string,
       body?: unknown,
       headers: Record<string, string> = {},
+      // eslint-disable-next-line @typescript-eslint/no-explicit-any -- JSON of many shapes
     ): Promise<{ status: number; body: any }> => {
       const res = await fetch(`${api}/v2/accounts/${path}`, {
         method,

@@ -1,5 +1,5 @@
 import { Resolver } from 'node:dns/promises';
-import type { AddressInfo, Socket } from 'node:net';
+import type { Socket } from 'node:net';
 import dns2, { Packet } from 'dns2';
 
 /**

@@ -143,7 +143,7 @@ export async function call(server: { url: string; adminKey: string }, method: st
   }
   const res = await fetch(server.url + path, { method, headers, ...(body !== undefined ? { body } : {}) });
   const text = await res.text();
-  let parsed: unknown = undefined;
+  let parsed: unknown;
   try {
     parsed = text ? JSON.parse(text) : undefined;
   } catch {

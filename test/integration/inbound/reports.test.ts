@@ -166,7 +166,7 @@ describe('inbound bounces and complaints', function () {
     const refused = await createTransport({ host: '127.0.0.1', port, secure: false, ignoreTLS: true })
       .sendMail({ from: 'x@example.net', to: 'nobody@elsewhere.example', subject: 'relay?', text: 'x' })
       .catch((err: Error) => err);
-    expect(String(refused)).to.contain('550');
+    expect((refused as Error).message).to.contain('550');
     expect((await store.families.inbound.keys().all()).length).to.equal(before);
   });
 });

@@ -33,7 +33,7 @@ describe('tracking listener over HTTPS', function () {
       get({ host: '127.0.0.1', port: base.port, path: '/o/not-a-token', servername: 'localhost', ca: cert, headers: { host: 'track.example.com' } }, (r) => {
         const authorized = (r.socket as TLSSocket).authorized;
         let body = '';
-        r.on('data', (c: Buffer) => (body += c));
+        r.on('data', (c: Buffer) => (body += c.toString()));
         r.on('end', () => resolve({ status: r.statusCode!, body, authorized }));
       }).on('error', reject);
     });

@@ -229,7 +229,7 @@ describe('webhook deliveries through the daemon', function () {
       await settle();
     }
     // Down all along (connections refused): the origin is paused and probed, the deliveries wait.
-    const down = (await bed.server.daemon.parts.jobs.engine.destinations()).find((d) => d.destination === `http://127.0.0.1:${port}`);
+    const down = bed.server.daemon.parts.jobs.engine.destinations().find((d) => d.destination === `http://127.0.0.1:${port}`);
     expect(down?.pausedUntil).to.be.a('number');
     const secrets = new Map(receiver.secrets);
     receiver = await WebhookReceiver.start(port);

@@ -41,7 +41,7 @@ describe('webhook origins are isolated', function () {
     // The hanging origin has exactly its 4 slots in use, and the rest of its deliveries wait.
     await new Promise((r) => setTimeout(r, 200));
     expect(slow.received).to.have.length(4);
-    const origin = (await bed.server.daemon.parts.jobs.engine.destinations()).find((d) => d.destination === new URL(slow.url('/')).origin);
+    const origin = bed.server.daemon.parts.jobs.engine.destinations().find((d) => d.destination === new URL(slow.url('/')).origin);
     expect(origin).to.include({ dispatcher: 'http', running: 4, concurrency: 4 });
     expect(origin!.ready).to.equal(36);
   });
@@ -61,7 +61,7 @@ describe('webhook origins are isolated', function () {
       await new Promise((r) => setTimeout(r, 50));
     }
     const origin = new URL(fast.url('/')).origin;
-    const down = (await bed.server.daemon.parts.jobs.engine.destinations()).find((d) => d.destination === origin);
+    const down = bed.server.daemon.parts.jobs.engine.destinations().find((d) => d.destination === origin);
     expect(down?.pausedUntil).to.be.a('number');
     expect(down?.ready).to.equal(0);
     // Finding it down cost one round of attempts (at most its 4 connections dialled), not one per

@@ -132,7 +132,7 @@ describe('events outbox', function () {
     await core.store.commit([eventOp!]);
     const [event] = (await core.store.families.events.values({ reverse: true, limit: 1 }).all()) as EventRecord[];
     const at = new Date(core.clock.now() - 60_000).toISOString();
-    const ops = ['j1', 'j2'].flatMap((n) => {
+    const ops = ['j1', 'j2'].flatMap((_n) => {
       const id = newIdAt(Date.parse(at));
       const job: JobRecord = {
         v: 1,
@@ -195,7 +195,7 @@ describe('events outbox', function () {
     // Events are no longer indexed by account; a data directory of an earlier release has the rows.
     expect(await core.store.families.eventsByAccount.keys().all()).to.have.length(0);
     await core.store.commit([old, recent].map((e) => ({ type: 'put', family: 'eventsByAccount', key: `${e.accountId}:${e.id}`, value: e.id })));
-    const job = (id: string, days: number): JobRecord => ({
+    const job = (id: string, _days: number): JobRecord => ({
       v: 1,
       id,
       kind: 'webhook',

@@ -13,7 +13,7 @@ class CountingRepo extends MessagesRepo {
   constructor(store: Store) {
     super(store);
     const family = store.families.messages;
-    const get = family.get.bind(family) as (key: string) => Promise<unknown>;
+    const get: (key: string) => Promise<unknown> = family.get.bind(family);
     Object.assign(family, {
       get: (key: string) => {
         this.reads++;
