@@ -72,7 +72,7 @@ export class Daemon {
   }
 
   static async start(options: DaemonOptions): Promise<Daemon> {
-    const { config, log } = options;
+    const { config } = options;
     // Before anything opens or is made: a busy address stops the start with nothing to undo.
     const bound = options.bound ?? (await bindListeners(config));
     let daemon: Daemon;

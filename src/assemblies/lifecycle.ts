@@ -71,7 +71,7 @@ export async function startAll(assemblies: readonly Assembly[]): Promise<void> {
 export async function stopAll(assemblies: readonly Assembly[], graceMs: number, log: Logger): Promise<void> {
   const tried = (name: string, step: string) => (err: unknown) =>
     log.warn({ err, step: `${name} ${step}` }, 'could not finish a step of the stop; stopping all the same');
-  await Promise.all(assemblies.map((a) => a.stopListening?.(graceMs).catch(tried(a.name, 'listeners'))));
+  await Promise.all(assemblies.map((a) => (a.stopListening?.(graceMs) ?? Promise.resolve()).catch(tried(a.name, 'listeners'))));
   const reversed = [...assemblies].reverse();
   for (const a of reversed) await a.drain?.(graceMs).catch(tried(a.name, 'drain'));
   for (const a of reversed) await a.close?.().catch(tried(a.name, 'close'));

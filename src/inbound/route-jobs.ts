@@ -49,6 +49,7 @@ export function routeTargets(d: RouteJobsDeps): HttpTargets {
         const [auth, spam] = await Promise.all([route.headers ? d.authenticate(raw, arrivalOf(record)) : Promise.resolve(null), d.spamScore(raw)]);
         const mail = await parseRouted(raw);
         // Parsed: the message may go while the payload is made.
+        // eslint-disable-next-line no-useless-assignment -- drops the last reference to the raw chunks, which the collector may take back
         raw = null;
         // Buffers the client signs and sends as they are.
         return routePayload(

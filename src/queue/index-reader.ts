@@ -219,7 +219,7 @@ export class IndexReader {
   /** The entry is on the index and held no more: the next fill takes it again (its job read again unless given). */
   private revisit(visit: Visit): void {
     let visits = this.revisits.get(visit.entry.kind);
-    if (!visits) this.revisits.set(visit.entry.kind, (visits = new Map()));
+    if (!visits) this.revisits.set(visit.entry.kind, (visits = new Map<string, Visit>()));
     visits.set(visit.entry.key, visit);
   }
 

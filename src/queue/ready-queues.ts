@@ -48,6 +48,7 @@ export class ReadyQueues {
   takeParkable(destination: string): Claim[] {
     const items = this.ready.get(destination);
     if (!items) return [];
+    // eslint-disable-next-line @typescript-eslint/unbound-method -- asks whether the kind has the method, never calls it
     const parkable = items.filter((item) => item.kind.setAside);
     if (parkable.length === 0) return parkable;
     const kept = items.filter((item) => !item.kind.setAside);

@@ -49,7 +49,6 @@ describe('e2e: a platform runs a customer as a sub account', function () {
     child = new Child(['--config', config, 'start'], dir);
     const api = (await child.waitFor(/"urls":\["(http:\/\/127\.0\.0\.1:\d+)"/))[1]!;
     await child.waitFor(/"msg":"delivery started"/);
-    // eslint-disable-next-line @typescript-eslint/no-explicit-any -- JSON of many shapes
     const call = async (
       key: string,
       method: string,
