@@ -138,16 +138,15 @@ export class Deliverer {
   }
 
   /**
-   * The message as it is sent, in parts never joined: the DKIM-Signature(s), the per-message
-   * headers, and the shared body's chunks as they are kept or read. The body's hash comes from
-   * its digest, made once per body.
+   * The message as it is sent, in parts never joined: the DKIM-Signature(s) with the per-message
+   * headers (one small buffer: each part is a write to the socket), then the shared body's chunks
+   * as they are kept or read. The body's hash comes from its digest, made once per body.
    */
   private async signed(message: MessageRecord, domain: DomainRecord): Promise<Buffer[]> {
-    const head = Buffer.from(message.head, 'utf8');
     const body = await this.bodies.parts(message.bodyId);
-    const { header, bodyHash } = this.digests.view(message.bodyId, head, body);
-    const signature = Buffer.from(await this.signer.signHeader(domain.name, header, bodyHash), 'utf8');
-    return head.length > 0 ? [signature, head, ...body] : [signature, ...body];
+    const { header, bodyHash } = this.digests.view(message.bodyId, Buffer.from(message.head, 'utf8'), body);
+    const signature = await this.signer.signHeader(domain.name, header, bodyHash);
+    return [Buffer.from(signature + message.head, 'utf8'), ...body];
   }
 }
 
