@@ -31,6 +31,7 @@ export class JobsAssembly implements Assembly {
     readonly engine: JobEngine,
     private readonly data: Data,
     private readonly storage: StorageGuard,
+    private readonly log: Logger,
   ) {}
 
   static async build(data: Data, log: Logger, signals: Signals<DaemonSignals>, storage: StorageGuard): Promise<JobsAssembly> {
@@ -57,7 +58,7 @@ export class JobsAssembly implements Assembly {
       log,
     );
     signals.on('storage.writable', (ok) => engine.storageWritable(ok));
-    return new JobsAssembly(engine, data, storage);
+    return new JobsAssembly(engine, data, storage, log);
   }
 
   /** What the webhook and route kinds share (the engine, the outcome writer, the origins that are down). */
@@ -81,6 +82,11 @@ export class JobsAssembly implements Assembly {
     await this.data.jobIndex.fence();
     this.engine.storageWritable(this.storage.ok);
     this.engine.start();
+    const { config } = this.data;
+    this.log.info(
+      { delivery: config.delivery.enabled, concurrency: config.delivery.concurrency, webhook_concurrency: config.webhooks.concurrency },
+      'job engine started',
+    );
   }
 
   async drain(graceMs: number): Promise<void> {
