@@ -18,7 +18,7 @@ export function firstMessageScript(readme: string): string[] {
 }
 
 /** The default ports the README's commands use: they must be free for the commands to work as printed. */
-const PORTS = [8080, 8081, 2526, 2587, 2465, 9464];
+const PORTS = [8080, 8081, 2525, 2526, 2587, 2465, 9464];
 
 function portFree(port: number): Promise<boolean> {
   return new Promise((done) => {

@@ -59,7 +59,8 @@ describe('postilion start: a listener address that cannot be bound', function ()
         `keys:\n  dir: ${join(dir, 'keys')}`,
         `api:\n  port: ${ports.api}`,
         `metrics:\n  port: ${ports.metrics}`,
-        `smtp:\n  submission:\n    starttls_port: ${ports.starttls}\n    tls_port: ${ports.tls}`,
+        // The inbound listener on any free port: its default, 2525, may be taken on this machine.
+        `smtp:\n  submission:\n    starttls_port: ${ports.starttls}\n    tls_port: ${ports.tls}\n  inbound:\n    port: 0`,
         '',
       ].join('\n'),
     );

@@ -64,7 +64,7 @@ describe('postilion start: SIGHUP reloads the SMTP submission certificate', func
     dir = mkdtempSync(join(tmpdir(), 'postilion-reload-tls-'));
     writeFileSync(
       join(dir, 'postilion.yaml'),
-      `data:\n  dir: ${join(dir, 'data')}\nkeys:\n  dir: ${join(dir, 'keys')}\napi:\n  port: 0\ndelivery:\n  enabled: false\nsmtp:\n  submission:\n    starttls_port: 0\n    tls_port: 0\n`,
+      `data:\n  dir: ${join(dir, 'data')}\nkeys:\n  dir: ${join(dir, 'keys')}\napi:\n  port: 0\ndelivery:\n  enabled: false\nsmtp:\n  submission:\n    starttls_port: 0\n    tls_port: 0\n  inbound:\n    port: 0\n`,
     );
     daemon = new Child(['--config', join(dir, 'postilion.yaml'), 'start'], dir);
   });

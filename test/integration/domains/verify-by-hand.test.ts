@@ -72,7 +72,10 @@ describe('a domain verified by hand, and the capture sink (a laptop without publ
     });
 
     it('receives what the daemon delivers through it as smarthost, with a DKIM signature that verifies', async () => {
-      sink = await startCaptureSink({ host: '127.0.0.1', port: 0, dir });
+      // The file is there from the message's first byte: it is read once the sink has written all of it.
+      let captured!: (file: string) => void;
+      const written = new Promise<string>((resolve) => (captured = resolve));
+      sink = await startCaptureSink({ host: '127.0.0.1', port: 0, dir, onMessage: (file) => captured(file) });
       await bed.stop();
       bed = await startDomainBed({ delivery: { enabled: true, smarthost: { host: '127.0.0.1', port: sink.port, tls: 'off' } } });
       await bed.create('laptop.test');
@@ -81,11 +84,11 @@ describe('a domain verified by hand, and the capture sink (a laptop without publ
         body: { from: { email: 'app@laptop.test' }, recipients: [{ email: 'me@example.org' }], subject: 'first', text_content: 'hi' },
       });
       expect(sent.status, JSON.stringify(sent.body)).to.equal(202);
-      const deadline = Date.now() + 10_000;
-      while (readdirSync(dir).length === 0 && Date.now() < deadline) await new Promise((r) => setTimeout(r, 50));
-      const [file] = readdirSync(dir);
+      let timer: NodeJS.Timeout | undefined;
+      const file = await Promise.race([written, new Promise<null>((resolve) => (timer = setTimeout(() => resolve(null), 10_000)))]);
+      clearTimeout(timer);
       expect(file, 'nothing captured').to.be.a('string');
-      const raw = readFileSync(join(dir, file!), 'utf8').replace(/^X-Postilion-Sink:[^\n]*\n/, '');
+      const raw = readFileSync(file!, 'utf8').replace(/^X-Postilion-Sink:[^\n]*\n/, '');
       expect(raw).to.match(/^DKIM-Signature: /m);
       // Verified against the record the domain asks to publish, served by the test DNS server.
       bed.publish(await bed.get('laptop.test'));
