@@ -63,7 +63,13 @@ describe('postilion start under systemd: the bootstrap key goes to a file, not t
     const command = [process.execPath, CLI, '--config', join(dir, 'postilion.yaml'), 'start'].map(quote).join(' ');
     const proc = spawn('script', ['-qefc', `exec ${command}`, '/dev/null'], {
       cwd: dir,
-      env: { PATH: process.env.PATH, HOME: process.env.HOME, POSTILION_METRICS__PORT: '0', POSTILION_TRACKING__PORT: '0', INVOCATION_ID: '0123456789abcdef0123456789abcdef' },
+      env: {
+        PATH: process.env.PATH,
+        HOME: process.env.HOME,
+        POSTILION_METRICS__PORT: '0',
+        POSTILION_TRACKING__PORT: '0',
+        INVOCATION_ID: '0123456789abcdef0123456789abcdef',
+      },
       stdio: ['pipe', 'pipe', 'pipe'],
     });
     const exited = new Promise((done) => proc.once('exit', done));
