@@ -12,7 +12,7 @@ import type { Assembly, Readiness } from './lifecycle.ts';
  */
 export class CoreAssembly implements Assembly {
   readonly name = 'core';
-  readonly sections = ['server', 'data', 'keys', 'log', 'dns', 'domains', 'dkim', 'messages', 'events', 'statistics', 'billing', 'storage', 'shutdown'];
+  readonly sections = ['server', 'data', 'keys', 'log', 'dns', 'domains', 'dkim', 'messages', 'events', 'statistics', 'billing', 'storage', 'shutdown', 'cluster'];
   private readonly jobs: ScheduledTask[] = [];
   private stopping = false;
 

@@ -38,7 +38,10 @@ import { MessagesRepo } from '../store/messages-repo.ts';
 import { MetaRepo, migrate } from '../store/meta.ts';
 import { RoutesRepo } from '../store/routes-repo.ts';
 import type { StorageSettings } from '../store/storage-guard.ts';
-import { Store, type StoreSignals } from '../store/store.ts';
+import { Store, type SharedFamilies, type StoreSignals } from '../store/store.ts';
+import { SHARED_FAMILIES } from '../store/types.ts';
+import { ClusterDkimKeys } from '../cluster/dkim-keys.ts';
+import { isClustered, openClusterDb, type ClusterDb, type ClusterSecretName } from '../cluster/database.ts';
 import { CountersRepo } from '../store/counters-repo.ts';
 import { SmtpCredentialsRepo } from '../store/smtp-credentials-repo.ts';
 import { SuppressionsRepo } from '../store/suppressions-repo.ts';
@@ -69,6 +72,8 @@ export interface Data {
   /** The statistics counters (the store's journal). */
   counters: CountersRepo;
   clock: Clock;
+  /** Cluster mode: the cluster's database (null: one node on its own LevelDB). */
+  cluster: ClusterDb | null;
 }
 
 /** What the services are given at construction from the parts built around them (the daemon's). */
@@ -137,13 +142,39 @@ export function storageSettings(config: Config): StorageSettings {
   return { minFreeBytes: config.storage.min_free_bytes, minFreePercent: config.storage.min_free_percent, checkIntervalMs: config.storage.check_interval_ms };
 }
 
-/** Opens and migrates the store. */
+/**
+ * Opens and migrates the store. In cluster mode (cluster.database_url) the cluster's database
+ * first: its schema brought up to date, the cluster key checked; the store keeps the shared
+ * families there and hears of other nodes' changes to them.
+ */
 export async function openData(config: Config, clock: Clock = systemClock, signals?: Emitter<StoreSignals>): Promise<Data> {
+  const cluster = isClustered(config) ? await openClusterDb(config) : null;
+  let listener: { ready: Promise<void>; close(): Promise<void> } | null = null;
+  const shared: SharedFamilies | undefined = cluster
+    ? {
+        kv: cluster.kv,
+        families: SHARED_FAMILIES,
+        close: async () => {
+          await listener?.close();
+          await cluster.close();
+        },
+      }
+    : undefined;
   const counters = new CountersRepo();
-  const store = await Store.open(resolve(config.data.dir), { journal: counters, signals });
+  let store: Store;
   try {
+    store = await Store.open(resolve(config.data.dir), { journal: counters, signals, shared });
+  } catch (err) {
+    await cluster?.close();
+    throw err;
+  }
+  try {
+    if (cluster) {
+      listener = cluster.kv.listen(cluster.connection, (invalidation) => store.heard(invalidation));
+      await listener.ready;
+    }
     const migrations = await migrate(store, { buildCounters: () => rebuildCounters(store, counters, new MessagesRepo(store)) });
-    return { config, store, migrations, jobIndex: new JobIndex(store), meta: new MetaRepo(store), counters, clock };
+    return { config, store, migrations, jobIndex: new JobIndex(store), meta: new MetaRepo(store), counters, clock, cluster };
   } catch (err) {
     await store.close();
     throw err;
@@ -159,10 +190,17 @@ export async function openCore(config: Config, clock: Clock = systemClock): Prom
 export function buildCore(data: Data, ports: CorePorts): Core {
   const { config, store, clock } = data;
   const { signals } = ports;
-  const box = SecretBox.loadOrCreate(join(config.keys.dir, 'secret-box.key'));
+  // One node keeps its secrets in keys/; the nodes of a cluster share those of its database.
+  const secretsOf = (file: ClusterSecretName) => {
+    const shared = data.cluster?.secrets.get(file);
+    return shared ? SecretBox.fromKey(shared) : SecretBox.loadOrCreate(join(config.keys.dir, file));
+  };
+  const box = secretsOf('secret-box.key');
   const apiKeysRepo = new ApiKeysRepo(store);
   const domainsRepo = new DomainsRepo(store);
-  const dkimKeys = new DkimKeyStore(join(resolve(config.keys.dir), 'dkim'));
+  const dkimKeys = data.cluster
+    ? new DkimKeyStore(new ClusterDkimKeys(data.cluster.pool, data.cluster.key))
+    : DkimKeyStore.inDirectory(join(resolve(config.keys.dir), 'dkim'));
   const domainLocks = new KeyedMutex();
   const keyLocks = new KeyedMutex();
   const resolver = createResolver({ servers: config.dns.servers, timeoutMs: config.dns.timeout_ms, tries: config.dns.tries });
@@ -200,10 +238,9 @@ export function buildCore(data: Data, ports: CorePorts): Core {
   const accountStatuses = new AccountStatuses(store, accounts, accountsRepo, clock, signals);
   const apiKeys = new ApiKeys(store, apiKeysRepo, domains.ownership, clock, keyLocks);
   const dnsChecker = new DnsChecker(store, domainsRepo, resolver, events, domainLocks, clock, identityOf(config), config.domains.check_cache_seconds * 1000);
-  const trackingKey = SecretBox.loadOrCreate(join(config.keys.dir, 'tracking.key')).rawKey();
+  const trackingKey = secretsOf('tracking.key').rawKey();
   const trackingTokens = new TrackingTokens(trackingKey);
   const trackingUrls = new TrackingUrlMaker(trackingTokens, config.tracking.link_scheme);
-  const secretsOf = (file: string) => SecretBox.loadOrCreate(join(config.keys.dir, file));
   return {
     ...data,
     box,

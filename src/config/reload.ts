@@ -49,6 +49,13 @@ export const RELOAD: Readonly<Record<string, ReloadRule>> = {
   'delivery.retry.max_delay_seconds': 'restart',
   'delivery.retry.max_age_hours': 'restart',
   'delivery.retry.jitter': 'restart',
+  // A node joins (or leaves) the cluster only at a start.
+  'cluster.database_url': 'restart',
+  'cluster.database_url_file': 'restart',
+  'cluster.node_id': 'restart',
+  'cluster.key_file': 'restart',
+  'cluster.redis_url': 'restart',
+  'cluster.pool_size': 'restart',
   'data.dir': 'restart',
   // The storage guard takes them when it is built.
   'storage.min_free_bytes': 'restart',

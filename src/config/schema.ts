@@ -411,6 +411,37 @@ export const configSchema = z.strictObject({
       grace_seconds: z.number().min(0).max(600).default(30).describe('on SIGTERM, how long in-flight work may take before connections are cut'),
     })
     .prefault({}),
+  cluster: z
+    .strictObject({
+      database_url: z
+        .string()
+        .max(2048)
+        .refine((v) => v === '' || /^postgres(ql)?:\/\//.test(v), 'must be a postgres:// URL')
+        .default('')
+        .describe('PostgreSQL URL of the cluster (postgres://…); empty: one node on its own LevelDB (DESIGN.md §10)'),
+      database_url_file: z.string().max(4096).default('').describe('…or a file holding that URL (keeps the password out of the configuration)'),
+      node_id: z
+        .string()
+        .max(63)
+        .refine((v) => v === '' || /^[A-Za-z0-9][A-Za-z0-9._-]*$/.test(v), 'letters, digits, dot, dash and underscore')
+        .default('')
+        .describe("this node's name in the cluster, unique (empty: the host name)"),
+      key_file: z
+        .string()
+        .max(4096)
+        .default('')
+        .describe(
+          'the cluster key that seals its secrets in the database; the same file on every node (`postilion cluster init` makes it; empty: keys.dir/cluster.key)',
+        ),
+      redis_url: z
+        .string()
+        .max(2048)
+        .refine((v) => v === '' || /^rediss?:\/\//.test(v), 'must be a redis:// or rediss:// URL')
+        .default('')
+        .describe('Redis or Valkey for cluster-wide token buckets (empty: each node enforces its share of each limit)'),
+      pool_size: z.number().int().min(2).max(200).default(10).describe('connections of this node to PostgreSQL'),
+    })
+    .prefault({}),
   metrics: z
     .strictObject({
       enabled: z.boolean().default(true).describe('serve /metrics (Prometheus), /healthz and /readyz on their own listener'),

@@ -23,14 +23,29 @@ export function dkimTxt(key: DkimPublicKey): string {
   return `v=DKIM1; k=${key.algorithm}; p=${key.publicKey}`;
 }
 
+/** Where private keys (PEM) are kept: files under keys/dkim/, or the cluster's database. */
+export interface DkimKeyFiles {
+  read(domainId: string, selector: string): Promise<string>;
+  /** Durable when it resolves: never a torn key. */
+  write(domainId: string, selector: string, pem: string): Promise<void>;
+  remove(domainId: string, selector: string): Promise<void>;
+  removeDomain(domainId: string): Promise<void>;
+}
+
 /**
- * DKIM private keys as PEM files, mode 0600, at keys/dkim/<domain id>/<selector>.pem. Each is
- * parsed once and kept as a KeyObject: parsing PEM on every signature is measurably slower.
+ * DKIM private keys, each parsed once and kept as a KeyObject: parsing PEM on every signature is
+ * measurably slower. Kept as files (one node, `DkimKeyStore.inDirectory`) or sealed in the
+ * cluster's database (cluster/dkim-keys.ts).
  */
 export class DkimKeyStore {
   private readonly cache = new Map<string, KeyObject>();
 
-  constructor(private readonly dir: string) {}
+  constructor(private readonly files: DkimKeyFiles) {}
+
+  /** Keys as PEM files, mode 0600, at <dir>/<domain id>/<selector>.pem. */
+  static inDirectory(dir: string): DkimKeyStore {
+    return new DkimKeyStore(new PemFiles(dir));
+  }
 
   async generate(domainId: string, selector: string, algorithm: DkimAlgorithm, createdAt: string): Promise<DkimPublicKey> {
     const { privateKey } = algorithm === 'rsa' ? await generate('rsa', { modulusLength: 2048 }) : await generate('ed25519');
@@ -52,17 +67,17 @@ export class DkimKeyStore {
 
   /** The private key for signing. */
   async privateKey(domainId: string, selector: string): Promise<KeyObject> {
-    const path = this.path(domainId, selector);
-    let key = this.cache.get(path);
+    const id = `${domainId}/${selector}`;
+    let key = this.cache.get(id);
     if (!key) {
-      key = createPrivateKey({ key: await readFile(path, 'utf8'), format: 'pem' });
-      this.cache.set(path, key);
+      key = createPrivateKey({ key: await this.files.read(domainId, selector), format: 'pem' });
+      this.cache.set(id, key);
     }
     return key;
   }
 
   /**
-   * Writes each key again under its new selector; the old files stay until the caller removes
+   * Writes each key again under its new selector; the old ones stay until the caller removes
    * them, after the record that names the new selectors is committed.
    */
   async copy(domainId: string, renames: Array<{ from: string; to: string }>): Promise<void> {
@@ -71,14 +86,13 @@ export class DkimKeyStore {
   }
 
   async remove(domainId: string, selector: string): Promise<void> {
-    const path = this.path(domainId, selector);
-    this.cache.delete(path);
-    await rm(path, { force: true });
+    this.cache.delete(`${domainId}/${selector}`);
+    await this.files.remove(domainId, selector);
   }
 
   async removeDomain(domainId: string): Promise<void> {
-    for (const path of this.cache.keys()) if (path.startsWith(join(this.dir, domainId))) this.cache.delete(path);
-    await rm(join(this.dir, domainId), { recursive: true, force: true });
+    for (const id of this.cache.keys()) if (id.startsWith(`${domainId}/`)) this.cache.delete(id);
+    await this.files.removeDomain(domainId);
   }
 
   private async save(domainId: string, selector: string, key: KeyObject, createdAt: string): Promise<DkimPublicKey> {
@@ -93,15 +107,29 @@ export class DkimKeyStore {
     return { selector, algorithm, publicKey: p, createdAt };
   }
 
-  /** Written to a temporary file, fsynced and renamed, then the directory fsynced: never a torn key. */
   private async write(domainId: string, selector: string, key: KeyObject): Promise<void> {
+    await this.files.write(domainId, selector, key.export({ type: 'pkcs8', format: 'pem' }) as string);
+    this.cache.set(`${domainId}/${selector}`, key);
+  }
+}
+
+/** Private keys as PEM files, mode 0600, at <dir>/<domain id>/<selector>.pem. */
+class PemFiles implements DkimKeyFiles {
+  constructor(private readonly dir: string) {}
+
+  read(domainId: string, selector: string): Promise<string> {
+    return readFile(this.path(domainId, selector), 'utf8');
+  }
+
+  /** Written to a temporary file, fsynced and renamed, then the directory fsynced: never a torn key. */
+  async write(domainId: string, selector: string, pem: string): Promise<void> {
     const dir = join(this.dir, domainId);
     await mkdir(dir, { recursive: true, mode: 0o700 });
     const path = this.path(domainId, selector);
     const temporary = `${path}.${process.pid}.tmp`;
     const file = await open(temporary, 'w', 0o600);
     try {
-      await file.writeFile(key.export({ type: 'pkcs8', format: 'pem' }));
+      await file.writeFile(pem);
       await file.sync();
     } finally {
       await file.close();
@@ -113,7 +141,14 @@ export class DkimKeyStore {
     } finally {
       await handle.close();
     }
-    this.cache.set(path, key);
+  }
+
+  async remove(domainId: string, selector: string): Promise<void> {
+    await rm(this.path(domainId, selector), { force: true });
+  }
+
+  async removeDomain(domainId: string): Promise<void> {
+    await rm(join(this.dir, domainId), { recursive: true, force: true });
   }
 
   private path(domainId: string, selector: string): string {

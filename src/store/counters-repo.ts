@@ -69,8 +69,8 @@ export class CountersRepo implements BatchJournal {
     const store = this.requireStore();
     await this.fold();
     await store.drain();
-    await store.families.counters.clear();
-    await store.families.counterLog.clear();
+    await store.levels.counters.clear();
+    await store.levels.counterLog.clear();
     this.log.clear();
   }
 
@@ -146,7 +146,7 @@ export class CountersRepo implements BatchJournal {
   /** Reads back the log rows left by the last stop (or a crash), then folds in the background. */
   async opened(store: Store): Promise<void> {
     this.store = store;
-    for await (const [key, value] of store.families.counterLog.iterator()) this.log.logged(key, value as LogEntry);
+    for await (const [key, value] of store.levels.counterLog.iterator()) this.log.logged(key, value as LogEntry);
     this.timer = setInterval(() => this.foldSoon(), FOLD_INTERVAL_MS);
     this.timer.unref();
   }
@@ -179,7 +179,7 @@ export class CountersRepo implements BatchJournal {
 
   /** The counter rows. */
   private get rows(): Sublevel {
-    return this.requireStore().families.counters;
+    return this.requireStore().levels.counters;
   }
 
   private requireStore(): Store {

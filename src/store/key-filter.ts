@@ -30,6 +30,13 @@ export class KeyFilter {
     private readonly minKeys = DEFAULT_MIN_KEYS,
   ) {
     store.onPut(family, (key) => this.landed(key));
+    // Cluster mode: keys other nodes put are learnt as they are heard of; when notifications may
+    // have been missed, lookups read until a new scan is done.
+    store.onRemotePut(family, (key) => {
+      if (key !== null) return this.landed(key);
+      this.filter = null;
+      this.rebuild();
+    });
   }
 
   /** False only for a key that is certainly not stored. Starts the first build. */

@@ -3,7 +3,8 @@ import { createHash } from 'node:crypto';
 import type { WriteOp } from './group-commit.ts';
 import { collectNewestFirst, type Page, type PageRequest } from './page.ts';
 import type { MessageHitsRecord, MessageRecord, MessageStatus } from './records.ts';
-import type { Store, Sublevel } from './store.ts';
+import type { Store } from './store.ts';
+import type { FamilyApi } from './pg/family.ts';
 import { idFloor } from '../util/ids.ts';
 import { timeKey } from '../util/time.ts';
 import { JobIndex } from './job-index.ts';
@@ -335,7 +336,7 @@ const minString = (a: string, b: string) => (a < b ? a : b);
  * Walks several index ranges at once in id order (descending when `reverse`), yielding each
  * id once. Each range holds `prefix + id` keys strictly between `above` and `below`.
  */
-async function* mergeRanges(index: Sublevel, prefixes: string[], bounds: { above: string; below: string; reverse: boolean }): AsyncGenerator<string> {
+async function* mergeRanges(index: FamilyApi, prefixes: string[], bounds: { above: string; below: string; reverse: boolean }): AsyncGenerator<string> {
   const iterators = prefixes.map((p) => index.iterator({ gt: p + bounds.above, lt: p + bounds.below, reverse: bounds.reverse }));
   try {
     const heads = await Promise.all(iterators.map(async (it) => (await it.next())?.[1] as string | undefined));

@@ -105,9 +105,9 @@ export async function migrate(store: Store, hooks: MigrationSteps): Promise<stri
   return steps;
 }
 
-/** Whether no family holds a single key (a store just created). */
+/** Whether no family of this node's LevelDB holds a single key (a store just created). */
 async function isEmpty(store: Store): Promise<boolean> {
-  for (const family of Object.values(store.families)) {
+  for (const family of store.localFamilies) {
     for await (const _key of family.keys({ limit: 1 })) return false;
   }
   return true;

@@ -1,4 +1,4 @@
-import type { Sublevel } from './store.ts';
+import type { FamilyApi } from './pg/family.ts';
 
 /** Which slice of an ordered range to read: the first page, or the page after / before a key. */
 export interface PageRequest {
@@ -21,7 +21,7 @@ export interface Page<T> {
  * Reads one page of the keys starting with `prefix` in `sublevel`, in key order. The cursor
  * keys are the part after the prefix. Reads at most limit + 2 entries: never a full scan.
  */
-export async function readPage<T>(sublevel: Sublevel, prefix: string, req: PageRequest): Promise<Page<T>> {
+export async function readPage<T>(sublevel: FamilyApi, prefix: string, req: PageRequest): Promise<Page<T>> {
   const lower = prefix;
   const upper = `${prefix}\xff`;
   const take = async (options: { gt: string; lt: string; reverse: boolean; limit: number }) => (await sublevel.iterator(options).all()) as Array<[string, T]>;

@@ -110,6 +110,25 @@ export class ReadCache {
     }
   }
 
+  /**
+   * Another writer (a node of the cluster) changed these keys of the family (null: any of its
+   * keys): what is kept of them goes, and reads of them in progress are not kept.
+   */
+  invalidate(family: string, keys: readonly string[] | null): void {
+    if (!this.limits.has(family)) return;
+    if (keys === null) {
+      this.kept.delete(family);
+      const prefix = cacheKey(family, '');
+      for (const [id, reads] of this.reads) if (id.startsWith(prefix)) for (const read of reads) read.overtaken = true;
+      return;
+    }
+    const kept = this.kept.get(family);
+    for (const key of keys) {
+      kept?.delete(key);
+      for (const read of this.reads.get(cacheKey(family, key)) ?? []) read.overtaken = true;
+    }
+  }
+
   private family(family: string): Lru<string, unknown> {
     let kept = this.kept.get(family);
     if (!kept) {

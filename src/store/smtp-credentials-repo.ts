@@ -1,7 +1,8 @@
 import type { WriteOp } from './group-commit.ts';
 import { readPage, type Page, type PageRequest } from './page.ts';
 import type { SmtpCredentialRecord } from './records.ts';
-import type { Store, Sublevel } from './store.ts';
+import type { Store } from './store.ts';
+import type { FamilyApi } from './pg/family.ts';
 
 /**
  * SMTP credentials by id, with three indexes written in the same batch: account → id (an
@@ -107,7 +108,7 @@ async function take(ids: AsyncGenerator<string>, count: number): Promise<string[
 }
 
 /** The ids of several `prefix + id` ranges merged in order, each id once. */
-async function* walk(index: Sublevel, prefixes: string[], range: Range): AsyncGenerator<string> {
+async function* walk(index: FamilyApi, prefixes: string[], range: Range): AsyncGenerator<string> {
   const iterators = prefixes.map((p) => index.iterator({ gt: p + range.above, lt: p + range.below, reverse: range.reverse }));
   try {
     const next = async (i: number) => (await iterators[i]!.next())?.[1] as string | undefined;

@@ -4,6 +4,8 @@ import type { AbstractSublevel } from 'abstract-level';
 import { GroupCommitter } from './group-commit.ts';
 import { ReadCache, type CacheLimits } from './read-cache.ts';
 import { FAMILIES, type Family, type WriteOp } from './types.ts';
+import { PgFamily, type FamilyApi } from './pg/family.ts';
+import { finalChanges, type Invalidation, type PgKv } from './pg/kv.ts';
 import type { Emitter } from '../util/signals.ts';
 
 /**
@@ -64,19 +66,63 @@ export interface BatchJournal {
   close(): Promise<void>;
 }
 
+/**
+ * Cluster mode (DESIGN.md §10): these families are kept in the cluster's PostgreSQL, the others
+ * in this node's LevelDB.
+ */
+export interface SharedFamilies {
+  kv: PgKv;
+  families: ReadonlySet<Family>;
+  /** Called last by Store.close: the connections to the shared database end with the store. */
+  close(): Promise<void>;
+}
+
+/**
+ * The shared database did not take a write or answer a read (it is down or unreachable): nothing
+ * of the commit was written. Ingress answers 503 (HTTP) or 451 4.3.0 (SMTP): try again later.
+ */
+export class SharedStoreError extends Error {
+  override name = 'SharedStoreError';
+  constructor(cause: unknown) {
+    super(`the cluster database could not be reached: ${(cause as Error)?.message ?? String(cause)}`, { cause });
+  }
+}
+
 export class Store {
   private readonly cache = new ReadCache(CACHED);
   private readonly putListeners = new Map<Family, Array<(key: string, value: unknown) => void>>();
+  private readonly remoteListeners = new Map<Family, Array<(key: string | null) => void>>();
   private closing = false;
+  /** Every family, as features read it: LevelDB sublevels, and in cluster mode PostgreSQL for the shared ones. */
+  readonly families: Record<Family, FamilyApi>;
 
   private constructor(
     private readonly db: Db,
-    readonly families: Record<Family, Sublevel>,
+    /** The LevelDB sublevel of each family (in cluster mode the shared ones hold nothing). */
+    readonly levels: Record<Family, Sublevel>,
     private readonly committer: GroupCommitter,
     readonly dir: string,
     private readonly journal: BatchJournal | null,
     private readonly health: WriteHealth,
-  ) {}
+    private readonly shared: SharedFamilies | null,
+  ) {
+    this.families = shared
+      ? (Object.fromEntries(FAMILIES.map((name) => [name, shared.families.has(name) ? new PgFamily(shared.kv, name) : levels[name]])) as unknown as Record<
+          Family,
+          FamilyApi
+        >)
+      : levels;
+  }
+
+  /** Whether the family is kept in the shared database (cluster mode). */
+  isShared(family: Family): boolean {
+    return this.shared?.families.has(family) === true;
+  }
+
+  /** The families this node keeps in its LevelDB. */
+  get localFamilies(): FamilyApi[] {
+    return FAMILIES.filter((f) => !this.isShared(f)).map((f) => this.levels[f]);
+  }
 
   /**
    * Opens (creating if needed) the store; fails clearly when another process holds it.
@@ -84,7 +130,7 @@ export class Store {
    * holds `add` or `count` ops; a store opened without them (a tool) refuses such ops, and leaves
    * the counters' log on disk as it is.
    */
-  static async open(dir: string, options: { journal?: BatchJournal; signals?: Emitter<StoreSignals> } = {}): Promise<Store> {
+  static async open(dir: string, options: { journal?: BatchJournal; signals?: Emitter<StoreSignals>; shared?: SharedFamilies } = {}): Promise<Store> {
     mkdirSync(dir, { recursive: true });
     // LevelDB's 4 MB write buffer dates from small machines. Each accepted message writes its body,
     // record, index entries and event, and its outcome rewrites the record: with 4 MB memtables
@@ -149,7 +195,7 @@ export class Store {
       committer.observer = (seconds, operations, writers) => signals.emit('store.committed', { seconds, operations, writers });
       health.onError = (err) => signals.emit('store.write-failed', err);
     }
-    const store = new Store(db, families, committer, dir, journal, health);
+    const store = new Store(db, families, committer, dir, journal, health, options.shared ?? null);
     await journal?.opened(store);
     return store;
   }
@@ -165,9 +211,61 @@ export class Store {
         return Promise.reject(new TypeError(`a ${op.type} op needs the store opened with the counters (store/counters-repo.ts)`));
       }
     }
-    const written = this.cache.writing(ops, () => this.committer.submit(ops));
+    const written = this.shared ? this.commitSplit(ops, this.shared) : this.cache.writing(ops, () => this.committer.submit(ops));
     if (this.putListeners.size === 0) return written;
     return written.then(() => this.landed(ops));
+  }
+
+  /**
+   * Cluster mode: the ops of shared families go to PostgreSQL in one transaction, then the others
+   * to LevelDB in one batch. A commit that holds both is not atomic across the two: a crash (or a
+   * local write failure) between them keeps the shared change without the local one.
+   */
+  private async commitSplit(ops: WriteOp[], shared: SharedFamilies): Promise<void> {
+    const remote: WriteOp[] = [];
+    const local: WriteOp[] = [];
+    for (const op of ops) (shared.families.has(op.family) ? remote : local).push(op);
+    if (remote.length > 0) {
+      const changes = finalChanges(remote, (value) => JSON.stringify(value));
+      await this.cache.writing(remote, async () => {
+        try {
+          await shared.kv.write(changes);
+        } catch (err) {
+          throw new SharedStoreError(err);
+        }
+      });
+    }
+    if (local.length > 0) await this.cache.writing(local, () => this.committer.submit(local));
+  }
+
+  /**
+   * Another node changed shared keys (null: anything may have changed, notifications were
+   * missed): cached records go, and the family's change listeners hear of each key (null: all).
+   */
+  heard(invalidation: Invalidation | null): void {
+    const families = this.shared ? [...this.shared.families] : [];
+    const changes = invalidation?.changes ?? families.map((family) => ({ family, all: true as const }));
+    for (const change of changes) {
+      const all = 'all' in change;
+      this.cache.invalidate(change.family, all ? null : [...change.puts, ...change.dels]);
+      const listeners = this.remoteListeners.get(change.family);
+      if (!listeners) continue;
+      for (const listener of listeners) {
+        try {
+          if (all) listener(null);
+          else for (const key of change.puts) listener(key);
+        } catch (err) {
+          process.emitWarning(`a listener of ${change.family} changes failed: ${(err as Error).message}`);
+        }
+      }
+    }
+  }
+
+  /** Calls `listener` with each key of `family` that another node put (null: any key may have changed). */
+  onRemotePut(family: Family, listener: (key: string | null) => void): void {
+    const listeners = this.remoteListeners.get(family) ?? [];
+    listeners.push(listener);
+    this.remoteListeners.set(family, listeners);
   }
 
   /** Tells the put listeners of a landed batch; what they do cannot fail the commit. */
@@ -193,8 +291,14 @@ export class Store {
 
   /** A write whose loss in a crash is harmless (e.g. last-used timestamps): no fsync wait. */
   async putRelaxed(family: Family, key: string, value: unknown): Promise<void> {
+    if (this.shared?.families.has(family)) {
+      const kv = this.shared.kv;
+      await this.cache.writing([{ family, key }], async () => kv.putRelaxed(family, key, JSON.stringify(value)));
+      if (this.putListeners.size > 0) this.landed([{ type: 'put', family, key, value }]);
+      return;
+    }
     try {
-      await this.cache.writing([{ family, key }], () => this.families[family].put(key, value));
+      await this.cache.writing([{ family, key }], () => this.levels[family].put(key, value));
     } catch (err) {
       if (this.closing) throw err;
       this.health.failed(err);
@@ -307,7 +411,7 @@ export class Store {
 
   /** One small synced write: whether writes land now. */
   private async probe(): Promise<void> {
-    const probe: RawOp = { type: 'put', key: this.families.meta.prefix + 'storage-probe', value: JSON.stringify(new Date().toISOString()) };
+    const probe: RawOp = { type: 'put', key: this.levels.meta.prefix + 'storage-probe', value: JSON.stringify(new Date().toISOString()) };
     try {
       const fault = this.health.faultFor([]);
       if (fault) throw fault;
@@ -328,7 +432,7 @@ export class Store {
     const opened = this.db.open();
     // Sublevels close with their database and do not open again with it; opening now, they
     // defer reads until the database is open.
-    const families = Object.values(this.families).map((family) => family.open());
+    const families = Object.values(this.levels).map((family) => family.open());
     // An open can fail too (no room for a new log): every promise is settled, none left unhandled,
     // and the next recovery (the guard's back-off) opens it again; reads answer "reopening" meanwhile.
     const settled = await Promise.allSettled([opened, ...families]);
@@ -342,10 +446,12 @@ export class Store {
     // What the counters' log holds goes into the counter rows before the last batch.
     await this.committer.drain();
     await this.journal?.close();
+    await this.shared?.kv.flushRelaxed();
     this.closing = true;
     await this.committer.drain();
     await this.health.reopening?.catch(() => undefined);
     if (this.db.status === 'open') await this.db.close();
+    await this.shared?.close();
   }
 }
 

@@ -52,6 +52,36 @@ export const FAMILIES = [
 ] as const;
 export type Family = (typeof FAMILIES)[number];
 
+/**
+ * Cluster mode (DESIGN.md §10): the families every node shares, kept in PostgreSQL. The others
+ * (the spool, the job engine, the events outbox, the counters, cursors) stay in each node's
+ * LevelDB.
+ */
+export const SHARED_FAMILIES: ReadonlySet<Family> = new Set<Family>([
+  'accounts',
+  'accountsByParent',
+  'users',
+  'usersByEmail',
+  'members',
+  'apiKeys',
+  'apiKeysByHash',
+  'idempotency',
+  'idempotencyByExpiry',
+  'domains',
+  'domainsByName',
+  'domainsByAccount',
+  'suppressions',
+  'suppressionIndex',
+  'smtpCredentials',
+  'smtpCredentialsByAccount',
+  'smtpCredentialsByUsername',
+  'smtpCredentialsByDomain',
+  'webhooks',
+  'webhooksByAccount',
+  'routes',
+  'routesByAccount',
+]);
+
 /** A tree of counts: numbers, or named counts nested (see store/counter-cache.ts). */
 export interface Counts {
   [name: string]: number | Counts;

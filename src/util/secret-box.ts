@@ -21,6 +21,12 @@ export class SecretBox {
     return new SecretBox(key);
   }
 
+  /** A box over a key held elsewhere (the cluster's secrets, in its database). */
+  static fromKey(key: Buffer): SecretBox {
+    if (key.length !== 32) throw new Error('a secret box key has 32 bytes');
+    return new SecretBox(Buffer.from(key));
+  }
+
   /** The key itself, for a box whose file holds a key of another use (a MAC key). */
   rawKey(): Buffer {
     return Buffer.from(this.key);

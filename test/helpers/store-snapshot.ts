@@ -18,7 +18,7 @@ export async function snapshotStore(
   // The counters' log is folded in the background about once a second: folded first, what a
   // snapshot shows no longer moves on its own (a later one differs only by what was written since).
   await counters.fold();
-  const root = store.families.meta.db;
+  const root = store.levels.meta.db;
   const entries: StoreSnapshot = new Map();
   // Large nextv() reads: several times cheaper than next() or all() (measured: 0.3 ms against 2 ms
   // for 800 entries), which matters when a test takes a snapshot per request.

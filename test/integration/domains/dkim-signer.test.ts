@@ -53,7 +53,7 @@ describe('DKIM signer', () => {
 
   beforeEach(async () => {
     dir = mkdtempSync(join(tmpdir(), 'postilion-signer-'));
-    keys = new DkimKeyStore(dir);
+    keys = DkimKeyStore.inDirectory(dir);
     published = [await keys.generate('d1', 'sel', 'rsa', '')];
   });
   afterEach(() => rmSync(dir, { recursive: true, force: true }));

@@ -129,8 +129,8 @@ describe('CounterCache (the add write op)', () => {
 
     it('reads back the log rows a crash left, folds them with the new ones, and numbers new rows after them', async () => {
       const { store: first } = await open(dir);
-      await first.families.counterLog.put('000000000041', { a: { 'h|acc|a||2026110309': { r: 5 } } });
-      await first.families.counterLog.put('000000000042', { a: { 'h|acc|a||2026110309': { r: 1, bc: { X: 1 } } } });
+      await first.levels.counterLog.put('000000000041', { a: { 'h|acc|a||2026110309': { r: 5 } } });
+      await first.levels.counterLog.put('000000000042', { a: { 'h|acc|a||2026110309': { r: 1, bc: { X: 1 } } } });
       await first.close();
       const { store, counters } = await open(dir);
       try {
@@ -151,7 +151,7 @@ describe('CounterCache (the add write op)', () => {
       expect(await plain.commit([count(key, { r: 1 })]).catch((err: unknown) => err)).to.be.instanceOf(TypeError);
       expect(await plain.commit([add('h|acc|a||2026110309', { r: 1 })]).catch((err: unknown) => err)).to.be.instanceOf(TypeError);
       // What a daemon logged and did not fold (a crash) stays on disk through a tool's open and close.
-      await plain.families.counterLog.put('000000000007', { a: { 'h|acc|a||2026110309': { r: 1 } }, c: { [key]: { r: 2 } } });
+      await plain.levels.counterLog.put('000000000007', { a: { 'h|acc|a||2026110309': { r: 1 } }, c: { [key]: { r: 2 } } });
       await plain.close();
       const { store, counters } = await open(dir);
       try {

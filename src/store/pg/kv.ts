@@ -1,0 +1,290 @@
+import pg from 'pg';
+import type { Family } from '../types.ts';
+
+/** A range of keys, as LevelDB takes it: bounds, direction and how many. */
+export interface KeyRange {
+  gt?: string;
+  gte?: string;
+  lt?: string;
+  lte?: string;
+  reverse?: boolean;
+  limit?: number;
+}
+
+/** One key's final state in a write: its value, or null for a delete. */
+export interface KvChange {
+  family: Family;
+  key: string;
+  /** The value as stored (JSON text); null deletes the key. */
+  value: string | null;
+}
+
+/** The channel every node listens on: which keys another node's commit changed. */
+export const KV_CHANNEL = 'postilion_kv';
+/** Above this many bytes of keys a notification names the families only (PostgreSQL's payload limit is 8,000 bytes). */
+const NOTIFY_BYTES = 7000;
+/** Rows read per trip when an unbounded range is iterated. */
+const PAGE_ROWS = 500;
+/** How often relaxed puts (last-used times) are written, in ms. */
+const RELAXED_FLUSH_MS = 1000;
+const RELAXED_MAX = 10_000;
+
+/** What a notification tells: the keys changed per family, or `null` keys: anything of the family may have changed. */
+export interface Invalidation {
+  node: string;
+  changes: Array<{ family: Family; puts: string[]; dels: string[] } | { family: Family; all: true }>;
+}
+
+/**
+ * The shared families' records in PostgreSQL, one table of (family, key, value) with keys
+ * compared byte by byte (COLLATE "C"), as LevelDB compares them: the same ranges, in the same
+ * order. A write is one transaction, and it notifies every node of the keys it changed.
+ */
+export class PgKv {
+  private readonly relaxed = new Map<string, { family: Family; key: string; value: string }>();
+  private relaxedTimer: NodeJS.Timeout | null = null;
+  private relaxedFlush: Promise<void> | null = null;
+
+  constructor(
+    readonly pool: pg.Pool,
+    /** This node's id: its own notifications are not acted on. */
+    readonly nodeId: string,
+    /** The table: `kv` (the shared families) or `published` (what nodes publish for reads on any node). */
+    readonly table: 'kv' | 'published' = 'kv',
+  ) {}
+
+  async get(family: Family, key: string): Promise<string | undefined> {
+    const { rows } = await this.pool.query<{ value: string }>({
+      name: `${this.table}-get`,
+      text: `SELECT value FROM ${this.table} WHERE family = $1 AND key = $2`,
+      values: [family, key],
+    });
+    return rows[0]?.value;
+  }
+
+  async getMany(family: Family, keys: readonly string[]): Promise<Array<string | undefined>> {
+    if (keys.length === 0) return [];
+    const { rows } = await this.pool.query<{ key: string; value: string }>({
+      name: `${this.table}-get-many`,
+      text: `SELECT key, value FROM ${this.table} WHERE family = $1 AND key = ANY($2::text[])`,
+      values: [family, keys],
+    });
+    const found = new Map(rows.map((r) => [r.key, r.value]));
+    return keys.map((k) => found.get(k));
+  }
+
+  /** Up to `range.limit` rows (all when absent) of the range, in key order (reversed on request). */
+  async range(family: Family, range: KeyRange, limit: number): Promise<Array<[string, string]>> {
+    const where: string[] = ['family = $1'];
+    const values: unknown[] = [family];
+    const bound = (op: string, v: string | undefined) => {
+      if (v === undefined) return;
+      values.push(v);
+      where.push(`key ${op} $${values.length}`);
+    };
+    bound('>', range.gt);
+    bound('>=', range.gte);
+    bound('<', range.lt);
+    bound('<=', range.lte);
+    values.push(limit);
+    const text = `SELECT key, value FROM ${this.table} WHERE ${where.join(' AND ')} ORDER BY key ${range.reverse ? 'DESC' : 'ASC'} LIMIT $${values.length}`;
+    const { rows } = await this.pool.query<{ key: string; value: string }>({ text, values, rowMode: 'array' } as pg.QueryConfig);
+    return rows as unknown as Array<[string, string]>;
+  }
+
+  /** Every row of the range in pages of PAGE_ROWS, each page read when the last is used up. */
+  async *rows(family: Family, range: KeyRange): AsyncGenerator<[string, string]> {
+    let left = range.limit === undefined || range.limit < 0 ? Infinity : range.limit;
+    let current = { ...range };
+    while (left > 0) {
+      const page = await this.range(family, current, Math.min(PAGE_ROWS, left));
+      for (const row of page) yield row;
+      left -= page.length;
+      if (page.length < PAGE_ROWS) return;
+      const last = page.at(-1)![0];
+      current = range.reverse ? { ...current, lte: undefined, lt: last } : { ...current, gte: undefined, gt: last };
+    }
+  }
+
+  /** Applies the changes in one transaction and tells every node which keys changed. */
+  async write(changes: readonly KvChange[]): Promise<void> {
+    if (changes.length === 0) return;
+    const client = await this.pool.connect();
+    try {
+      await client.query('BEGIN');
+      await this.apply(client, changes);
+      await client.query('COMMIT');
+    } catch (err) {
+      await client.query('ROLLBACK').catch(() => undefined);
+      throw err;
+    } finally {
+      client.release();
+    }
+  }
+
+  /** The changes, in the caller's transaction on `client` (the notification goes out when it commits). */
+  async apply(client: pg.ClientBase, changes: readonly KvChange[]): Promise<void> {
+    if (changes.length === 0) return;
+    const puts = changes.filter((c) => c.value !== null);
+    const dels = changes.filter((c) => c.value === null);
+    if (puts.length > 0) {
+      await client.query({
+        name: `${this.table}-put`,
+        text:
+          `INSERT INTO ${this.table} (family, key, value) SELECT * FROM unnest($1::text[], $2::text[], $3::text[]) ` +
+          'ON CONFLICT (family, key) DO UPDATE SET value = EXCLUDED.value',
+        values: [puts.map((c) => c.family), puts.map((c) => c.key), puts.map((c) => c.value)],
+      });
+    }
+    if (dels.length > 0) {
+      await client.query({
+        name: `${this.table}-del`,
+        text: `DELETE FROM ${this.table} k USING unnest($1::text[], $2::text[]) AS d(family, key) WHERE k.family = d.family AND k.key = d.key`,
+        values: [dels.map((c) => c.family), dels.map((c) => c.key)],
+      });
+    }
+    if (this.table === 'kv') {
+      await client.query({ name: 'kv-notify', text: 'SELECT pg_notify($1, $2)', values: [KV_CHANNEL, JSON.stringify(this.invalidation(changes))] });
+    }
+  }
+
+  /** Deletes every key of the family. */
+  async clear(family: Family): Promise<void> {
+    await this.pool.query(`DELETE FROM ${this.table} WHERE family = $1`, [family]);
+    await this.pool.query('SELECT pg_notify($1, $2)', [KV_CHANNEL, JSON.stringify({ node: this.nodeId, changes: [{ family, all: true }] })]);
+  }
+
+  /**
+   * A put whose loss is harmless (last-used times): kept and written with the others about once
+   * a second, the latest value of each key only. Resolves at once.
+   */
+  putRelaxed(family: Family, key: string, value: string): void {
+    if (this.relaxed.size >= RELAXED_MAX && !this.relaxed.has(`${family}\u0000${key}`)) return;
+    this.relaxed.set(`${family}\u0000${key}`, { family, key, value });
+    this.relaxedTimer ??= setTimeout(() => void this.flushRelaxed(), RELAXED_FLUSH_MS);
+  }
+
+  /** Writes the relaxed puts kept so far (their loss on failure is allowed). */
+  async flushRelaxed(): Promise<void> {
+    if (this.relaxedTimer) clearTimeout(this.relaxedTimer);
+    this.relaxedTimer = null;
+    await this.relaxedFlush;
+    if (this.relaxed.size === 0) return;
+    const changes = [...this.relaxed.values()];
+    this.relaxed.clear();
+    this.relaxedFlush = this.write(changes)
+      .catch(() => undefined)
+      .finally(() => {
+        this.relaxedFlush = null;
+      });
+    await this.relaxedFlush;
+  }
+
+  /**
+   * Listens to the other nodes' writes on a connection of its own: `heard` gets each of their
+   * notifications, and `null` when notifications may have been missed (the connection was lost
+   * and is made again): then anything may have changed. Reconnects with a back-off until closed.
+   */
+  listen(
+    config: pg.ClientConfig,
+    heard: (invalidation: Invalidation | null) => void,
+    onError: (err: Error) => void = () => {},
+  ): { ready: Promise<void>; close(): Promise<void> } {
+    let client: pg.Client | null = null;
+    let closed = false;
+    let retry: NodeJS.Timeout | null = null;
+    let delay = 100;
+    let firstReady!: () => void;
+    const ready = new Promise<void>((resolve) => (firstReady = resolve));
+    const connect = async (): Promise<void> => {
+      const c = new pg.Client(config);
+      c.on('error', (err) => {
+        onError(err);
+        lost(c);
+      });
+      c.on('end', () => lost(c));
+      c.on('notification', (msg) => {
+        if (msg.channel !== KV_CHANNEL || msg.payload === undefined) return;
+        let invalidation: Invalidation;
+        try {
+          invalidation = JSON.parse(msg.payload) as Invalidation;
+        } catch {
+          return;
+        }
+        if (invalidation.node !== this.nodeId) heard(invalidation);
+      });
+      try {
+        await c.connect();
+        await c.query(`LISTEN ${KV_CHANNEL}`);
+      } catch (err) {
+        onError(err as Error);
+        await c.end().catch(() => undefined);
+        schedule();
+        return;
+      }
+      if (closed) {
+        await c.end().catch(() => undefined);
+        return;
+      }
+      client = c;
+      delay = 100;
+      // What changed while no one listened is unknown: everything is read again.
+      heard(null);
+      firstReady();
+    };
+    const lost = (c: pg.Client) => {
+      if (client !== c) return;
+      client = null;
+      heard(null);
+      void c.end().catch(() => undefined);
+      schedule();
+    };
+    const schedule = () => {
+      if (closed || retry) return;
+      retry = setTimeout(() => {
+        retry = null;
+        void connect();
+      }, delay);
+      delay = Math.min(delay * 2, 5000);
+    };
+    void connect();
+    return {
+      ready,
+      close: async () => {
+        closed = true;
+        if (retry) clearTimeout(retry);
+        const c = client;
+        client = null;
+        await c?.end().catch(() => undefined);
+      },
+    };
+  }
+
+  /** The notification of a write: its keys, or only its families when they would not fit. */
+  private invalidation(changes: readonly KvChange[]): Invalidation {
+    const byFamily = new Map<Family, { family: Family; puts: string[]; dels: string[] }>();
+    let bytes = 0;
+    for (const c of changes) {
+      let entry = byFamily.get(c.family);
+      if (!entry) byFamily.set(c.family, (entry = { family: c.family, puts: [], dels: [] }));
+      (c.value === null ? entry.dels : entry.puts).push(c.key);
+      bytes += Buffer.byteLength(c.key) + 4;
+    }
+    if (bytes > NOTIFY_BYTES) return { node: this.nodeId, changes: [...byFamily.keys()].map((family) => ({ family, all: true as const })) };
+    return { node: this.nodeId, changes: [...byFamily.values()] };
+  }
+}
+
+/** The final state of each key a list of ops leaves, in the order of the keys' last ops. */
+export function finalChanges(
+  ops: ReadonlyArray<{ type: string; family: Family; key: string; value?: unknown }>,
+  encode: (value: unknown) => string,
+): KvChange[] {
+  const last = new Map<string, KvChange>();
+  for (const op of ops) {
+    const id = `${op.family}\u0000${op.key}`;
+    last.delete(id);
+    last.set(id, { family: op.family, key: op.key, value: op.type === 'del' ? null : encode(op.value) });
+  }
+  return [...last.values()];
+}

@@ -1,0 +1,65 @@
+import { expect } from 'chai';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { validateConfig } from '../../../src/config/load.ts';
+import { openClusterDb } from '../../../src/cluster/database.ts';
+import { call, startServer, type TestServer } from '../../helpers/harness.ts';
+import { startPostgres, type PostgresServer } from '../../helpers/postgres.ts';
+
+/** Two nodes on one PostgreSQL share accounts, keys, domains and suppressions, and hear of each other's changes. */
+describe('cluster: shared state on PostgreSQL', function () {
+  this.timeout(60_000);
+  let postgres: PostgresServer;
+  let dir: string;
+  let nodes: TestServer[] = [];
+
+  before(async () => {
+    postgres = await startPostgres();
+    dir = mkdtempSync(join(tmpdir(), 'postilion-cluster-'));
+  });
+  after(async () => {
+    for (const node of nodes) await node.stop();
+    await postgres?.stop();
+    rmSync(dir, { recursive: true, force: true });
+  });
+
+  const clusterConfig = (url: string, nodeId: string) => ({ database_url: url, node_id: nodeId, key_file: join(dir, 'cluster.key') });
+
+  async function startNodes(count: number): Promise<TestServer[]> {
+    const url = await postgres.createDatabase();
+    // `postilion cluster init`: the key, and the schema.
+    const db = await openClusterDb(validateConfig({ cluster: clusterConfig(url, 'init'), keys: { dir: join(dir, 'keys') } }, 'test'), { createKey: true });
+    await db.close();
+    const out: TestServer[] = [];
+    for (let i = 1; i <= count; i++) out.push(await startServer({ config: { cluster: clusterConfig(url, `node-${i}`) } }));
+    nodes.push(...out);
+    return out;
+  }
+
+  it('a key made on one node works on the other; deleted there, it is refused here within a second', async () => {
+    const [a, b] = await startNodes(2);
+    expect(a!.adminKey).to.match(/^aha-sk-/);
+    // The second node found the accounts in the database: no bootstrap of its own.
+    expect(b!.adminKey).to.equal('');
+    const base = `/v2/accounts/${a!.accountId}/api-keys`;
+    const viaB = { url: b!.url, adminKey: a!.adminKey };
+    expect((await call(viaB, 'GET', base)).status).to.equal(200);
+
+    const made = await call(a!, 'POST', base, { body: { label: 'shared', scopes: ['api-keys:read'] } });
+    expect(made.status).to.equal(201);
+    const key = made.body.secret_key as string;
+    expect((await call({ url: b!.url, adminKey: key }, 'GET', base)).status).to.equal(200);
+    expect((await call({ url: a!.url, adminKey: key }, 'GET', base)).status).to.equal(200);
+
+    expect((await call(viaB, 'DELETE', `${base}/${made.body.id}`)).status).to.be.oneOf([200, 204]);
+    const deadline = Date.now() + 1000;
+    let status = 0;
+    while (Date.now() < deadline) {
+      status = (await call({ url: a!.url, adminKey: key }, 'GET', base, { operationId: null })).status;
+      if (status === 401) break;
+      await new Promise((r) => setTimeout(r, 50));
+    }
+    expect(status).to.equal(401);
+  });
+});
