@@ -30,9 +30,9 @@ export class KeyFilter {
     private readonly minKeys = DEFAULT_MIN_KEYS,
   ) {
     store.onPut(family, (key) => this.landed(key));
-    // Cluster mode: keys other nodes put are learnt as they are heard of; when notifications may
-    // have been missed, lookups read until a new scan is done.
-    store.onRemotePut(family, (key) => {
+    // Cluster mode: keys other nodes put are learnt as they are heard of (a deleted one too, which
+    // costs only a read); when notifications may have been missed, lookups read until a new scan is done.
+    store.onRemoteChange(family, (key) => {
       if (key !== null) return this.landed(key);
       this.filter = null;
       this.rebuild();

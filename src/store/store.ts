@@ -253,7 +253,7 @@ export class Store {
       for (const listener of listeners) {
         try {
           if (all) listener(null);
-          else for (const key of change.puts) listener(key);
+          else for (const key of [...change.puts, ...change.dels]) listener(key);
         } catch (err) {
           process.emitWarning(`a listener of ${change.family} changes failed: ${(err as Error).message}`);
         }
@@ -261,8 +261,8 @@ export class Store {
     }
   }
 
-  /** Calls `listener` with each key of `family` that another node put (null: any key may have changed). */
-  onRemotePut(family: Family, listener: (key: string | null) => void): void {
+  /** Calls `listener` with each key of `family` that another node put or deleted (null: any key may have changed). */
+  onRemoteChange(family: Family, listener: (key: string | null) => void): void {
     const listeners = this.remoteListeners.get(family) ?? [];
     listeners.push(listener);
     this.remoteListeners.set(family, listeners);

@@ -95,7 +95,13 @@ export class Webhooks {
     private readonly counters: TargetCounters,
     private readonly signals: Emitter<WebhookSignals>,
     private readonly locks = new KeyedMutex(),
-  ) {}
+  ) {
+    // Cluster mode: a webhook made or deleted on another node changes its account's list.
+    store.onRemoteChange('webhooksByAccount', () => {
+      this.listGeneration += 1;
+      this.accountLists.clear();
+    });
+  }
 
   /** Creates a webhook; the secret is returned here and never again. */
   async create(accountId: string, input: NewWebhook, may?: MayWrite): Promise<{ webhook: WebhookRecord; secret: string }> {

@@ -26,6 +26,17 @@ describe('cluster: shared state on PostgreSQL', function () {
 
   const clusterConfig = (url: string, nodeId: string) => ({ database_url: url, node_id: nodeId, key_file: join(dir, 'cluster.key') });
 
+  async function statusWithin(ms: number, request: () => Promise<{ status: number }>, wanted: number): Promise<number> {
+    const deadline = Date.now() + ms;
+    let status = 0;
+    while (Date.now() < deadline) {
+      status = (await request()).status;
+      if (status === wanted) break;
+      await new Promise((r) => setTimeout(r, 50));
+    }
+    return status;
+  }
+
   async function startNodes(count: number): Promise<TestServer[]> {
     const url = await postgres.createDatabase();
     // `postilion cluster init`: the key, and the schema.
@@ -61,5 +72,29 @@ describe('cluster: shared state on PostgreSQL', function () {
       await new Promise((r) => setTimeout(r, 50));
     }
     expect(status).to.equal(401);
+
+    // An IP allow list narrowed on one node shuts the key out on the other within a second.
+    const narrowed = await call(a!, 'POST', base, { body: { label: 'narrowed', scopes: ['api-keys:read'] } });
+    const secret = narrowed.body.secret_key as string;
+    expect((await call({ url: a!.url, adminKey: secret }, 'GET', base)).status).to.equal(200);
+    expect((await call(viaB, 'PUT', `${base}/${narrowed.body.id}`, { body: { ip_allow_list: ['10.0.0.0/8'] } })).status).to.equal(200);
+    expect(await statusWithin(1000, () => call({ url: a!.url, adminKey: secret }, 'GET', base, { operationId: null }), 403)).to.equal(403);
+  });
+
+  it("a webhook made on one node is in the other node's list for its account within a second", async () => {
+    const [a, b] = await startNodes(2);
+    const accountId = a!.accountId;
+    expect(await b!.daemon.core.webhooks.ofAccount(accountId)).to.have.length(0);
+    const id = '0190f3a0-0000-7000-8000-00000000aaaa';
+    const record = { id, accountId, name: 'w', url: 'https://hooks.example.com/x', createdAt: new Date().toISOString() };
+    await a!.daemon.core.store.commit(a!.daemon.core.webhooksRepo.create(record as never));
+    const deadline = Date.now() + 1000;
+    let ids: string[] = [];
+    while (Date.now() < deadline) {
+      ids = (await b!.daemon.core.webhooks.ofAccount(accountId)).map((w) => w.id);
+      if (ids.length > 0) break;
+      await new Promise((r) => setTimeout(r, 50));
+    }
+    expect(ids).to.deep.equal([id]);
   });
 });
