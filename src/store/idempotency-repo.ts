@@ -12,13 +12,17 @@ export class IdempotencyRepo {
     return this.store.get<IdempotencyRecord>('idempotency', recordKey(accountId, key));
   }
 
-  /** Writes the record durably, moving its expiry index entry from `previous` if there was one. */
+  /**
+   * Writes the record durably, moving its expiry index entry from `previous` if there was one.
+   * Only over `previous` (none: only if there is no record): a record another node wrote
+   * meanwhile fails it with WriteConflictError (store.ts).
+   */
   async save(record: IdempotencyRecord, previous?: IdempotencyRecord): Promise<void> {
     const key = recordKey(record.accountId, record.key);
     const ops: WriteOp[] = [];
     if (previous) ops.push({ type: 'del', family: 'idempotencyByExpiry', key: expiryKey(previous.expiresAt, key) });
     ops.push(
-      { type: 'put', family: 'idempotency', key, value: record },
+      { type: 'put', family: 'idempotency', key, value: record, expected: previous ?? null },
       { type: 'put', family: 'idempotencyByExpiry', key: expiryKey(record.expiresAt, key), value: key },
     );
     await this.store.commit(ops);

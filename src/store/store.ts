@@ -5,7 +5,7 @@ import { GroupCommitter } from './group-commit.ts';
 import { ReadCache, type CacheLimits } from './read-cache.ts';
 import { FAMILIES, type Family, type WriteOp } from './types.ts';
 import { PgFamily, type FamilyApi } from './pg/family.ts';
-import { finalChanges, type Invalidation, type PgKv } from './pg/kv.ts';
+import { finalChanges, KvConflictError, type Invalidation, type PgKv } from './pg/kv.ts';
 import type { Emitter } from '../util/signals.ts';
 
 /**
@@ -75,6 +75,11 @@ export interface SharedFamilies {
   families: ReadonlySet<Family>;
   /** Called last by Store.close: the connections to the shared database end with the store. */
   close(): Promise<void>;
+}
+
+/** A conditional put (WriteOp `expected`) found the key changed by another writer: nothing of the commit was written. */
+export class WriteConflictError extends Error {
+  override name = 'WriteConflictError';
 }
 
 /**
@@ -231,6 +236,7 @@ export class Store {
         try {
           await shared.kv.write(changes);
         } catch (err) {
+          if (err instanceof KvConflictError) throw new WriteConflictError(err.message);
           throw new SharedStoreError(err);
         }
       });

@@ -95,8 +95,13 @@ export type WriteOp =
    *
    * `keyAtCommit`: the key is made when the batch is handed to the committer (Store.commit), so
    * that keys made this way sort in the order their batches land, whenever the op was built.
+   *
+   * `expected`: the put lands only if the key holds this value now (null: the key is absent),
+   * else the whole commit fails with WriteConflictError. Needed where two writers could race: in
+   * cluster mode two nodes (PostgreSQL checks it under a row lock); one node's LevelDB has one
+   * writer, whose callers serialize under their own locks, and does not check it.
    */
-  | { type: 'put'; family: Family; key: string; value: unknown; latest?: true; keyAtCommit?: () => string }
+  | { type: 'put'; family: Family; key: string; value: unknown; latest?: true; keyAtCommit?: () => string; expected?: unknown }
   | { type: 'del'; family: Family; key: string }
   /**
    * Adds `value` to the counts stored under `key` (absent: zero): logged in its batch, and added

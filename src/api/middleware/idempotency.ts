@@ -7,6 +7,7 @@ import type { SecretBox } from '../../util/secret-box.ts';
 import type { Clock } from '../../util/time.ts';
 import type { ApiContext } from '../context.ts';
 import { decide, fingerprint, MAX_KEY_LENGTH, scopesDigest, settle, validKey, type Caller } from '../idempotency-policy.ts';
+import { WriteConflictError } from '../../store/store.ts';
 
 export interface IdempotencyTimes {
   lease_seconds: number;
@@ -121,7 +122,18 @@ export class Idempotency {
             response: null,
             owner: caller,
           };
-          await this.repo.save(record, existing);
+          try {
+            await this.repo.save(record, existing);
+          } catch (err) {
+            // Cluster mode: another node claimed (or finished) this key between the read and the write.
+            if (err instanceof WriteConflictError) {
+              throw new AppError(409, 'A request with this idempotency key is already in progress', {
+                'Idempotent-Replayed': 'false',
+                'Retry-After': '1',
+              });
+            }
+            throw err;
+          }
           return record;
         }
       }

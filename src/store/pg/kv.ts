@@ -17,6 +17,13 @@ export interface KvChange {
   key: string;
   /** The value as stored (JSON text); null deletes the key. */
   value: string | null;
+  /** The value the key must hold before (JSON text; null: absent); undefined: no condition. */
+  expected?: string | null;
+}
+
+/** A conditional put found another value than it expected: nothing of its write was applied. */
+export class KvConflictError extends Error {
+  override name = 'KvConflictError';
 }
 
 /** The channel every node listens on: which keys another node's commit changed. */
@@ -125,7 +132,26 @@ export class PgKv {
   /** The changes, in the caller's transaction on `client` (the notification goes out when it commits). */
   async apply(client: pg.ClientBase, changes: readonly KvChange[]): Promise<void> {
     if (changes.length === 0) return;
-    const puts = changes.filter((c) => c.value !== null);
+    for (const c of changes) {
+      if (c.expected === undefined) continue;
+      const { rows } = await client.query<{ value: string }>({
+        name: `${this.table}-lock`,
+        text: `SELECT value FROM ${this.table} WHERE family = $1 AND key = $2 FOR UPDATE`,
+        values: [c.family, c.key],
+      });
+      // Absent and expected absent, the row is not locked: two such puts may both find it absent,
+      // and the insert below refuses the second (ON CONFLICT DO NOTHING leaves it to this check).
+      if ((rows[0]?.value ?? null) !== c.expected) throw new KvConflictError(`${c.family}/${c.key} changed meanwhile`);
+      if (c.expected === null && c.value !== null) {
+        const inserted = await client.query({
+          name: `${this.table}-insert`,
+          text: `INSERT INTO ${this.table} (family, key, value) VALUES ($1, $2, $3) ON CONFLICT (family, key) DO NOTHING`,
+          values: [c.family, c.key, c.value],
+        });
+        if (inserted.rowCount !== 1) throw new KvConflictError(`${c.family}/${c.key} was made meanwhile`);
+      }
+    }
+    const puts = changes.filter((c) => c.value !== null && c.expected !== null);
     const dels = changes.filter((c) => c.value === null);
     if (puts.length > 0) {
       await client.query({
@@ -277,14 +303,17 @@ export class PgKv {
 
 /** The final state of each key a list of ops leaves, in the order of the keys' last ops. */
 export function finalChanges(
-  ops: ReadonlyArray<{ type: string; family: Family; key: string; value?: unknown }>,
+  ops: ReadonlyArray<{ type: string; family: Family; key: string; value?: unknown; expected?: unknown }>,
   encode: (value: unknown) => string,
 ): KvChange[] {
   const last = new Map<string, KvChange>();
   for (const op of ops) {
     const id = `${op.family}\u0000${op.key}`;
+    // A key's condition is that of its first op: what it must hold before this write.
+    const before = last.get(id);
+    const expected = before ? before.expected : op.expected === undefined ? undefined : op.expected === null ? null : encode(op.expected);
     last.delete(id);
-    last.set(id, { family: op.family, key: op.key, value: op.type === 'del' ? null : encode(op.value) });
+    last.set(id, { family: op.family, key: op.key, value: op.type === 'del' ? null : encode(op.value), ...(expected !== undefined ? { expected } : {}) });
   }
   return [...last.values()];
 }

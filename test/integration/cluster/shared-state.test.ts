@@ -4,6 +4,8 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { validateConfig } from '../../../src/config/load.ts';
 import { openClusterDb } from '../../../src/cluster/database.ts';
+import { IdempotencyRepo } from '../../../src/store/idempotency-repo.ts';
+import { WriteConflictError } from '../../../src/store/store.ts';
 import { call, startServer, type TestServer } from '../../helpers/harness.ts';
 import { startPostgres, type PostgresServer } from '../../helpers/postgres.ts';
 
@@ -96,5 +98,36 @@ describe('cluster: shared state on PostgreSQL', function () {
       await new Promise((r) => setTimeout(r, 50));
     }
     expect(ids).to.deep.equal([id]);
+  });
+
+  it('an idempotent retry on another node replays; another payload gets 422; two nodes claiming one key at once: one wins', async () => {
+    const [a, b] = await startNodes(2);
+    const base = `/v2/accounts/${a!.accountId}/api-keys`;
+    const viaB = { url: b!.url, adminKey: a!.adminKey };
+    const headers = { 'Idempotency-Key': 'retry-1' };
+    const first = await call(a!, 'POST', base, { body: { label: 'once', scopes: ['api-keys:read'] }, headers });
+    expect(first.status).to.equal(201);
+    const again = await call(viaB, 'POST', base, { body: { label: 'once', scopes: ['api-keys:read'] }, headers });
+    expect(again.status).to.equal(201);
+    expect(again.headers.get('idempotent-replayed')).to.equal('true');
+    expect(again.body.id).to.equal(first.body.id);
+    const other = await call(viaB, 'POST', base, { body: { label: 'other', scopes: ['api-keys:read'] }, headers, operationId: null });
+    expect(other.status).to.equal(422);
+
+    const repos = [a!, b!].map((n) => new IdempotencyRepo(n.daemon.core.store));
+    const record = (owner: string) => ({
+      v: 1 as const,
+      accountId: a!.accountId,
+      key: 'race',
+      fingerprint: owner,
+      state: 'in_progress' as const,
+      expiresAt: Date.now() + 60_000,
+      response: null,
+      owner: { keyId: owner, scopes: '' },
+    });
+    const results = await Promise.allSettled(repos.map((repo, i) => repo.save(record(`n${i}`) as never)));
+    expect(results.filter((r) => r.status === 'fulfilled')).to.have.length(1);
+    const refused = results.find((r): r is PromiseRejectedResult => r.status === 'rejected')!;
+    expect(refused.reason).to.be.instanceOf(WriteConflictError);
   });
 });
