@@ -13,7 +13,7 @@ const stdio: CliIo = {
  * modules (the configuration, the store, the listeners) are loaded only by the commands that
  * need them, and importing them here would load them for every command.
  */
-const OPERATOR_ERRORS = new Set(['ConfigError', 'StoreLockedError', 'ListenError', 'SinkListenError', 'StorageStartError']);
+const OPERATOR_ERRORS = new Set(['ConfigError', 'StoreLockedError', 'ListenError', 'SinkListenError', 'StorageStartError', 'ClusterError']);
 
 /**
  * An error for the operator: one of those, or an AppError (bad input, not found: it has the
