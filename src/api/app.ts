@@ -9,7 +9,7 @@ import { authenticate, limitRefusals, requireScopes } from './middleware/auth.ts
 import { BodyBudget, rawBody } from './middleware/body.ts';
 import { errorResponses } from './middleware/errors.ts';
 import type { Idempotency } from './middleware/idempotency.ts';
-import { rateLimit, type RateLimiter, type RefusalLimiter } from './middleware/rate-limit.ts';
+import { rateLimit, type AnyRateLimiter, type AnyRefusalLimiter } from './middleware/rate-limit.ts';
 import { requestContext, transport } from './middleware/request-context.ts';
 import { operation } from './operations.ts';
 import { V1_SEND } from './allowed-methods.ts';
@@ -67,9 +67,9 @@ export interface ApiDeps {
   /** The time now, in ms (statistics windows default to the 30 days before it). */
   now: () => number;
   idempotency: Idempotency;
-  rateLimiter: RateLimiter;
+  rateLimiter: AnyRateLimiter;
   /** Refused authentications per client address (v2 and v1). */
-  refusalLimiter: RefusalLimiter;
+  refusalLimiter: AnyRefusalLimiter;
   /** Requests are counted and timed here when given. */
   metrics?: Metrics;
   /** Read per request, so a reload takes effect at once. */

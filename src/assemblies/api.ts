@@ -1,6 +1,6 @@
 import { bootstrap, bootstrapDefaults, formatBootstrap } from '../accounts/bootstrap.ts';
 import { buildApp, type ApiSettings } from '../api/app.ts';
-import { RateLimiter, RefusalLimiter } from '../api/middleware/rate-limit.ts';
+import { RateLimiter, RefusalLimiter, type AnyRateLimiter, type AnyRefusalLimiter } from '../api/middleware/rate-limit.ts';
 import { ApiListener } from '../api/server.ts';
 import type { Config } from '../config/schema.ts';
 import { heldAt, type HeldListener } from '../control/doctor-protocol.ts';
@@ -17,8 +17,8 @@ export class ApiAssembly implements Assembly {
   readonly name = 'api';
   readonly sections = ['api'];
   private readonly listeners: ApiListener[] = [];
-  private readonly rateLimiter: RateLimiter;
-  private readonly refusalLimiter: RefusalLimiter;
+  private readonly rateLimiter: AnyRateLimiter;
+  private readonly refusalLimiter: AnyRefusalLimiter;
   private settings: ApiSettings;
 
   constructor(

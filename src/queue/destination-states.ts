@@ -1,9 +1,26 @@
 import type { Clock } from '../util/time.ts';
 import type { DestinationLimits } from './job-kind.ts';
 
-interface Bucket {
+/** A destination's rate tokens: `tokens` as of `at` (ms). */
+export interface RateBucket {
   tokens: number;
   at: number;
+}
+
+/**
+ * Takes a token of the destination's bucket, refilled at `rate` per second up to max(rate, 1)
+ * (made full when missing): 0 when taken, else the ms until one is there.
+ */
+export function takeRateToken(buckets: Map<string, RateBucket>, destination: string, rate: number, now: number): number {
+  const bucket = buckets.get(destination) ?? { tokens: Math.max(rate, 1), at: now };
+  bucket.tokens = Math.min(Math.max(rate, 1), bucket.tokens + ((now - bucket.at) / 1000) * rate);
+  bucket.at = now;
+  buckets.set(destination, bucket);
+  if (bucket.tokens >= 1) {
+    bucket.tokens -= 1;
+    return 0;
+  }
+  return ((1 - bucket.tokens) / rate) * 1000;
 }
 
 /**
@@ -15,7 +32,7 @@ export class DestinationStates {
   private readonly suspended: Set<string>;
   /** Destinations found down, with when to try them again (the kind that found it decides). */
   private readonly paused = new Map<string, number>();
-  private readonly buckets = new Map<string, Bucket>();
+  private readonly buckets = new Map<string, RateBucket>();
 
   constructor(
     private readonly limits: Record<string, DestinationLimits>,
@@ -32,16 +49,7 @@ export class DestinationStates {
 
   /** Takes a token of the destination's rate: 0 when taken, else the ms until one is there. */
   take(destination: string, rate: number): number {
-    const now = this.clock.now();
-    const bucket = this.buckets.get(destination) ?? { tokens: Math.max(rate, 1), at: now };
-    bucket.tokens = Math.min(Math.max(rate, 1), bucket.tokens + ((now - bucket.at) / 1000) * rate);
-    bucket.at = now;
-    this.buckets.set(destination, bucket);
-    if (bucket.tokens >= 1) {
-      bucket.tokens -= 1;
-      return 0;
-    }
-    return ((1 - bucket.tokens) / rate) * 1000;
+    return takeRateToken(this.buckets, destination, rate, this.clock.now());
   }
 
   /** Suspended by the operator, or paused as down. */

@@ -1,4 +1,5 @@
 import type { Logger } from 'pino';
+import type { DestinationGate } from '../cluster/destination-gate.ts';
 import type { Clock } from '../util/time.ts';
 import { DestinationStates } from './destination-states.ts';
 import { describeDestinations, type EngineDestination } from './engine-view.ts';
@@ -18,6 +19,8 @@ export interface DispatchOptions {
   destinations: Record<string, DestinationLimits>;
   /** Destinations suspended when the engine starts (kept in the store by the operator's commands). */
   suspended: Iterable<string>;
+  /** Rate tokens and slots shared with other nodes (cluster/), asked besides the limits here; none on one node. */
+  gate?: DestinationGate | undefined;
 }
 
 /** What the dispatcher tells the rest of the engine. */
@@ -54,9 +57,12 @@ function failed(err: unknown): LookupFailure {
 export class Dispatcher implements Placer {
   private readonly pools: Record<DispatcherName, ReadyQueues>;
   private readonly states: DestinationStates;
+  private readonly gate: DestinationGate | null;
   /** The kinds that hand jobs over ahead (JobKind.handOff above 1): asked to withdraw them. */
   private readonly handingOff: JobKind[] = [];
   private rateTimer: NodeJS.Timeout | null = null;
+  /** When the rate timer fires (performance.now()): a shorter wait found later arms it again, earlier. */
+  private rateTimerAt = 0;
   private unfinished = 0;
   private readonly idle = new Set<() => void>();
   private stopped = true;
@@ -71,6 +77,7 @@ export class Dispatcher implements Placer {
   ) {
     this.pools = { smtp: new ReadyQueues(options.dispatchers.smtp), http: new ReadyQueues(options.dispatchers.http) };
     this.states = new DestinationStates(options.destinations, options.suspended, clock);
+    this.gate = options.gate ?? null;
   }
 
   register(kind: JobKind): void {
@@ -324,9 +331,20 @@ export class Dispatcher implements Placer {
         // Within its concurrency a job counts against the total; past it (handOff) it waits in
         // the dispatcher for one of the destination's own slots, and does not.
         if (handed < concurrency ? pool.running >= pool.limits.concurrency : handed >= concurrency * (list[0]!.kind.handOff ?? 1)) continue;
+        // A slot shared with other nodes first: a rate token taken for a job that cannot start would be lost.
+        let exit: (() => void) | null = null;
+        if (this.gate) {
+          const entered = this.gate.enter(destination, concurrency);
+          if (typeof entered === 'number') {
+            wait = wait === null ? entered : Math.min(wait, entered);
+            continue;
+          }
+          exit = entered;
+        }
         if (limits?.rate) {
-          const after = this.states.take(destination, limits.rate);
+          const after = this.gate ? this.gate.take(destination, limits.rate) : this.states.take(destination, limits.rate);
           if (after > 0) {
+            exit?.();
             wait = wait === null ? after : Math.min(wait, after);
             continue;
           }
@@ -339,19 +357,19 @@ export class Dispatcher implements Placer {
         // Move the destination to the back: the next one gets the next turn.
         pool.ready.delete(destination);
         if (list.length > 0) pool.ready.set(destination, list);
-        this.run(pool, destination, concurrency, item);
+        this.run(pool, destination, concurrency, item, exit);
         started = true;
       }
       if (!started) break;
     }
-    if (wait !== null && !this.rateTimer && !this.stopped) {
-      this.rateTimer = setTimeout(
-        () => {
-          this.rateTimer = null;
-          this.dispatchAll();
-        },
-        Math.max(Math.ceil(wait), 1),
-      );
+    const waitMs = wait === null ? 0 : Math.max(Math.ceil(wait), 1);
+    if (wait !== null && !this.stopped && (!this.rateTimer || performance.now() + waitMs < this.rateTimerAt)) {
+      if (this.rateTimer) clearTimeout(this.rateTimer);
+      this.rateTimerAt = performance.now() + waitMs;
+      this.rateTimer = setTimeout(() => {
+        this.rateTimer = null;
+        this.dispatchAll();
+      }, waitMs);
       this.rateTimer.unref();
     }
   }
@@ -360,7 +378,7 @@ export class Dispatcher implements Placer {
    * Hands a job to its kind. The dispatcher's total counts what can be under way at once: of a
    * destination's jobs handed over, at most its concurrency (the rest wait in the dispatcher).
    */
-  private run(pool: ReadyQueues, destination: string, concurrency: number, item: Claim): void {
+  private run(pool: ReadyQueues, destination: string, concurrency: number, item: Claim, exit: (() => void) | null): void {
     pool.start(destination, concurrency);
     this.unfinished += 1;
     // The slot is freed when the attempt no longer uses a connection, not when its outcome is on
@@ -370,6 +388,7 @@ export class Dispatcher implements Placer {
       if (released) return;
       released = true;
       pool.release(destination, concurrency);
+      exit?.();
       if (!this.stopped) this.dispatch(pool);
     };
     let ending: Ending = 'done';

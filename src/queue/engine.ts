@@ -1,5 +1,6 @@
 import type { Logger } from 'pino';
 import type { JobIndex, JobKindName } from '../store/job-index.ts';
+import type { DestinationGate } from '../cluster/destination-gate.ts';
 import type { Clock } from '../util/time.ts';
 import { Dispatcher } from './dispatcher.ts';
 import type { EngineDestination } from './engine-view.ts';
@@ -16,6 +17,8 @@ export interface EngineOptions {
   destinations: Record<string, DestinationLimits>;
   /** Destinations suspended when the engine starts (kept in the store by the operator's commands). */
   suspended: Iterable<string>;
+  /** Rate tokens and slots shared with other nodes (cluster/destination-gate.ts); none on one node. */
+  gate?: DestinationGate | undefined;
   /** How often each kind's index is read from its start at least (ms; default 5 s; tests). */
   fullReadMs?: number;
 }

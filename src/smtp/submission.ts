@@ -8,7 +8,7 @@ import { cidrContains, parseClientIp, type Cidr } from '../util/cidr.ts';
 import { isUtf8MailboxAddress } from '../util/email.ts';
 import { Gate } from '../util/gate.ts';
 import { AuthAfterTlsServer, ENCRYPTION_REQUIRED } from './auth-after-tls.ts';
-import type { AuthThrottle } from './auth-throttle.ts';
+import type { AuthFailures } from './auth-throttle.ts';
 import { envelopeAddress } from './envelope-address.ts';
 import {
   listenerServer,
@@ -43,7 +43,7 @@ export interface SubmissionDeps extends ListenerDeps {
   credentials: CredentialCheck;
   accounts: Pick<Accounts, 'get'>;
   relay: Relay;
-  throttle: AuthThrottle;
+  throttle: AuthFailures;
 }
 
 /** What a session learns at AUTH and MAIL FROM. */
@@ -102,18 +102,25 @@ function submissionRole(options: SubmissionOptions, deps: SubmissionDeps, secure
       const address = session.remoteAddress;
       // A backstop: AuthAfterTlsServer already refused AUTH in clear before reading the credentials.
       if (!session.secure && !mayAuthInClear(address, options.plainAuthFrom)) return callback(reply(538, ENCRYPTION_REQUIRED));
-      if (throttle.blocked(address)) return callback(reply(454, TOO_MANY_FAILURES));
+      // This node's count answers at once; the cluster's (in Redis) once it has answered, below.
+      const early = throttle.blocked(address);
+      if (early === true) return callback(reply(454, TOO_MANY_FAILURES));
       // A flood of guesses must not tie up the thread pool that the store and DKIM signing share.
       // Password checks wait their turn two at a time, so a burst of guesses is slowed to the pace
       // of scrypt and meets the limit after a few failures; parallel logins of one application pass.
       if (gate.full) return callback(reply(454, '4.7.0 Too many authentications in progress; try again shortly'));
       void (async () => {
+        if (early !== false && (await early)) return callback(reply(454, TOO_MANY_FAILURES));
         // The limit is asked again once the check's turn has come, and a failure counted before the
         // next check starts: the guesses queued ahead of this one may have reached the limit.
         const credential = await gate.run(async () => {
-          if (throttle.blocked(address)) return 'blocked';
+          const blocked = throttle.blocked(address);
+          if (blocked === true || (blocked !== false && (await blocked))) return 'blocked';
           const found = await credentials.authenticate(auth.username ?? '', auth.password ?? '');
-          if (!found) throttle.fail(address);
+          if (!found) {
+            const counted = throttle.fail(address);
+            if (counted) await counted;
+          }
           return found;
         });
         if (credential === 'blocked') return callback(reply(454, TOO_MANY_FAILURES));
@@ -124,7 +131,7 @@ function submissionRole(options: SubmissionOptions, deps: SubmissionDeps, secure
         const account = await accounts.get(credential.accountId);
         if (account?.status !== 'active')
           return callback(reply(535, `5.7.8 The account of this credential ${account?.status === 'deleted' ? 'has been deleted' : 'is suspended'}`));
-        throttle.succeed(address);
+        void throttle.succeed(address);
         const user: SessionUser = {
           credentialId: credential.id,
           username: auth.username ?? '',

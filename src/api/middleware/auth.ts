@@ -7,7 +7,7 @@ import { AppError, badRequest, forbidden, unauthorized } from '../../util/errors
 import type { ApiKeyRecord } from '../../store/records.ts';
 import { isUuid } from '../../util/ids.ts';
 import type { ApiContext } from '../context.ts';
-import type { RefusalLimiter } from './rate-limit.ts';
+import type { AnyRefusalLimiter } from './rate-limit.ts';
 
 const BEARER = /^Bearer\s+(\S+)\s*$/i;
 
@@ -80,14 +80,17 @@ export function authenticate(apiKeys: ApiKeys, accounts: Accounts) {
  * address with no refusals left gets 429 before its key is hashed; a 401 or 403 raised before a
  * caller was identified counts as one refusal. Later errors (scopes, validation) do not count.
  */
-export function limitRefusals(limiter: RefusalLimiter) {
+export function limitRefusals(limiter: AnyRefusalLimiter) {
   return async (ctx: ApiContext, next: Next): Promise<void> => {
-    limiter.check(ctx.state.clientIp);
+    // In memory the answers are known at once: awaited only when they come from the cluster.
+    const checked = limiter.check(ctx.state.clientIp);
+    if (checked) await checked;
     try {
       await next();
     } catch (err) {
       if (!ctx.state.auth && err instanceof AppError && (err.status === 401 || err.status === 403)) {
-        limiter.refused(ctx.state.clientIp);
+        const counted = limiter.refused(ctx.state.clientIp);
+        if (counted) await counted;
       }
       throw err;
     }

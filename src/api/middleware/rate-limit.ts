@@ -2,46 +2,51 @@ import type { Next } from 'koa';
 import { AppError } from '../../util/errors.ts';
 import type { Clock } from '../../util/time.ts';
 import type ipaddr from 'ipaddr.js';
-import { addressBucket, isFull, peek, take, type Bucket, type RateLimit } from '../rate-limit-policy.ts';
+import { addressBucket, type RateLimit } from '../rate-limit-policy.ts';
+import { localBuckets, type BucketSource, type Settled, type TokenBuckets, type Verdict } from '../../cluster/buckets.ts';
+import { andThen, type Maybe } from '../../util/maybe.ts';
 import type { ApiContext } from '../context.ts';
 
 export type RateClass = 'general' | 'statistics';
 export type RateLimits = Record<RateClass, RateLimit>;
 
-/** Per-account token buckets, one per rate class; all keys of an account share them. */
-export class RateLimiter {
-  private readonly buckets = new Map<string, Bucket>();
-  private sinceSweep = 0;
+/**
+ * Per-account token buckets, one per rate class; all keys of an account share them. The buckets
+ * are this node's memory (no source given: it answers at once), or a cluster's (cluster/), whose
+ * answers may be promises (`A`).
+ */
+export class RateLimiter<A extends Maybe<Verdict> = Verdict> {
+  private readonly buckets: Record<RateClass, TokenBuckets<A>>;
 
-  constructor(
-    private limits: RateLimits,
-    private readonly clock: Clock,
-  ) {}
+  constructor(limits: RateLimits, clock: Clock, source?: BucketSource<A>) {
+    const from = source ?? inMemory<A>(clock);
+    this.buckets = { general: from.buckets('api-rate:general', limits.general), statistics: from.buckets('api-rate:statistics', limits.statistics) };
+  }
 
   configure(limits: RateLimits): void {
-    this.limits = limits;
+    for (const rateClass of RATE_CLASSES) this.buckets[rateClass].configure(limits[rateClass]);
   }
 
-  /** Takes a token or throws 429 with Retry-After. */
-  consume(accountId: string, rateClass: RateClass): void {
-    const now = this.clock.now();
-    const id = `${rateClass}:${accountId}`;
-    const result = take(this.buckets.get(id), now, this.limits[rateClass]);
-    this.buckets.set(id, result.bucket);
-    if (++this.sinceSweep >= 10_000) this.sweep(now);
-    if (!result.allowed) {
-      throw new AppError(429, 'Too many requests, rate limited.', { 'Retry-After': String(result.retryAfterSeconds) });
-    }
+  /** Takes a token or throws 429 with Retry-After (at once in memory; the promise rejects when shared). */
+  consume(accountId: string, rateClass: RateClass): Settled<A, void> {
+    return andThen(this.buckets[rateClass].take(accountId), admit) as Settled<A, void>;
   }
+}
 
-  /** Forgets buckets that have refilled: memory stays bounded by the recently active accounts. */
-  private sweep(now: number): void {
-    this.sinceSweep = 0;
-    for (const [id, bucket] of this.buckets) {
-      const rateClass = id.slice(0, id.indexOf(':')) as RateClass;
-      if (isFull(bucket, now, this.limits[rateClass])) this.buckets.delete(id);
-    }
-  }
+/** A limiter over any buckets, answering at once or not: what the middleware and the app take. */
+export type AnyRateLimiter = RateLimiter<Maybe<Verdict>>;
+export type AnyRefusalLimiter = RefusalLimiter<Maybe<Verdict>>;
+
+const RATE_CLASSES: readonly RateClass[] = ['general', 'statistics'];
+
+/** The buckets of a limiter given no source: this node's memory, whose answers are Verdicts (`A`'s default). */
+function inMemory<A extends Maybe<Verdict>>(clock: Clock): BucketSource<A> {
+  // A source is given whenever A is not Verdict (the assemblies pass SharedLimits.buckets, or nothing).
+  return localBuckets(clock) as unknown as BucketSource<A>;
+}
+
+function admit(verdict: Verdict): void {
+  if (!verdict.allowed) throw new AppError(429, 'Too many requests, rate limited.', { 'Retry-After': String(verdict.retryAfterSeconds) });
 }
 
 /**
@@ -50,47 +55,43 @@ export class RateLimiter {
  * the bucket refills: a key guesser (or a client stuck with a revoked key) costs one cheap check
  * per request, and a valid key from that address waits as well.
  */
-export class RefusalLimiter {
-  private readonly buckets = new Map<string, Bucket>();
-  private sinceSweep = 0;
+export class RefusalLimiter<A extends Maybe<Verdict> = Verdict> {
+  private readonly buckets: TokenBuckets<A>;
 
-  constructor(
-    private limit: RateLimit,
-    private readonly clock: Clock,
-  ) {}
+  constructor(limit: RateLimit, clock: Clock, source?: BucketSource<A>) {
+    this.buckets = (source ?? inMemory<A>(clock)).buckets('api-refusals', limit);
+  }
 
   configure(limit: RateLimit): void {
-    this.limit = limit;
+    this.buckets.configure(limit);
   }
 
   /** Throws 429 with Retry-After when the address has used up its refusals; takes nothing. */
-  check(ip: ipaddr.IPv4 | ipaddr.IPv6): void {
-    const result = peek(this.buckets.get(addressBucket(ip)), this.clock.now(), this.limit);
-    if (!result.allowed) {
-      throw new AppError(429, 'Too many failed authentications from this address, rate limited.', {
-        'Retry-After': String(result.retryAfterSeconds),
-      });
-    }
+  check(ip: ipaddr.IPv4 | ipaddr.IPv6): Settled<A, void> {
+    return andThen(this.buckets.peek(addressBucket(ip)), refuseIfSpent) as Settled<A, void>;
   }
 
   /** Counts one refused authentication against the address. */
-  refused(ip: ipaddr.IPv4 | ipaddr.IPv6): void {
-    const now = this.clock.now();
-    const id = addressBucket(ip);
-    this.buckets.set(id, take(this.buckets.get(id), now, this.limit).bucket);
-    if (++this.sinceSweep >= 10_000) this.sweep(now);
-  }
-
-  /** Forgets buckets that have refilled: memory stays bounded by the recently refused addresses. */
-  private sweep(now: number): void {
-    this.sinceSweep = 0;
-    for (const [id, bucket] of this.buckets) if (isFull(bucket, now, this.limit)) this.buckets.delete(id);
+  refused(ip: ipaddr.IPv4 | ipaddr.IPv6): Settled<A, void> {
+    return andThen(this.buckets.take(addressBucket(ip)), ignore) as Settled<A, void>;
   }
 }
 
-export function rateLimit(limiter: RateLimiter, rateClass: RateClass) {
+function refuseIfSpent(verdict: Verdict): void {
+  if (!verdict.allowed) {
+    throw new AppError(429, 'Too many failed authentications from this address, rate limited.', {
+      'Retry-After': String(verdict.retryAfterSeconds),
+    });
+  }
+}
+
+function ignore(): void {}
+
+export function rateLimit(limiter: AnyRateLimiter, rateClass: RateClass) {
   return async (ctx: ApiContext, next: Next): Promise<void> => {
-    limiter.consume(ctx.state.auth!.account.id, rateClass);
+    const consumed = limiter.consume(ctx.state.auth!.account.id, rateClass);
+    // In memory the answer is known: no await, no turn of the microtask queue.
+    if (consumed) await consumed;
     await next();
   };
 }
