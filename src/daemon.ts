@@ -12,6 +12,7 @@ import { SubmissionAssembly } from './assemblies/submission.ts';
 import { TrackingAssembly } from './assemblies/tracking.ts';
 import { WebhooksAssembly } from './assemblies/webhooks.ts';
 import { bindListeners, type BoundListeners } from './bind-phase.ts';
+import type { SharedLimits } from './cluster/shared-limits.ts';
 import { applyLive, reloadPlan } from './config/reload.ts';
 import type { Config } from './config/schema.ts';
 import type { Metrics } from './metrics/metrics.ts';
@@ -28,6 +29,8 @@ export interface DaemonOptions {
   clock?: Clock;
   /** The listeners bound by the caller (`postilion start` binds before its first log line); else bound first here. */
   bound?: BoundListeners;
+  /** In a cluster, the limits shared with the other nodes; the caller starts it before and closes it after the daemon. */
+  limits?: SharedLimits;
 }
 
 /** The assemblies by name, as the daemon built them. */
@@ -113,10 +116,10 @@ export class Daemon {
       onChange: (ok) => signals.emit('storage.writable', ok),
     });
     signals.on('store.write-failed', (err) => storage.writeFailed(err));
-    const jobs = await JobsAssembly.build(data, log, signals, storage);
+    const jobs = await JobsAssembly.build(data, log, signals, storage, options.limits?.destinations);
     const core = buildCore(data, { signals, delivering: (id) => jobs.engine.holds('message', id) });
     const metrics = instrument(config, core, { log, signals, storage, bound });
-    const ctx: Context = { config, core, log, signals, metrics, storage, bound };
+    const ctx: Context = { config, core, log, signals, metrics, storage, bound, limits: options.limits };
     const mail = new MailAssembly(ctx, jobs);
     let daemon: Daemon | null = null;
     const all = () => daemon?.assemblies ?? [];

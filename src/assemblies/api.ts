@@ -27,8 +27,8 @@ export class ApiAssembly implements Assembly {
     private readonly announce: (text: string) => void,
   ) {
     const { config, core } = ctx;
-    this.rateLimiter = new RateLimiter(config.api.rate_limits, core.clock);
-    this.refusalLimiter = new RefusalLimiter(config.api.auth_failures, core.clock);
+    this.rateLimiter = new RateLimiter(config.api.rate_limits, core.clock, ctx.limits?.buckets);
+    this.refusalLimiter = new RefusalLimiter(config.api.auth_failures, core.clock, ctx.limits?.buckets);
     this.settings = apiSettings(config);
   }
 

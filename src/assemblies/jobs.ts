@@ -1,4 +1,5 @@
 import type { Logger } from 'pino';
+import type { DestinationGate } from '../cluster/destination-gate.ts';
 import type { Config } from '../config/schema.ts';
 import type { Metrics } from '../metrics/metrics.ts';
 import { JobEngine } from '../queue/engine.ts';
@@ -34,7 +35,8 @@ export class JobsAssembly implements Assembly {
     private readonly log: Logger,
   ) {}
 
-  static async build(data: Data, log: Logger, signals: Signals<DaemonSignals>, storage: StorageGuard): Promise<JobsAssembly> {
+  /** `gate`: in a cluster, the destination rates and slots shared with the other nodes (SharedLimits.destinations). */
+  static async build(data: Data, log: Logger, signals: Signals<DaemonSignals>, storage: StorageGuard, gate?: DestinationGate): Promise<JobsAssembly> {
     const { config } = data;
     const d = config.delivery;
     const w = config.webhooks;
@@ -53,6 +55,7 @@ export class JobsAssembly implements Assembly {
         },
         destinations: d.destinations,
         suspended: (await data.meta.suspended()).keys(),
+        gate,
       },
       data.clock,
       log,

@@ -1,5 +1,6 @@
 import type { Logger } from 'pino';
 import type { BoundListeners } from '../bind-phase.ts';
+import type { SharedLimits } from '../cluster/shared-limits.ts';
 import type { Config } from '../config/schema.ts';
 import type { HeldListener } from '../control/doctor-protocol.ts';
 import type { Metrics } from '../metrics/metrics.ts';
@@ -54,6 +55,8 @@ export interface Context {
   metrics: Metrics;
   storage: StorageGuard;
   bound: BoundListeners;
+  /** In a cluster, the limits shared with the other nodes (cluster/shared-limits.ts); absent on one node. */
+  limits?: SharedLimits | undefined;
 }
 
 /** Every signal of the daemon: the services' (CoreSignals) and the storage guard's. */

@@ -57,7 +57,9 @@ export class SubmissionAssembly implements Assembly {
           () => new DataSpool(core.store, core.messagesRepo),
           core.trackingUrls,
         ),
-        throttle: new AuthThrottle(s.auth_failures.limit, s.auth_failures.window_seconds * 1000, core.clock),
+        throttle:
+          this.ctx.limits?.authFailures(s.auth_failures.limit, s.auth_failures.window_seconds * 1000) ??
+          new AuthThrottle(s.auth_failures.limit, s.auth_failures.window_seconds * 1000, core.clock),
         log,
         storage,
         observer: {

@@ -2,6 +2,7 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { Level } from 'level';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import type { SharedLimits } from '../../src/cluster/shared-limits.ts';
 import { validateConfig } from '../../src/config/load.ts';
 import type { Config, ConfigInput } from '../../src/config/schema.ts';
 import { Daemon } from '../../src/daemon.ts';
@@ -39,6 +40,8 @@ export interface TestServerOptions {
   dir?: string;
   /** Receives every JSON log line (the level is then at least info). */
   logLines?: string[];
+  /** The limits shared with other nodes (cluster); the test starts and closes them. */
+  limits?: SharedLimits;
 }
 
 /** A real daemon in this process: real LevelDB in a temp dir, API on 127.0.0.1:0. */
@@ -72,6 +75,7 @@ export async function startServer(options: TestServerOptions = {}): Promise<Test
       : createLogger(config.log.level),
     announce: (text) => (announced += text),
     ...(options.clock ? { clock: options.clock } : {}),
+    ...(options.limits ? { limits: options.limits } : {}),
   }).catch((err: unknown) => {
     // A daemon that did not start leaves no temp dir behind (tests that expect it to fail).
     if (!options.dir) rmSync(dir, { recursive: true, force: true });
