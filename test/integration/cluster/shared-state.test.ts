@@ -14,7 +14,7 @@ describe('cluster: shared state on PostgreSQL', function () {
   this.timeout(60_000);
   let postgres: PostgresServer;
   let dir: string;
-  let nodes: TestServer[] = [];
+  const nodes: TestServer[] = [];
 
   before(async () => {
     postgres = await startPostgres();
