@@ -11,8 +11,9 @@
  *   it('…', async () => { const url = await pg.createDatabase(); … });
  *
  * Starting one takes a second or two (initdb into a fresh temp dir, then the server). It is
- * made for speed, not safety: fsync, synchronous_commit and full_page_writes are off, and every
- * connection from loopback is trusted as any user without a password. It listens on 127.0.0.1 on a
+ * made for speed, not safety: fsync, synchronous_commit and full_page_writes are off (unless
+ * `durable`: a benchmark measures PostgreSQL as production runs it), and every connection from
+ * loopback is trusted as any user without a password. It listens on 127.0.0.1 on a
  * free port and keeps its Unix socket in its temp dir, never in /var/run/postgresql.
  *
  * PostgreSQL refuses to run as root: as root, initdb and the server run as Debian's `postgres`
@@ -134,7 +135,7 @@ function readLog(dir: string): string {
 }
 
 /** Starts a server in a fresh temp dir and makes its first database; see the file's comment. */
-export async function startPostgres(): Promise<PostgresServer> {
+export async function startPostgres(options: { durable?: boolean } = {}): Promise<PostgresServer> {
   const bin = findPostgresBin();
   if (!bin) {
     throw new Error(
@@ -164,9 +165,7 @@ export async function startPostgres(): Promise<PostgresServer> {
         port: String(port),
         unix_socket_directories: dir,
         max_connections: '200',
-        fsync: 'off',
-        synchronous_commit: 'off',
-        full_page_writes: 'off',
+        ...(options.durable ? {} : { fsync: 'off', synchronous_commit: 'off', full_page_writes: 'off' }),
       };
       const args = ['-D', data, ...Object.entries(settings).flatMap(([key, value]) => ['-c', `${key}=${value}`])];
       child = spawn(join(bin, 'postgres'), args, { cwd: dir, env: childEnv(), stdio: ['ignore', logFd, logFd], ...user });
