@@ -1,5 +1,6 @@
 import type { Logger } from 'pino';
 import { ApiAssembly } from './assemblies/api.ts';
+import { ClusterAssembly } from './assemblies/cluster.ts';
 import { buildCore, openData, storageSettings, type Core } from './assemblies/core.ts';
 import { CoreAssembly } from './assemblies/core-assembly.ts';
 import { ControlAssembly } from './assemblies/control.ts';
@@ -36,6 +37,7 @@ export interface DaemonOptions {
 /** The assemblies by name, as the daemon built them. */
 export interface Parts {
   core: CoreAssembly;
+  cluster: ClusterAssembly;
   jobs: JobsAssembly;
   mail: MailAssembly;
   webhooks: WebhooksAssembly;
@@ -71,7 +73,7 @@ export class Daemon {
   ) {
     const p = parts;
     // The jobs' engine starts once its kinds have (mail, webhooks, inbound) and drains before their connections close.
-    this.assemblies = [p.core, p.mail, p.webhooks, p.inbound, p.jobs, p.tracking, p.control, p.submission, p.metrics, p.api];
+    this.assemblies = [p.core, p.cluster, p.mail, p.webhooks, p.inbound, p.jobs, p.tracking, p.control, p.submission, p.metrics, p.api];
   }
 
   static async start(options: DaemonOptions): Promise<Daemon> {
@@ -121,10 +123,12 @@ export class Daemon {
     const metrics = instrument(config, core, { log, signals, storage, bound });
     const ctx: Context = { config, core, log, signals, metrics, storage, bound, limits: options.limits };
     const mail = new MailAssembly(ctx, jobs);
+    const cluster = new ClusterAssembly(ctx, jobs);
     let daemon: Daemon | null = null;
     const all = () => daemon?.assemblies ?? [];
     daemon = new Daemon(config, core, log, storage, metrics, bound, {
-      core: new CoreAssembly(core, storage, log),
+      core: new CoreAssembly(core, storage, log, cluster.isLeader),
+      cluster,
       jobs,
       mail,
       webhooks: new WebhooksAssembly(ctx, jobs),

@@ -8,11 +8,28 @@ import type { Assembly, Readiness } from './lifecycle.ts';
 /**
  * The store and the domain services (built by core.ts, before every other assembly), the storage
  * guard over the data directory, and the scheduled maintenance: idempotency purge, DNS re-checks,
- * DKIM rotation, retention. First in the daemon's list: it starts first and closes the store last.
+ * DKIM rotation, retention. In a cluster, what touches shared records (the first three, and the
+ * purge of expired suppressions) is done by the leader only; each node purges its own messages,
+ * events and jobs. First in the daemon's list: it starts first and closes the store last.
  */
 export class CoreAssembly implements Assembly {
   readonly name = 'core';
-  readonly sections = ['server', 'data', 'keys', 'log', 'dns', 'domains', 'dkim', 'messages', 'events', 'statistics', 'billing', 'storage', 'shutdown', 'cluster'];
+  readonly sections = [
+    'server',
+    'data',
+    'keys',
+    'log',
+    'dns',
+    'domains',
+    'dkim',
+    'messages',
+    'events',
+    'statistics',
+    'billing',
+    'storage',
+    'shutdown',
+    'cluster',
+  ];
   private readonly jobs: ScheduledTask[] = [];
   private stopping = false;
 
@@ -20,6 +37,8 @@ export class CoreAssembly implements Assembly {
     private readonly core: Core,
     private readonly storage: StorageGuard,
     private readonly log: Logger,
+    /** Whether this node does the work done once per cluster (the leader; a single node always). */
+    private readonly isLeader: () => boolean = () => true,
   ) {}
 
   async start(): Promise<void> {
@@ -28,36 +47,40 @@ export class CoreAssembly implements Assembly {
     log.info({ data_dir: core.store.dir }, 'store opened');
     await this.storage.start();
     for (const step of core.migrations) log.info({ step }, 'store migrated');
+    const byLeader = (task: () => Promise<void>) => async () => {
+      if (this.isLeader()) await task();
+    };
     this.jobs.push(
       schedule(
         config.api.idempotency.purge_schedule,
-        async () => {
+        byLeader(async () => {
           const purged = await core.idempotency.purgeExpired(core.clock.now());
           if (purged > 0) log.info({ purged }, 'expired idempotency records purged');
-        },
+        }),
         { name: 'idempotency-purge', noOverlap: true },
       ),
       schedule(
         config.domains.check_schedule,
-        async () => {
+        byLeader(async () => {
           const changed = await core.dnsChecker.checkAll((domain, err) => log.warn({ err, domain: domain.name }, 'DNS check failed'));
           log.info({ changed }, 'domain DNS re-check done');
-        },
+        }),
         { name: 'domain-dns-check', noOverlap: true },
       ),
       schedule(
         config.dkim.rotation_schedule,
-        async () => {
+        byLeader(async () => {
           const result = await core.rotator.runDaily((domain, err) => log.warn({ err, domain: domain.name }, 'DKIM rotation failed'));
           log.info(result, 'DKIM rotation job done');
-        },
+        }),
         { name: 'dkim-rotation', noOverlap: true },
       ),
       schedule(
         config.messages.retention_purge_schedule,
         async () => {
           const purged = await core.messages.purge();
-          const suppressions = await core.suppressions.purgeExpired();
+          // Suppressions are shared records (the leader's to purge); the rest is this node's own.
+          const suppressions = this.isLeader() ? await core.suppressions.purgeExpired() : undefined;
           const cutoff = core.clock.now() - config.events.retention_days * 86_400_000;
           const events = await core.eventsRepo.purgeBefore(cutoff);
           const failedJobs = await core.jobs.purgeFailedBefore(cutoff);

@@ -170,7 +170,10 @@ export async function openData(config: Config, clock: Clock = systemClock, signa
   }
   try {
     if (cluster) {
-      listener = cluster.kv.listen(cluster.connection, (invalidation) => store.heard(invalidation));
+      listener = cluster.kv.listen(cluster.connection, (invalidation) => {
+        store.heard(invalidation);
+        signals?.emit('store.heard', invalidation);
+      });
       await listener.ready;
     }
     const migrations = await migrate(store, { buildCounters: () => rebuildCounters(store, counters, new MessagesRepo(store)) });

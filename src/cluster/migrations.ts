@@ -63,6 +63,14 @@ export const MIGRATIONS: ReadonlyArray<{ version: number; name: string; sql: str
       CREATE INDEX commands_pending ON commands (node_id, id) WHERE state = 'pending';
     `,
   },
+  {
+    version: 2,
+    name: 'nodes: when a node stopped',
+    sql: `
+      -- Set by a node's clean stop: it is gone at once, not 10 s after its last heartbeat; its id is free.
+      ALTER TABLE nodes ADD COLUMN stopped_at timestamptz;
+    `,
+  },
 ];
 
 /** The newest schema this release knows. */

@@ -36,6 +36,8 @@ const MAX_OPEN_FILES = 64;
 export interface StoreSignals {
   'store.committed': { seconds: number; operations: number; writers: number };
   'store.write-failed': unknown;
+  /** Cluster mode: another node's change to shared records was heard (null: anything may have changed). */
+  'store.heard': Invalidation | null;
 }
 
 /** Families whose values are raw bytes (message bodies); the others hold JSON. */
