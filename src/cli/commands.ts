@@ -76,6 +76,11 @@ export const COMMANDS: readonly CommandEntry[] = [
     summary: 'check the configuration, listeners, certificates, DNS and DKIM',
     load: async (c) => (await import('./doctor.ts')).doctorCommand(c.program, c.io, c.setExit),
   },
+  {
+    name: 'cluster',
+    summary: 'several nodes on one PostgreSQL: set up its database, see its nodes and leader',
+    load: async (c) => (await import('./cluster.ts')).clusterCommands(c.program, c.io),
+  },
   { name: 'sink', summary: 'run a local SMTP sink that writes every message to a directory', load: async (c) => (await import('./sink.ts')).sinkCommand(c.io) },
 ];
 

@@ -117,7 +117,7 @@ export function formatPurge(r: PurgeResult): string {
 }
 
 /** Columns padded to their widest cell; `right` columns (numbers) aligned right; a last text column left ragged. */
-function table(headers: string[], rows: string[][], right: Set<number>): string {
+export function table(headers: string[], rows: string[][], right: Set<number>): string {
   const widths = headers.map((h, i) => Math.max(h.length, ...rows.map((r) => r[i]!.length)));
   const line = (cells: string[]) =>
     cells

@@ -151,8 +151,7 @@ export async function migrateCluster(pool: pg.Pool): Promise<string[]> {
  * made only when asked (`postilion cluster init`) and only for a database that has no key yet.
  */
 async function clusterKey(pool: pg.Pool, path: string, create: boolean): Promise<SecretBox> {
-  const { rows } = await pool.query<{ sealed: string }>('SELECT sealed FROM cluster_secrets WHERE name = $1', [KEY_CHECK]);
-  const check = rows[0]?.sealed;
+  const check = await sealedKeyCheck(pool);
   if (!existsSync(path)) {
     if (!create) {
       throw new ClusterError(
@@ -173,12 +172,23 @@ async function clusterKey(pool: pg.Pool, path: string, create: boolean): Promise
     await pool.query('INSERT INTO cluster_secrets (name, sealed) VALUES ($1, $2) ON CONFLICT (name) DO NOTHING', [KEY_CHECK, key.seal(KEY_CHECK)]);
     return clusterKey(pool, path, false);
   }
-  try {
-    if (key.open(check) !== KEY_CHECK) throw new Error('mismatch');
-  } catch {
-    throw new ClusterError(`the cluster key ${path} is not this cluster's key: copy the file from one of its nodes`);
-  }
+  if (!isClusterKey(key, check)) throw new ClusterError(`the cluster key ${path} is not this cluster's key: copy the file from one of its nodes`);
   return key;
+}
+
+/** The check value sealed with the cluster's key by the first node (undefined: no node has used a key on this database yet). */
+export async function sealedKeyCheck(db: pg.Pool | pg.ClientBase): Promise<string | undefined> {
+  const { rows } = await db.query<{ sealed: string }>('SELECT sealed FROM cluster_secrets WHERE name = $1', [KEY_CHECK]);
+  return rows[0]?.sealed;
+}
+
+/** Whether `key` opens the check value: it is the cluster's key. */
+export function isClusterKey(key: SecretBox, sealedCheck: string): boolean {
+  try {
+    return key.open(sealedCheck) === KEY_CHECK;
+  } catch {
+    return false;
+  }
 }
 
 /** The cluster's secrets: each made once, by whichever node asks first, sealed with the cluster key. */

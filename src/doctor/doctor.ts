@@ -10,6 +10,7 @@ import { DomainsRepo } from '../store/domains-repo.ts';
 import type { DomainRecord } from '../store/records.ts';
 import { Store, StoreLockedError } from '../store/store.ts';
 import { checkCertificates } from './certificates.ts';
+import { checkCluster } from './cluster.ts';
 import { fail, ok, warn, type Check } from './check.ts';
 import { checkControlSocket } from './control-socket.ts';
 import { checkActiveDkim } from './dkim.ts';
@@ -46,7 +47,7 @@ export function configFailed(message: string): Check {
 /**
  * Everything `postilion doctor` checks, in order: the configuration, the daemon, the listeners,
  * the certificates (and those a running daemon serves), the reverse DNS of the sending addresses, then each domain's DNS records and
- * active DKIM keys, with the daemon running or not. Reads only: no record, key or certificate is
+ * active DKIM keys, with the daemon running or not; in cluster mode, the cluster's database and key. Reads only: no record, key or certificate is
  * written (opening a stopped daemon's store lets LevelDB tidy its own files, as any open does).
  * A new check is one more entry of the list below.
  */
@@ -61,6 +62,7 @@ export async function runDoctor(input: DoctorInput): Promise<Check[]> {
     listeners,
     checkServedCertificates(config, state, input.now),
     checkSendingIps(config.server.sending_ips, config.server.hostname, lookups),
+    checkCluster(config),
     checkDomains(input, reads, lookups),
   ]);
   return [configLoaded(input.source), daemonCheck, ...fromListeners, ...local, ...sections.flat()];
