@@ -36,6 +36,8 @@ const CHANGED: Record<string, unknown> = {
   'webhooks.allow_networks': ['10.0.0.0/8'],
   'tracking.link_scheme': 'http',
   'billing.currency': 'eur',
+  'cluster.database_url': 'postgres://db.example.org/postilion',
+  'cluster.redis_url': 'redis://cache.example.org:6379',
 };
 
 function valueAt(config: unknown, key: string): unknown {
