@@ -1,11 +1,14 @@
 import { randomUUID } from 'node:crypto';
-import type pg from 'pg';
+import pg from 'pg';
 import { ClusterError } from './database.ts';
 
 /** How often a node writes its heartbeat. */
 export const HEARTBEAT_MS = 2000;
 /** A node whose last heartbeat is older than this is gone: its id may be taken, it no longer counts among the live nodes. */
 export const LIVE_MS = 10_000;
+
+/** The first key of the node ids' session locks (pg_advisory_lock(int, int): apart from the one-key locks of the migrations and the lease). */
+const NODE_LOCK_CLASS = 7302;
 
 /** What a node tells the others about itself with each heartbeat (nodes.info; `postilion cluster status` shows it). */
 export interface NodeInfo {
@@ -25,8 +28,11 @@ export type NodeHealth = { ok: true } | { ok: false; reason: string };
 
 /**
  * This node's row in `nodes`: registered at start, refreshed by a heartbeat every 2 s, marked
- * stopped at a clean stop. A start is refused while another process (another `instance`) holds
- * the same node id with a heartbeat younger than 10 s. Times are the database's, so the nodes'
+ * stopped at a clean stop. The node id is held by a session lock on a connection of its own, which
+ * PostgreSQL lets go the moment the process dies: a start is refused while another process holds
+ * it, and a node killed and started again takes its id back at once (without waiting for its old
+ * heartbeat to age). Without the lock (its connection lost) the row's heartbeat decides: another
+ * process may take the id when it is 10 s old. Times are the database's, so the nodes'
  * clocks do not have to agree. The heartbeat also counts the live nodes, for the per-node share
  * of limits that are not cluster-wide.
  */
@@ -39,6 +45,8 @@ export class NodeRegistry {
   private stopped = false;
   private live = 1;
   private state: NodeHealth = { ok: true };
+  /** The connection holding the node id's session lock (null: not held). */
+  private lock: pg.Client | null = null;
 
   constructor(
     private readonly pool: pg.Pool,
@@ -55,10 +63,12 @@ export class NodeRegistry {
 
   /** Takes the node id for this process; a ClusterError when a live node of another process holds it. */
   async register(): Promise<void> {
-    if (await this.claim(await this.info())) {
+    const locked = await this.takeLock();
+    if (await this.claim(await this.info(), locked)) {
       this.registered = true;
       return;
     }
+    await this.dropLock();
     const { rows } = await this.pool.query<{ info: Partial<NodeInfo>; age: number }>(
       'SELECT info, extract(epoch FROM now() - heartbeat_at)::float8 AS age FROM nodes WHERE id = $1',
       [this.nodeId],
@@ -93,7 +103,43 @@ export class NodeRegistry {
     await this.beating;
     if (!this.registered) return;
     this.registered = false;
-    await this.pool.query('UPDATE nodes SET stopped_at = now() WHERE id = $1 AND instance = $2', [this.nodeId, this.instance]);
+    try {
+      await this.pool.query('UPDATE nodes SET stopped_at = now() WHERE id = $1 AND instance = $2', [this.nodeId, this.instance]);
+    } finally {
+      await this.dropLock();
+    }
+  }
+
+  /** Takes the node id's session lock on a connection of its own; whether it got it (false: another live process holds it). */
+  private async takeLock(): Promise<boolean> {
+    const client = new pg.Client({ ...(this.pool.options as pg.ClientConfig), keepAlive: true });
+    // A lost connection lets the lock go: the heartbeat takes it again when it can.
+    client.on('error', () => void this.lockLost(client));
+    client.on('end', () => void this.lockLost(client));
+    try {
+      await client.connect();
+      const { rows } = await client.query<{ ok: boolean }>('SELECT pg_try_advisory_lock($1, hashtext($2)) AS ok', [NODE_LOCK_CLASS, this.nodeId]);
+      if (rows[0]?.ok === true) {
+        this.lock = client;
+        return true;
+      }
+    } catch {
+      // No lock connection: the heartbeat's age decides, as without locks.
+    }
+    await client.end().catch(() => undefined);
+    return false;
+  }
+
+  private lockLost(client: pg.Client): void {
+    if (this.lock !== client) return;
+    this.lock = null;
+    void client.end().catch(() => undefined);
+  }
+
+  private async dropLock(): Promise<void> {
+    const client = this.lock;
+    this.lock = null;
+    await client?.end().catch(() => undefined);
   }
 
   /** One heartbeat now (the timer's; tests call it to not wait). */
@@ -110,7 +156,9 @@ export class NodeRegistry {
       this.live = others + 1;
       // The row is gone (an operator deleted it) or another process took the id while this one
       // missed its heartbeats (a pause of over 10 s): take it back if no one live holds it.
-      if (mine === 0 && !(await this.claim(info))) {
+      if (this.lock === null && !this.stopped) await this.takeLock();
+      // Not over a live holder even with the lock: a process that took the id meanwhile keeps it.
+      if (mine === 0 && !(await this.claim(info, false))) {
         this.state = { ok: false, reason: `another process took the node id "${this.nodeId}" while this one missed its heartbeats` };
         return;
       }
@@ -122,14 +170,17 @@ export class NodeRegistry {
     }
   }
 
-  /** Inserts or takes over the node's row, unless a live node of another process holds it; whether it did. */
-  private async claim(info: NodeInfo): Promise<boolean> {
+  /**
+   * Inserts or takes over the node's row, unless a live node of another process holds it; whether
+   * it did. `locked`: this process holds the node id's lock, so no other live process has the id.
+   */
+  private async claim(info: NodeInfo, locked: boolean): Promise<boolean> {
     const { rowCount } = await this.pool.query(
       `INSERT INTO nodes AS n (id, instance, started_at, heartbeat_at, info, stopped_at) VALUES ($1, $2, now(), now(), $3, NULL)
        ON CONFLICT (id) DO UPDATE
          SET instance = EXCLUDED.instance, started_at = EXCLUDED.started_at, heartbeat_at = EXCLUDED.heartbeat_at, info = EXCLUDED.info, stopped_at = NULL
-         WHERE n.instance = EXCLUDED.instance OR n.stopped_at IS NOT NULL OR n.heartbeat_at <= now() - make_interval(secs => $4::float8)`,
-      [this.nodeId, this.instance, JSON.stringify(info), this.liveSeconds],
+         WHERE $5::boolean OR n.instance = EXCLUDED.instance OR n.stopped_at IS NOT NULL OR n.heartbeat_at <= now() - make_interval(secs => $4::float8)`,
+      [this.nodeId, this.instance, JSON.stringify(info), this.liveSeconds, locked],
     );
     return rowCount === 1;
   }

@@ -98,6 +98,17 @@ describe('cluster: nodes and heartbeats', function () {
       expect(next.health).to.deep.equal({ ok: true });
     });
 
+    it('gives out at once the id of a node whose process died (its lock connection closed), its heartbeat still fresh', async () => {
+      const pool = await migratedPool();
+      const dead = new NodeRegistry(pool, 'node-k', async () => INFO);
+      await dead.register();
+      // What kill -9 does to the node: its connections close, PostgreSQL lets its lock go.
+      await (dead as unknown as { dropLock(): Promise<void> }).dropLock();
+      const next = new NodeRegistry(pool, 'node-k', async () => INFO);
+      await next.register();
+      await next.stop();
+    });
+
     it('writes a heartbeat every interval with its info, and counts the live nodes', async () => {
       const pool = await migratedPool();
       const a = new NodeRegistry(pool, 'node-a', async () => ({ ...INFO, queue: { queued: 7, ready: 1, in_flight: 2 } }), { heartbeatMs: 100 });
