@@ -13,7 +13,7 @@ import { SubmissionAssembly } from './assemblies/submission.ts';
 import { TrackingAssembly } from './assemblies/tracking.ts';
 import { WebhooksAssembly } from './assemblies/webhooks.ts';
 import { bindListeners, type BoundListeners } from './bind-phase.ts';
-import type { SharedLimits } from './cluster/shared-limits.ts';
+import { SharedLimits } from './cluster/shared-limits.ts';
 import { applyLive, reloadPlan } from './config/reload.ts';
 import type { Config } from './config/schema.ts';
 import type { Metrics } from './metrics/metrics.ts';
@@ -118,12 +118,18 @@ export class Daemon {
       onChange: (ok) => signals.emit('storage.writable', ok),
     });
     signals.on('store.write-failed', (err) => storage.writeFailed(err));
-    const jobs = await JobsAssembly.build(data, log, signals, storage, options.limits?.destinations);
+    // In a cluster the limits are shared (Redis), or each node keeps its share (limit ÷ live nodes).
+    let liveNodes = () => 1;
+    const limits =
+      options.limits ??
+      (data.cluster ? new SharedLimits({ redisUrl: config.cluster.redis_url, liveNodes: () => liveNodes(), clock: data.clock, log }) : undefined);
+    const jobs = await JobsAssembly.build(data, log, signals, storage, limits?.destinations);
     const core = buildCore(data, { signals, delivering: (id) => jobs.engine.holds('message', id) });
     const metrics = instrument(config, core, { log, signals, storage, bound });
-    const ctx: Context = { config, core, log, signals, metrics, storage, bound, limits: options.limits };
+    const ctx: Context = { config, core, log, signals, metrics, storage, bound, limits };
     const mail = new MailAssembly(ctx, jobs);
-    const cluster = new ClusterAssembly(ctx, jobs);
+    const cluster = new ClusterAssembly(ctx, jobs, options.limits ? null : (limits ?? null));
+    liveNodes = () => cluster.liveNodes();
     let daemon: Daemon | null = null;
     const all = () => daemon?.assemblies ?? [];
     daemon = new Daemon(config, core, log, storage, metrics, bound, {

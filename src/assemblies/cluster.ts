@@ -3,6 +3,7 @@ import { hostname } from 'node:os';
 import { LeaderLease } from '../cluster/leader.ts';
 import { NodeRegistry, type NodeInfo } from '../cluster/nodes.ts';
 import { clusterMetrics, type ClusterCounters } from '../metrics/cluster.ts';
+import type { SharedLimits } from '../cluster/shared-limits.ts';
 import type { JobsAssembly } from './jobs.ts';
 import type { Assembly, Context, Readiness } from './lifecycle.ts';
 
@@ -30,6 +31,8 @@ export class ClusterAssembly implements Assembly {
   constructor(
     private readonly ctx: Context,
     private readonly jobs: JobsAssembly,
+    /** The limits the daemon made for this node (started here, closed after the job engine stopped); null: none, or the caller's. */
+    private readonly limits: SharedLimits | null = null,
   ) {
     const { core, log, signals, metrics, bound } = ctx;
     const cluster = core.cluster;
@@ -76,6 +79,7 @@ export class ClusterAssembly implements Assembly {
     await this.nodes.register();
     this.nodes.start();
     this.lease.start();
+    await this.limits?.start();
     this.ctx.log.info({ node_id: this.nodes.nodeId, instance: this.nodes.instance }, 'cluster node registered');
   }
 
@@ -91,6 +95,8 @@ export class ClusterAssembly implements Assembly {
 
   /** The lease is let go and the node marked stopped; the store (and the pool) close after, with the core. */
   async close(): Promise<void> {
+    // After the job engine (closed before this one): the slot leases it held are given back.
+    await this.limits?.close();
     await this.lease?.stop();
     await this.nodes?.stop();
   }
