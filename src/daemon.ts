@@ -2,6 +2,7 @@ import type { Logger } from 'pino';
 import { ApiAssembly } from './assemblies/api.ts';
 import { ClusterAssembly } from './assemblies/cluster.ts';
 import { buildCore, openData, storageSettings, type Core } from './assemblies/core.ts';
+import { CommandsAssembly } from './assemblies/commands.ts';
 import { CoreAssembly } from './assemblies/core-assembly.ts';
 import { ControlAssembly } from './assemblies/control.ts';
 import { InboundAssembly } from './assemblies/inbound.ts';
@@ -38,6 +39,7 @@ export interface DaemonOptions {
 export interface Parts {
   core: CoreAssembly;
   cluster: ClusterAssembly;
+  commands: CommandsAssembly;
   jobs: JobsAssembly;
   mail: MailAssembly;
   webhooks: WebhooksAssembly;
@@ -73,7 +75,8 @@ export class Daemon {
   ) {
     const p = parts;
     // The jobs' engine starts once its kinds have (mail, webhooks, inbound) and drains before their connections close.
-    this.assemblies = [p.core, p.cluster, p.mail, p.webhooks, p.inbound, p.jobs, p.tracking, p.control, p.submission, p.metrics, p.api];
+    // Other nodes' commands are answered once this node is registered in the cluster, until the store closes.
+    this.assemblies = [p.core, p.cluster, p.commands, p.mail, p.webhooks, p.inbound, p.jobs, p.tracking, p.control, p.submission, p.metrics, p.api];
   }
 
   static async start(options: DaemonOptions): Promise<Daemon> {
@@ -130,11 +133,13 @@ export class Daemon {
     const mail = new MailAssembly(ctx, jobs);
     const cluster = new ClusterAssembly(ctx, jobs, options.limits ? null : (limits ?? null));
     liveNodes = () => cluster.liveNodes();
+    const commands = new CommandsAssembly(ctx);
     let daemon: Daemon | null = null;
     const all = () => daemon?.assemblies ?? [];
     daemon = new Daemon(config, core, log, storage, metrics, bound, {
       core: new CoreAssembly(core, storage, log, cluster.isLeader),
       cluster,
+      commands,
       jobs,
       mail,
       webhooks: new WebhooksAssembly(ctx, jobs),
@@ -143,7 +148,7 @@ export class Daemon {
       control: new ControlAssembly(ctx, jobs, mail, () => all().flatMap((a) => a.held?.() ?? [])),
       submission: new SubmissionAssembly(ctx),
       metrics: new MetricsAssembly(ctx, () => daemon!.readiness()),
-      api: new ApiAssembly(ctx, options.announce),
+      api: new ApiAssembly(ctx, options.announce, commands.elsewhere),
     });
     return daemon;
   }

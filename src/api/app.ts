@@ -35,6 +35,7 @@ import type { Webhooks } from '../webhooks/webhooks.ts';
 import type { SmtpCredentials } from '../accounts/smtp-credentials.ts';
 import type { Suppressions } from '../accounts/suppressions.ts';
 import { v1Authenticate, v1Send } from './routes/v1/index.ts';
+import type { MessagesElsewhere } from '../cluster/remote-messages.ts';
 import type { Messages } from '../message/messages.ts';
 import type { Sender } from '../message/send.ts';
 import type { Route } from './routes/route.ts';
@@ -57,6 +58,8 @@ export interface ApiDeps {
   dnsChecker: DnsChecker;
   sender: Sender;
   messages: Messages;
+  /** Cluster mode: messages other nodes hold (a cancel goes to its owner). */
+  messagesElsewhere?: MessagesElsewhere | null;
   suppressions: Suppressions;
   smtpCredentials: SmtpCredentials;
   webhooks: Webhooks;
@@ -94,7 +97,7 @@ export function buildApp(deps: ApiDeps): Koa<ApiState> {
     ...accountRoutes(deps.accounts),
     ...memberRoutes(deps.accounts),
     ...domainRoutes(deps.domains, deps.dnsChecker),
-    ...messageRoutes(deps.sender, deps.messages, deps.domains),
+    ...messageRoutes(deps.sender, deps.messages, deps.domains, deps.messagesElsewhere ?? null),
     ...suppressionRoutes(deps.suppressions),
     ...smtpCredentialRoutes(deps.smtpCredentials, deps.domains),
     ...webhookRoutes(deps.webhooks),

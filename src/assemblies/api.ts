@@ -2,6 +2,7 @@ import { bootstrap, bootstrapDefaults, formatBootstrap } from '../accounts/boots
 import { buildApp, type ApiSettings } from '../api/app.ts';
 import { RateLimiter, RefusalLimiter, type AnyRateLimiter, type AnyRefusalLimiter } from '../api/middleware/rate-limit.ts';
 import { ApiListener } from '../api/server.ts';
+import type { MessagesElsewhere } from '../cluster/remote-messages.ts';
 import type { Config } from '../config/schema.ts';
 import { heldAt, type HeldListener } from '../control/doctor-protocol.ts';
 import { parseCidr } from '../util/cidr.ts';
@@ -25,6 +26,8 @@ export class ApiAssembly implements Assembly {
     private readonly ctx: Context,
     /** Where a one-time secret is shown to the operator (stdout), never the log. */
     private readonly announce: (text: string) => void,
+    /** Cluster mode: messages other nodes hold (null: one node). */
+    private readonly elsewhere: MessagesElsewhere | null = null,
   ) {
     const { config, core } = ctx;
     this.rateLimiter = new RateLimiter(config.api.rate_limits, core.clock, ctx.limits?.buckets);
@@ -42,6 +45,7 @@ export class ApiAssembly implements Assembly {
       dnsChecker: core.dnsChecker,
       sender: core.sender,
       messages: core.messages,
+      messagesElsewhere: this.elsewhere,
       suppressions: core.suppressions,
       smtpCredentials: core.smtpCredentials,
       webhooks: core.webhooks,

@@ -71,6 +71,27 @@ export const MIGRATIONS: ReadonlyArray<{ version: number; name: string; sql: str
       ALTER TABLE nodes ADD COLUMN stopped_at timestamptz;
     `,
   },
+  {
+    version: 4,
+    name: "commands answered to their asker, drained messages' bodies",
+    sql: `
+      -- Who asked (told when the command is answered), and when the asker stops waiting: a node
+      -- never takes a command past it. A node claims a command ('running') before applying it and
+      -- answers it ('done'); an asker that stopped waiting withdraws it ('expired').
+      ALTER TABLE commands ADD COLUMN from_node text;
+      ALTER TABLE commands ADD COLUMN expires_at timestamptz;
+      CREATE INDEX commands_answered ON commands (done_at) WHERE done_at IS NOT NULL;
+      -- The bodies of the messages a drain hands over (postilion queue drain), chunk by chunk,
+      -- beside the command that carries their records; they go with it.
+      CREATE TABLE command_bodies (
+        command_id bigint NOT NULL REFERENCES commands (id) ON DELETE CASCADE,
+        body_id text NOT NULL,
+        chunk integer NOT NULL,
+        data bytea NOT NULL,
+        PRIMARY KEY (command_id, body_id, chunk)
+      );
+    `,
+  },
 ];
 
 /** The newest schema this release knows. */

@@ -4,6 +4,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import pg from 'pg';
 import { loadConfig } from '../../../src/config/load.ts';
+import { CLUSTER_SCHEMA_VERSION, MIGRATIONS } from '../../../src/cluster/migrations.ts';
 import type { ClusterStatus } from '../../../src/cluster/status.ts';
 import { checkCluster } from '../../../src/doctor/cluster.ts';
 import { run } from '../../helpers/child.ts';
@@ -60,13 +61,15 @@ describe('postilion cluster', function () {
 
     const first = await cli(config, 'cluster', 'init');
     expect(first.code, first.stderr).to.equal(0);
-    expect(first.stdout).to.match(/^cluster database: schema brought to 2 \(1: .+; 2: nodes: when a node stopped\)\n/);
+    // Every step, named (the schema's steps as this release has them).
+    expect(first.stdout).to.match(new RegExp(`^cluster database: schema brought to ${CLUSTER_SCHEMA_VERSION} \\(1: .+; 2: nodes: when a node stopped[;)]`));
+    for (const step of MIGRATIONS) expect(first.stdout).to.include(`${step.version}: ${step.name}`);
     expect(first.stdout).to.include(`cluster key: made ${keyFile()}: copy this file to every node`);
     expect(statSync(keyFile()).mode & 0o777).to.equal(0o600);
 
     const again = await cli(config, 'cluster', 'init', '--json');
     expect(again.code, again.stderr).to.equal(0);
-    expect(JSON.parse(again.stdout)).to.deep.equal({ schema: 2, applied: [], key_file: keyFile(), key_made: false });
+    expect(JSON.parse(again.stdout)).to.deep.equal({ schema: CLUSTER_SCHEMA_VERSION, applied: [], key_file: keyFile(), key_made: false });
 
     const other = join(dir, 'other.key');
     const refused = await cli(configFile('other', { database_url: url, key_file: other }), 'cluster', 'init');
@@ -79,7 +82,9 @@ describe('postilion cluster', function () {
     const config = configFile('status', { database_url: url, key_file: keyFile(), node_id: 'observer' });
     const empty = await cli(config, 'cluster', 'status');
     expect(empty.code, empty.stderr).to.equal(0);
-    expect(empty.stdout).to.equal('schema: 2\nleader: none: no node holds the lease\nlive nodes: 0 of 0\n\nno node has started on this database yet\n');
+    expect(empty.stdout).to.equal(
+      `schema: ${CLUSTER_SCHEMA_VERSION}\nleader: none: no node holds the lease\nlive nodes: 0 of 0\n\nno node has started on this database yet\n`,
+    );
 
     node = await startServer({ config: { cluster: { database_url: url, node_id: 'node-1', key_file: keyFile() } } });
     const admin = new pg.Client({ connectionString: url });
@@ -108,7 +113,9 @@ describe('postilion cluster', function () {
     const text = await cli(config, 'cluster', 'status');
     expect(text.code, text.stderr).to.equal(0);
     expect(text.stdout).to.match(
-      /^schema: 2\nleader: node-1\nlive nodes: 1 of 1\n\nNODE +STATE +HEARTBEAT +LEADER +QUEUED +READY +IN FLIGHT +PUBLISHED +VERSION +HOST +PID +API\n/,
+      new RegExp(
+        `^schema: ${CLUSTER_SCHEMA_VERSION}\nleader: node-1\nlive nodes: 1 of 1\n\nNODE +STATE +HEARTBEAT +LEADER +QUEUED +READY +IN FLIGHT +PUBLISHED +VERSION +HOST +PID +API\n`,
+      ),
     );
     expect(text.stdout).to.match(new RegExp(`\\nnode-1 +live +\\d+s ago +yes +0 +0 +0 +\\d+s ago +\\S+ +\\S+ +${process.pid} +${node.url}\\n$`));
 

@@ -5,12 +5,14 @@ import type { Sender } from '../../../message/send.ts';
 import type { MessageFilter } from '../../../store/messages-repo.ts';
 import type { MessageStatus } from '../../../store/records.ts';
 import { domainOf } from '../../../util/email.ts';
-import { forbidden } from '../../../util/errors.ts';
+import { AppError, forbidden } from '../../../util/errors.ts';
 import { authOf, type ApiContext } from '../../context.ts';
 import { operation } from '../../operations.ts';
 import { paginationInfo, parsePageQuery } from '../../pagination.ts';
 import { parseBody, parseQuery } from '../../validate.ts';
 import type { Route } from '../route.ts';
+import type { MessagesElsewhere } from '../../../cluster/remote-messages.ts';
+import { cancelMessage } from './cancel.ts';
 import { presentMessage, presentOutcome, presentSummary } from './presenter.ts';
 import { createConversationBody, createMessageBody, listMessagesQuery } from './schema.ts';
 
@@ -39,7 +41,7 @@ function commonMail(body: SendBody) {
   };
 }
 
-export function messageRoutes(sender: Sender, messages: Messages, domains: Domains): Route[] {
+export function messageRoutes(sender: Sender, messages: Messages, domains: Domains, elsewhere: MessagesElsewhere | null = null): Route[] {
   const maySend = (ctx: ApiContext) => (domain: string) => satisfies(authOf(ctx).grants, operation('createMessage').security, domain);
 
   /** The sender domains a key may read: all of them, or the ids of its domain scopes. */
@@ -123,12 +125,12 @@ export function messageRoutes(sender: Sender, messages: Messages, domains: Domai
       operationId: 'cancelMessage',
       handler: async (ctx) => {
         const auth = authOf(ctx);
-        const message = await messages.cancel(
-          auth.account.id,
-          ctx.params.message_id ?? '',
-          () => true,
-          (domain) => satisfies(auth.grants, operation('cancelMessage').security, domain),
-        );
+        const ref = ctx.params.message_id ?? '';
+        const message = await cancelMessage(messages, auth.account.id, ref, auth.grants).catch((err: unknown) => {
+          // In a cluster, a message this node does not hold may be another node's: that node applies the cancel and answers.
+          if (!elsewhere || !(err instanceof AppError && err.status === 404)) throw err;
+          return elsewhere.cancel({ accountId: auth.account.id, ref, scopes: auth.key.scopes.map((s) => s.scope) });
+        });
         ctx.body = { message: `message ${message.messageId} cancelled` };
       },
     },

@@ -1,0 +1,64 @@
+import { Grants } from '../accounts/scopes.ts';
+import { cancelMessage } from '../api/routes/messages/cancel.ts';
+import { ClusterCommands } from '../cluster/commands.ts';
+import { LiveNodesOf } from '../cluster/live-nodes.ts';
+import { cancelHandler, RemoteMessages, type MessagesElsewhere } from '../cluster/remote-messages.ts';
+import type { Assembly, Context, Readiness } from './lifecycle.ts';
+
+/**
+ * Cluster mode's commands between nodes (nothing without `cluster`): those other nodes send this
+ * one (cancel a message it holds) and those it sends them (the API's cancel of a message held
+ * elsewhere), to the nodes whose heartbeat (the cluster assembly's) says they can answer. After
+ * the cluster in the daemon's list: it answers commands once this node is registered, until the
+ * store closes.
+ */
+export class CommandsAssembly implements Assembly {
+  readonly name = 'commands';
+  /** Its settings are the cluster section's, which the core owns (it opens the database). */
+  readonly sections = [];
+  /** The API's way to messages other nodes hold (null: one node). */
+  readonly elsewhere: MessagesElsewhere | null = null;
+  private readonly commands: ClusterCommands | null = null;
+  private started = false;
+
+  constructor(ctx: Context) {
+    const { core, log } = ctx;
+    const cluster = core.cluster;
+    if (!cluster) return;
+    const nodes = new LiveNodesOf(cluster.pool, cluster.nodeId);
+    const commands = new ClusterCommands({
+      pool: cluster.pool,
+      connection: cluster.connection,
+      nodeId: cluster.nodeId,
+      log,
+      handlers: {
+        cancel: cancelHandler((request) => cancelMessage(core.messages, request.accountId, request.ref, new Grants(request.scopes)), log),
+      },
+    });
+    this.commands = commands;
+    this.elsewhere = new RemoteMessages(commands, nodes);
+  }
+
+  async start(): Promise<void> {
+    if (!this.commands) return;
+    await this.commands.start();
+    this.started = true;
+  }
+
+  ready(): Readiness[] {
+    return this.commands ? [{ name: 'cluster commands', ok: this.started }] : [];
+  }
+
+  async stopListening(): Promise<void> {
+    this.commands?.stopTaking();
+  }
+
+  async drain(graceMs: number): Promise<void> {
+    await this.commands?.settled(graceMs);
+  }
+
+  async close(): Promise<void> {
+    this.started = false;
+    await this.commands?.close();
+  }
+}
