@@ -133,7 +133,7 @@ export class Daemon {
     const mail = new MailAssembly(ctx, jobs);
     const cluster = new ClusterAssembly(ctx, jobs, options.limits ? null : (limits ?? null));
     liveNodes = () => cluster.liveNodes();
-    const commands = new CommandsAssembly(ctx);
+    const commands = new CommandsAssembly(ctx, jobs);
     let daemon: Daemon | null = null;
     const all = () => daemon?.assemblies ?? [];
     daemon = new Daemon(config, core, log, storage, metrics, bound, {
@@ -145,7 +145,7 @@ export class Daemon {
       webhooks: new WebhooksAssembly(ctx, jobs),
       inbound: new InboundAssembly(ctx, jobs, mail),
       tracking: new TrackingAssembly(ctx),
-      control: new ControlAssembly(ctx, jobs, mail, () => all().flatMap((a) => a.held?.() ?? [])),
+      control: new ControlAssembly(ctx, jobs, mail, () => all().flatMap((a) => a.held?.() ?? []), commands.queueDrain),
       submission: new SubmissionAssembly(ctx),
       metrics: new MetricsAssembly(ctx, () => daemon!.readiness()),
       api: new ApiAssembly(ctx, options.announce, commands.elsewhere),

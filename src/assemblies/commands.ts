@@ -1,16 +1,19 @@
 import { Grants } from '../accounts/scopes.ts';
 import { cancelMessage } from '../api/routes/messages/cancel.ts';
 import { ClusterCommands } from '../cluster/commands.ts';
+import { QueueDrain } from '../cluster/drain.ts';
+import { handoverHandler } from '../cluster/handover.ts';
 import { LiveNodesOf } from '../cluster/live-nodes.ts';
 import { cancelHandler, RemoteMessages, type MessagesElsewhere } from '../cluster/remote-messages.ts';
+import type { JobsAssembly } from './jobs.ts';
 import type { Assembly, Context, Readiness } from './lifecycle.ts';
 
 /**
  * Cluster mode's commands between nodes (nothing without `cluster`): those other nodes send this
- * one (cancel a message it holds) and those it sends them (the API's cancel of a message held
- * elsewhere), to the nodes whose heartbeat (the cluster assembly's) says they can answer. After
- * the cluster in the daemon's list: it answers commands once this node is registered, until the
- * store closes.
+ * one (cancel a message it holds, take over a draining node's mail) and those it sends them (the
+ * API's cancel of a message held elsewhere, `postilion queue drain`), to the nodes whose
+ * heartbeat (the cluster assembly's) says they can answer. After the cluster in the daemon's
+ * list: it answers commands once this node is registered, until the store closes.
  */
 export class CommandsAssembly implements Assembly {
   readonly name = 'commands';
@@ -18,10 +21,12 @@ export class CommandsAssembly implements Assembly {
   readonly sections = [];
   /** The API's way to messages other nodes hold (null: one node). */
   readonly elsewhere: MessagesElsewhere | null = null;
+  /** `postilion queue drain` (null: one node). */
+  readonly queueDrain: QueueDrain | null = null;
   private readonly commands: ClusterCommands | null = null;
   private started = false;
 
-  constructor(ctx: Context) {
+  constructor(ctx: Context, jobs: JobsAssembly) {
     const { core, log } = ctx;
     const cluster = core.cluster;
     if (!cluster) return;
@@ -33,10 +38,12 @@ export class CommandsAssembly implements Assembly {
       log,
       handlers: {
         cancel: cancelHandler((request) => cancelMessage(core.messages, request.accountId, request.ref, new Grants(request.scopes)), log),
+        handover: handoverHandler({ messages: core.messages, pool: cluster.pool, due: (dueMs) => jobs.engine.notify(dueMs), log }),
       },
     });
     this.commands = commands;
     this.elsewhere = new RemoteMessages(commands, nodes);
+    this.queueDrain = new QueueDrain({ nodeId: cluster.nodeId, messages: core.messages, repo: core.messagesRepo, commands, nodes, log });
   }
 
   async start(): Promise<void> {
@@ -50,6 +57,7 @@ export class CommandsAssembly implements Assembly {
   }
 
   async stopListening(): Promise<void> {
+    this.queueDrain?.stop();
     this.commands?.stopTaking();
   }
 

@@ -1,4 +1,5 @@
 import { backupStream } from '../backup/producer.ts';
+import type { QueueDrain } from '../cluster/drain.ts';
 import { DaemonDoctorReads } from '../control/doctor-reads.ts';
 import type { HeldListener } from '../control/doctor-protocol.ts';
 import { CoreAdmin } from '../control/core-admin.ts';
@@ -27,6 +28,8 @@ export class ControlAssembly implements Assembly {
     private readonly mail: MailAssembly,
     /** The sockets every assembly holds now, for `postilion doctor`. */
     private readonly listeners: () => HeldListener[],
+    /** `postilion queue drain` (cluster mode; null: a node on its own). */
+    private readonly queueDrain: QueueDrain | null = null,
   ) {}
 
   async start(): Promise<void> {
@@ -50,7 +53,17 @@ export class ControlAssembly implements Assembly {
       },
     });
     const doctor = new DaemonDoctorReads(core.domainsRepo, this.listeners);
-    bound.control.serve({ queue, admin: new CoreAdmin(core), doctor, backup: () => backupStream(core.store, config.keys.dir, core.clock) }, log);
+    const drain = this.queueDrain;
+    bound.control.serve(
+      {
+        queue,
+        admin: new CoreAdmin(core),
+        doctor,
+        backup: () => backupStream(core.store, config.keys.dir, core.clock),
+        ...(drain ? { drain: (to: string, waitSeconds?: number) => drain.run(to, waitSeconds) } : {}),
+      },
+      log,
+    );
     this.serving = true;
   }
 

@@ -1,4 +1,4 @@
-import type { PurgeResult, QueueList, QueueStatus, RetryResult, SuspendResult } from '../control/protocol.ts';
+import type { DrainProgress, DrainResult, PurgeResult, QueueList, QueueStatus, RetryResult, SuspendResult } from '../control/protocol.ts';
 
 /** How the queue commands print for people; `--json` prints the objects themselves. */
 
@@ -105,6 +105,19 @@ export function formatRetry(r: RetryResult, daemon: boolean): string {
   if (r.held > 0) lines.push(`${count(r.held, 'message')} held: their account is not active (postilion accounts unsuspend sends them)`);
   for (const n of r.not_queued) lines.push(`${n.id}: not queued (${n.status})`);
   return `${lines.join('\n')}\n`;
+}
+
+export function formatDrainProgress(p: DrainProgress): string {
+  if (p.batch === 0) return `handing the queued mail of ${p.from} to ${p.to}\n`;
+  return `${p.batch} handed over (${p.moved} in all)\n`;
+}
+
+export function formatDrainResult(r: DrainResult): string {
+  const left =
+    r.in_delivery === 0
+      ? `none left on ${r.from}`
+      : `${r.in_delivery} left on ${r.from}, held by its delivery engine when the drain ended (their attempt decides; drain again for those deferred)`;
+  return `drained: ${r.moved} messages handed to ${r.to}; ${left}\n`;
 }
 
 export function formatPurge(r: PurgeResult): string {

@@ -1,9 +1,12 @@
 import { Command } from 'commander';
 import type { QueueOperations, Selection } from '../control/protocol.ts';
-import { badRequest } from '../util/errors.ts';
+import { ControlClient, NoDaemonError } from '../control/client.ts';
+import { controlSocketPath } from '../control/protocol.ts';
+import { badRequest, conflict } from '../util/errors.ts';
 import { onDaemonOrStore } from './admin.ts';
+import { controlSocketFrom } from './control-socket.ts';
 import type { CliIo } from './io.ts';
-import { formatList, formatPurge, formatRetry, formatStatus, formatSuspend } from './queue-format.ts';
+import { formatDrainProgress, formatDrainResult, formatList, formatPurge, formatRetry, formatStatus, formatSuspend } from './queue-format.ts';
 
 /** One queue operation on the running daemon or, when none answers, on the store opened directly. */
 function onQueue<T>(program: Command, op: (queue: QueueOperations) => Promise<T>): Promise<{ result: T; daemon: boolean }> {
@@ -98,5 +101,32 @@ export function queueCommands(program: Command, io: CliIo): Command {
         io.out(opts.json ? json(result) : formatSuspend(result, daemon));
       });
   }
+  queue
+    .command('drain')
+    .description(
+      "cluster mode: hand this node's queued mail (with its bodies) to another live node, before maintenance; a message is deleted here once that node has stored it, those being delivered are left to their attempt",
+    )
+    .requiredOption('--to <node>', 'the node id to hand the mail to (a live node of the cluster)')
+    .option('--wait <seconds>', 'how long to wait for messages being delivered to come out of delivery (default 60)', secondsOf)
+    .option('--json', 'print JSON lines: each step, then the result')
+    .action(async (opts: { to: string; wait?: number; json?: boolean }) => {
+      // The configuration is validated (its schema loaded) only when data.dir alone does not say where the socket is.
+      const client = new ControlClient(controlSocketFrom(program) ?? controlSocketPath((await import('./config-option.ts')).configFrom(program)));
+      try {
+        const result = await client.drain(opts.to, opts.wait, (step) =>
+          io.out(opts.json ? `${JSON.stringify({ progress: step })}\n` : formatDrainProgress(step)),
+        );
+        io.out(opts.json ? `${JSON.stringify({ result })}\n` : formatDrainResult(result));
+      } catch (err) {
+        if (err instanceof NoDaemonError) throw conflict('no daemon runs: a drain hands over the queue of the running daemon (start it, in cluster mode)');
+        throw err;
+      }
+    });
   return queue;
+}
+
+function secondsOf(value: string): number {
+  const n = Number(value);
+  if (!Number.isInteger(n) || n < 0 || n > 3600) throw badRequest(`--wait: "${value}" is not a whole number of seconds from 0 to 3600`);
+  return n;
 }

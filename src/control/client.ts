@@ -1,4 +1,4 @@
-import { request } from 'node:http';
+import { request, type IncomingMessage } from 'node:http';
 import { connect } from 'node:net';
 import type { DomainRecord } from '../store/records.ts';
 import { AppError } from '../util/errors.ts';
@@ -35,6 +35,9 @@ import type {
 import { DOCTOR_PATHS, type DoctorReads, type HeldListener } from './doctor-protocol.ts';
 import {
   adminPath,
+  type DrainLine,
+  type DrainProgress,
+  type DrainResult,
   type ListQuery,
   type PurgeResult,
   type QueueList,
@@ -148,22 +151,65 @@ export class ControlClient implements QueueOperations, AdminOperations, DoctorRe
     return new Promise((resolve, reject) => {
       const req = request({ socketPath: this.path, method: 'GET', path: '/v1/backup', agent: false }, (res) => {
         if (res.statusCode === 200) return resolve(res);
-        const chunks: Buffer[] = [];
-        res.on('data', (c: Buffer) => chunks.push(c));
-        res.on('error', reject);
-        res.on('end', () => {
-          let said: unknown;
-          try {
-            said = (JSON.parse(Buffer.concat(chunks).toString('utf8')) as { message?: unknown }).message;
-          } catch {
-            said = undefined;
-          }
-          const message = typeof said === 'string' ? said : `the daemon answered ${res.statusCode}`;
-          reject(res.statusCode === 500 ? new Error(`the daemon failed: ${message}`) : new AppError(res.statusCode ?? 500, message));
-        });
+        answerError(res, reject);
       });
       req.on('error', (err) => reject(this.connectError(err)));
       req.end();
+    });
+  }
+
+  /**
+   * `postilion queue drain` on the running daemon: `progress` is called with each step as it
+   * comes; resolves with the result, rejects with the daemon's refusal or the error that ended it.
+   */
+  drain(to: string, waitSeconds: number | undefined, progress: (step: DrainProgress) => void): Promise<DrainResult> {
+    const payload = JSON.stringify({ to, ...(waitSeconds === undefined ? {} : { wait_seconds: waitSeconds }) });
+    return new Promise<DrainResult>((resolve, reject) => {
+      const req = request(
+        {
+          socketPath: this.path,
+          method: 'POST',
+          path: '/v1/queue/drain',
+          agent: false,
+          headers: { 'content-type': 'application/json', 'content-length': Buffer.byteLength(payload) },
+        },
+        (res) => {
+          if (res.statusCode !== 200) return answerError(res, reject);
+          let result: DrainResult | null = null;
+          let failure: Error | null = null;
+          let rest = '';
+          res.setEncoding('utf8');
+          res.on('data', (text: string) => {
+            const lines = (rest + text).split('\n');
+            rest = lines.pop() ?? '';
+            for (const line of lines) {
+              if (line === '') continue;
+              let parsed: DrainLine;
+              try {
+                parsed = JSON.parse(line) as DrainLine;
+              } catch {
+                failure = new Error(`the daemon answered a line that is not JSON: ${line.slice(0, 200)}`);
+                continue;
+              }
+              if ('progress' in parsed) progress(parsed.progress);
+              else if ('result' in parsed) result = parsed.result;
+              else
+                failure =
+                  parsed.error.status === 500
+                    ? new Error(`the daemon failed: ${parsed.error.message}`)
+                    : new AppError(parsed.error.status, parsed.error.message);
+            }
+          });
+          res.on('error', reject);
+          res.on('end', () => {
+            if (failure) reject(failure);
+            else if (result) resolve(result);
+            else reject(new Error('the daemon ended the drain without its result (it may have stopped): run `postilion queue status` to see what is left'));
+          });
+        },
+      );
+      req.on('error', (err: NodeJS.ErrnoException) => reject(this.connectError(err)));
+      req.end(payload);
     });
   }
 
@@ -296,4 +342,21 @@ export class ControlClient implements QueueOperations, AdminOperations, DoctorRe
       req.end(payload);
     });
   }
+}
+
+/** A refusal the daemon answered before a stream: its `{message}`, as an AppError (500: its failure). */
+function answerError(res: IncomingMessage, reject: (err: Error) => void): void {
+  const chunks: Buffer[] = [];
+  res.on('data', (c: Buffer) => chunks.push(c));
+  res.on('error', reject);
+  res.on('end', () => {
+    let said: unknown;
+    try {
+      said = (JSON.parse(Buffer.concat(chunks).toString('utf8')) as { message?: unknown }).message;
+    } catch {
+      said = undefined;
+    }
+    const message = typeof said === 'string' ? said : `the daemon answered ${res.statusCode}`;
+    reject(res.statusCode === 500 ? new Error(`the daemon failed: ${message}`) : new AppError(res.statusCode ?? 500, message));
+  });
 }

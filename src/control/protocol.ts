@@ -178,6 +178,32 @@ export interface PurgeResult {
   not_queued: NotQueued[];
 }
 
+/** A step of `postilion queue drain` (cluster mode): after each batch of messages the other node took. */
+export interface DrainProgress {
+  /** This node. */
+  from: string;
+  to: string;
+  /** Messages handed over so far. */
+  moved: number;
+  /** Of those, in the last batch (0: the drain has begun). */
+  batch: number;
+}
+
+export interface DrainResult {
+  from: string;
+  to: string;
+  /** Messages handed over: the other node holds them, this one no more. */
+  moved: number;
+  /** Still here at the end because the delivery engine held them (the in-flight window): their attempt decides; drain again for those deferred. */
+  in_delivery: number;
+}
+
+/**
+ * The drain's answer on the control socket: one JSON object per line, progress lines and then a
+ * result, or an error once lines have been sent (before that, an error is the HTTP answer).
+ */
+export type DrainLine = { progress: DrainProgress } | { result: DrainResult } | { error: { status: number; message: string } };
+
 /** The daemon's control socket: in the data directory, which only the daemon's user can write. */
 export function controlSocketPath(config: Config): string {
   return controlSocketIn(config.data.dir);

@@ -4,11 +4,11 @@ import { connect } from 'node:net';
 import { Readable } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
 import type { Logger } from '../logging/logger.ts';
-import { AppError, badRequest, notFound } from '../util/errors.ts';
+import { AppError, badRequest, conflict, notFound } from '../util/errors.ts';
 import { handleAdmin } from './admin-handler.ts';
 import type { AdminOperations } from './admin-protocol.ts';
 import { DOCTOR_PATHS, type DoctorReads } from './doctor-protocol.ts';
-import type { ListQuery, QueueOperations, Selection } from './protocol.ts';
+import type { DrainLine, ListQuery, QueueOperations, Selection } from './protocol.ts';
 
 /** Longest Unix socket path the kernel takes (sun_path is 108 bytes with its NUL on Linux). */
 export const MAX_SOCKET_PATH = 107;
@@ -28,6 +28,8 @@ export interface ControlHandlers {
   doctor: DoctorReads;
   /** A consistent copy of the store and the key files, as a stream (backup/format.ts). */
   backup?: () => AsyncIterable<Buffer>;
+  /** `postilion queue drain` (cluster mode): progress lines, then the result. Absent: a node on its own. */
+  drain?: (to: string, waitSeconds?: number) => AsyncGenerator<DrainLine>;
 }
 
 /**
@@ -40,6 +42,7 @@ export interface ControlHandlers {
  *   POST /v1/queue/retry   {ids?, domain?, account?, all?}
  *   POST /v1/queue/purge   {ids?, domain?, account?, all?}
  *   POST /v1/queue/suspend {destination}   POST /v1/queue/resume {destination}
+ *   POST /v1/queue/drain   {to, wait_seconds?}   (cluster mode) one JSON line per step (protocol.ts DrainLine)
  *   POST /v1/admin/<operation>   the operation's argument (see admin-protocol.ts)
  *   GET  /v1/doctor/listeners    GET /v1/doctor/domains   (see doctor-protocol.ts)
  *   GET  /v1/backup   the backup stream (application/octet-stream, see backup/format.ts)
@@ -154,7 +157,7 @@ function answers(path: string): Promise<boolean> {
   });
 }
 
-async function handle(req: IncomingMessage, res: ServerResponse, { queue, admin, doctor, backup }: ControlHandlers, log: Logger): Promise<void> {
+async function handle(req: IncomingMessage, res: ServerResponse, { queue, admin, doctor, backup, drain }: ControlHandlers, log: Logger): Promise<void> {
   try {
     const url = new URL(req.url ?? '/', 'http://control');
     const route = `${req.method} ${url.pathname}`;
@@ -193,6 +196,11 @@ async function handle(req: IncomingMessage, res: ServerResponse, { queue, admin,
         );
         return send(res, 200, result);
       }
+      case 'POST /v1/queue/drain': {
+        const { to, waitSeconds } = drainArguments(await readJson(req, ADMIN_BODY_LIMIT));
+        if (!drain) throw conflict('queue drain hands queued mail to another node of a cluster: this node runs on its own (no cluster.database_url)');
+        return await sendLines(res, drain(to, waitSeconds), log);
+      }
       case 'GET /v1/backup':
         if (!backup) throw notFound('this daemon takes no backup');
         return await sendBackup(res, backup(), log);
@@ -230,6 +238,38 @@ function selection(body: unknown): Selection {
   if (b.ids !== undefined && !(Array.isArray(b.ids) && b.ids.every((id) => typeof id === 'string'))) throw badRequest('ids must be a list of strings');
   if (b.all !== undefined && typeof b.all !== 'boolean') throw badRequest('all must be true or false');
   return { ids: b.ids, domain: text('domain'), account: text('account'), all: b.all };
+}
+
+function drainArguments(body: unknown): { to: string; waitSeconds: number | undefined } {
+  const b = body as { to?: unknown; wait_seconds?: unknown } | null;
+  if (typeof b?.to !== 'string') throw badRequest('to must be a string: the node to hand the queue to');
+  if (b.wait_seconds !== undefined && typeof b.wait_seconds !== 'number') throw badRequest('wait_seconds must be a number');
+  return { to: b.to, waitSeconds: b.wait_seconds };
+}
+
+/**
+ * Sends the lines as they come, one JSON object each. A refusal before the first line is the
+ * HTTP answer; after it, an error is the last line. A client that goes away ends the lines.
+ */
+async function sendLines(res: ServerResponse, lines: AsyncGenerator<DrainLine>, log: Logger): Promise<void> {
+  const first = await lines.next();
+  res.writeHead(200, { 'content-type': 'application/x-ndjson' });
+  let step = first;
+  try {
+    while (!step.done) {
+      if (res.destroyed) {
+        await lines.return(undefined);
+        return;
+      }
+      res.write(`${JSON.stringify(step.value)}\n`);
+      step = await lines.next();
+    }
+  } catch (err) {
+    const status = err instanceof AppError ? err.status : 500;
+    if (!(err instanceof AppError)) log.error({ err }, 'control request failed');
+    res.write(`${JSON.stringify({ error: { status, message: (err as Error).message } } satisfies DrainLine)}\n`);
+  }
+  res.end();
 }
 
 async function readJson(req: IncomingMessage, limit: number): Promise<unknown> {

@@ -7,7 +7,8 @@ import { badRequest, conflict, forbidden, notFound } from '../util/errors.ts';
 import type { KeyedMutex } from '../util/keyed-mutex.ts';
 import { iso, type Clock } from '../util/time.ts';
 import { parseMessageRef } from './message-id.ts';
-import { contentDue } from './retention.ts';
+import { mapLimited } from '../util/limited.ts';
+import { contentDue, isFinal } from './retention.ts';
 
 /** Which of an account's messages a caller may see or act on, by sender domain id. */
 export type DomainFilter = (domainId: string) => boolean;
@@ -140,6 +141,62 @@ export class Messages {
       await this.store.commit([...extra, ...this.repo.put(purged, previous), ...release]);
     });
     return purged;
+  }
+
+  /**
+   * Hands queued messages to another node (a drain): under their locks, those still queued and
+   * not held by the delivery engine (ready or in flight: `busy`) go to `send`, which answers the
+   * ids the other node has stored; only those are then deleted here, each with its entries and
+   * its share of the body. Nothing is deleted that the other node did not take, and nothing the
+   * engine took can be sent from here once it is gone: its attempt reads the message under the
+   * same lock first.
+   */
+  async handOver(ids: string[], send: (queued: MessageRecord[]) => Promise<ReadonlySet<string>>): Promise<{ moved: MessageRecord[]; busy: number }> {
+    return this.locks.runAll(
+      ids.map((id) => `message:${id}`),
+      async () => {
+        const queued: MessageRecord[] = [];
+        let busy = 0;
+        for (const message of await this.repo.getMany(ids)) {
+          if (!message || isFinal(message.status)) continue;
+          if (this.delivering(message.id)) busy += 1;
+          else if (message.heldAt || (await this.repo.isScheduled(message))) queued.push(message);
+        }
+        if (queued.length === 0) return { moved: [], busy };
+        const taken = await send(queued);
+        const moved = queued.filter((m) => taken.has(m.id));
+        await mapLimited(moved, 16, (m) =>
+          this.locks.run(`body:${m.bodyId}`, async () => {
+            const release = await this.repo.releaseBody(m.bodyId, m.id);
+            await this.store.commit([...this.repo.delete(m), ...(m.heldAt ? this.repo.unhold(m) : []), ...release]);
+          }),
+        );
+        return { moved, busy };
+      },
+    );
+  }
+
+  /**
+   * Stores a message another node handed over (a drain): the same message, with its body and
+   * tracked links, queued at its due time (a held one too: delivery holds it again if its
+   * account is still not active). `had`: it is here already (a drain run again after an
+   * answer that was lost), and is left as it is.
+   */
+  async takeOver(record: MessageRecord, body: Buffer[], links: string[] | null): Promise<'taken' | 'had'> {
+    return this.locks.run(`message:${record.id}`, () =>
+      this.locks.run(`body:${record.bodyId}`, async () => {
+        if (await this.repo.get(record.id)) return 'had';
+        const next: MessageRecord = { ...record, heldAt: null };
+        await this.store.commit([
+          ...this.repo.putBody(record.bodyId, body),
+          ...this.repo.refBody(record.bodyId, record.id),
+          ...this.repo.put(next),
+          ...this.repo.schedule(next),
+          ...(links ? this.repo.putLinks(record.id, links) : []),
+        ]);
+        return 'taken';
+      }),
+    );
   }
 
   /**
