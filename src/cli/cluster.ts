@@ -4,6 +4,7 @@ import pg from 'pg';
 import { ClusterError, clusterKeyPath, clusterUrl, isClustered, migrateCluster, openClusterDb } from '../cluster/database.ts';
 import { readClusterStatus, type ClusterStatus } from '../cluster/status.ts';
 import type { Config } from '../config/schema.ts';
+import { clusterImportCommand } from './cluster-import.ts';
 import { configFrom } from './config-option.ts';
 import type { CliIo } from './io.ts';
 import { json } from './print.ts';
@@ -21,7 +22,9 @@ interface InitResult {
 
 /** `postilion cluster …`: set up a cluster's database, and see its nodes. */
 export function clusterCommands(program: Command, io: CliIo): Command {
-  const cluster = new Command('cluster').description('several nodes on one PostgreSQL (cluster.database_url): set up its database, see its nodes and leader');
+  const cluster = new Command('cluster').description(
+    "several nodes on one PostgreSQL (cluster.database_url): set up its database, see its nodes and leader, import a single node's accounts, keys and domains",
+  );
   cluster
     .command('init')
     .description(
@@ -40,6 +43,7 @@ export function clusterCommands(program: Command, io: CliIo): Command {
       const status = await withClient(clusterConfig(program), readClusterStatus);
       io.out(opts.json ? json(status) : formatClusterStatus(status));
     });
+  cluster.addCommand(clusterImportCommand(program, io));
   return cluster;
 }
 
