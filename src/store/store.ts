@@ -213,7 +213,8 @@ export class Store {
     if (this.closing) return Promise.reject(new StoreClosedError());
     for (const op of ops) {
       if (op.type === 'put') {
-        if (op.keyAtCommit) op.key = op.keyAtCommit();
+        // Cluster mode: made in commitSplit, as the local batch is handed over (after the shared write).
+        if (op.keyAtCommit && !this.shared) op.key = op.keyAtCommit();
       } else if (op.type !== 'del' && this.journal === null) {
         return Promise.reject(new TypeError(`a ${op.type} op needs the store opened with the counters (store/counters-repo.ts)`));
       }
@@ -243,7 +244,13 @@ export class Store {
         }
       });
     }
-    if (local.length > 0) await this.cache.writing(local, () => this.committer.submit(local));
+    if (local.length > 0) {
+      // Keys made at commit (event ids) are made as the batch is handed to the committer, not
+      // before the shared write: a commit that waited on PostgreSQL would otherwise land after
+      // commits with later ids, and a consumer reading on from its cursor would pass its events by.
+      for (const op of local) if (op.type === 'put' && op.keyAtCommit) op.key = op.keyAtCommit();
+      await this.cache.writing(local, () => this.committer.submit(local));
+    }
   }
 
   /**
