@@ -20,12 +20,25 @@ export interface Changed {
 }
 
 /**
+ * What the read API asks of messages: this node's store (Messages), or in cluster mode the
+ * records every node published (cluster/published-messages.ts).
+ */
+export interface MessageReads {
+  list(accountId: string, filter: MessageFilter, page: PageRequest): Promise<Page<MessageRecord>>;
+  get(accountId: string, ref: string, visible: DomainFilter): Promise<MessageRecord>;
+  shown(messages: MessageRecord[]): Promise<MessageRecord[]>;
+  content(message: MessageRecord): Promise<Buffer | null>;
+  /** Cluster mode: the node that keeps the content of a message of another node (null: this one). */
+  contentNode?(message: MessageRecord): string | null;
+}
+
+/**
  * Reading messages back, cancelling scheduled ones and the retention purge. Changes to one
  * message run under its lock (`message:<id>`), which the delivery engine shares.
  */
-export class Messages {
+export class Messages implements MessageReads {
   constructor(
-    private readonly store: Store,
+    private readonly store: Pick<Store, 'commit'>,
     private readonly repo: MessagesRepo,
     private readonly locks: KeyedMutex,
     private readonly clock: Clock,

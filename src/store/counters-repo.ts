@@ -14,7 +14,8 @@ import {
   type Series,
 } from './counter-keys.ts';
 import { CounterLog, type LogEntry } from './counter-log.ts';
-import { StoreClosedError, type BatchJournal, type PutOp, type Store, type Sublevel } from './store.ts';
+import type { FamilyApi } from './pg/family.ts';
+import { StoreClosedError, type BatchJournal, type PutOp, type Store } from './store.ts';
 import type { Counts, WriteOp } from './types.ts';
 
 /** How often the counters' log is folded into the counter rows. */
@@ -37,9 +38,19 @@ export class CountersRepo implements BatchJournal {
   /** Set once the log is read back at open, cleared on close: folds in the background only meanwhile. */
   private timer: NodeJS.Timeout | null = null;
 
-  constructor() {
+  /** The counters of this node's store (hand them to Store.open: they are its journal); `view`: see CountersRepo.published. */
+  constructor(private readonly view: { rows: FamilyApi; caughtUp: () => Promise<void> } | null = null) {
     this.cache = new CounterCache((keys) => this.rows.getMany(keys) as Promise<Array<Counts | undefined>>);
     this.log = new CounterLog(this.cache, () => this.foldSoon(), expandCount);
+  }
+
+  /**
+   * Cluster mode: the cluster's counters as the nodes published them (cluster/publisher.ts), to
+   * read only. Nothing is logged here, so `fold` folds nothing: it waits for `caughtUp` (this
+   * node's events published) instead, so that a read counts what this node recorded before it.
+   */
+  static published(rows: FamilyApi, caughtUp: () => Promise<void>): CountersRepo {
+    return new CountersRepo({ rows, caughtUp });
   }
 
   /** The op counting one event (`delta`, attributed to `key`): expanded into its rows when folded. */
@@ -57,6 +68,7 @@ export class CountersRepo implements BatchJournal {
    * way is waited for first). Whoever reads the counters folds first. On failure the adds stay logged.
    */
   async fold(): Promise<void> {
+    if (this.view) return this.view.caughtUp();
     const store = this.requireStore();
     await this.log.fold((ops) => store.commit(ops));
   }
@@ -178,8 +190,8 @@ export class CountersRepo implements BatchJournal {
   }
 
   /** The counter rows. */
-  private get rows(): Sublevel {
-    return this.requireStore().levels.counters;
+  private get rows(): FamilyApi {
+    return this.view?.rows ?? this.requireStore().families.counters;
   }
 
   private requireStore(): Store {

@@ -1,6 +1,6 @@
 import type { WriteOp } from './group-commit.ts';
 import type { EventRecord } from './records.ts';
-import type { Store } from './store.ts';
+import type { StoreAccess } from './store.ts';
 import { idFloor, newId } from '../util/ids.ts';
 
 /**
@@ -10,7 +10,7 @@ import { idFloor, newId } from '../util/ids.ts';
  * earlier whose batch landed later would sort behind it.
  */
 export class EventsRepo {
-  constructor(private readonly store: Store) {}
+  constructor(private readonly store: StoreAccess) {}
 
   put(event: EventRecord): WriteOp[] {
     return [{ type: 'put', family: 'events', key: event.id, value: event, keyAtCommit: () => (event.id = newId()) }];

@@ -1,5 +1,5 @@
 import type { WriteOp } from './group-commit.ts';
-import type { Store } from './store.ts';
+import type { StoreAccess } from './store.ts';
 import { timeKey } from '../util/time.ts';
 
 /** The kinds of job on the one due-time index. */
@@ -21,7 +21,7 @@ export interface DueEntry {
  * has moved on (or is gone) is stale and is dropped when it comes due.
  */
 export class JobIndex {
-  constructor(private readonly store: Store) {}
+  constructor(private readonly store: StoreAccess) {}
 
   /** The job's entry; its value is the job's id, or (`value`) what the kind keeps in it (store/jobs-repo.ts). */
   put(kind: JobKindName, id: string, dueMs: number, value: unknown = id): WriteOp {

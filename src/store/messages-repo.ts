@@ -3,7 +3,7 @@ import { createHash } from 'node:crypto';
 import type { WriteOp } from './group-commit.ts';
 import { collectNewestFirst, type Page, type PageRequest } from './page.ts';
 import type { MessageHitsRecord, MessageRecord, MessageStatus } from './records.ts';
-import type { Store } from './store.ts';
+import type { StoreAccess } from './store.ts';
 import type { FamilyApi } from './pg/family.ts';
 import { idFloor } from '../util/ids.ts';
 import { timeKey } from '../util/time.ts';
@@ -35,7 +35,7 @@ export const BODY_CHUNK_BYTES = 64 * 1024;
 export class MessagesRepo {
   private readonly index: JobIndex;
 
-  constructor(private readonly store: Store) {
+  constructor(private readonly store: StoreAccess) {
     this.index = new JobIndex(store);
   }
 

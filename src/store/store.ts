@@ -95,6 +95,12 @@ export class SharedStoreError extends Error {
   }
 }
 
+/**
+ * What a repository reads and writes through: the store, or a read-only view of it (in cluster
+ * mode, the records every node published: cluster/published-view.ts).
+ */
+export type StoreAccess = Pick<Store, 'families' | 'get' | 'getMany' | 'commit' | 'onPut'>;
+
 export class Store {
   private readonly cache = new ReadCache(CACHED);
   private readonly putListeners = new Map<Family, Array<(key: string, value: unknown) => void>>();
