@@ -21,16 +21,19 @@ export type CounterDelta = Counts;
 /**
  * The observer the EventRecorder calls for each event it records: one `count` op naming the
  * event's account, hour, sender and recipient domain and tag set, expanded into the adds of its
- * rows when the counters' log is folded.
+ * rows when the counters' log is folded. `onEvent` (cluster mode): the event keeps what it
+ * counts (EventRecord.count), for its publication to count it in the cluster's counters.
  */
-export function countersObserver(counters: Pick<CountersRepo, 'count'>): EventObserver {
+export function countersObserver(counters: Pick<CountersRepo, 'count'>, options: { onEvent?: boolean } = {}): EventObserver {
   return (event, subject) => {
     if (!subject) return [];
     const m = subject.message;
     if (!counted(m)) return [];
     const delta = deltaOf(event, m, subject.first === true);
     if (!delta) return [];
-    return [counters.count(keyOf(m, Date.parse(event.createdAt)), delta)];
+    const op = counters.count(keyOf(m, Date.parse(event.createdAt)), delta);
+    if (options.onEvent) event.count = { key: op.key, value: delta };
+    return [op];
   };
 }
 

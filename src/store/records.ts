@@ -3,6 +3,8 @@
  * Timestamps are RFC 3339 strings; ids are UUIDv7.
  */
 
+import type { Counts } from './types.ts';
+
 export interface AccountRecord {
   v: 1;
   id: string;
@@ -164,6 +166,12 @@ export interface EventRecord {
   type: string;
   createdAt: string;
   data: Record<string, unknown>;
+  /**
+   * Cluster mode: what the event adds to the statistics counters (its `count` op: the key it is
+   * attributed to and the counts), kept so that its publication adds it to the cluster's
+   * counters (cluster/publication.ts). Absent when it counts nothing, and on a single node.
+   */
+  count?: { key: string; value: Counts };
 }
 
 /**
@@ -300,6 +308,11 @@ export interface MessageRecord {
   bounceClassification: string;
   isBounceNotification: boolean;
   referenceMessageId: number | null;
+  /**
+   * Cluster mode, in the published copy only (cluster/publication.ts): the node that accepted the
+   * message and keeps its content and its delivery. Never in a node's own store.
+   */
+  node?: string;
 }
 
 /** The ten event flags of a webhook, named as in the API (reference-api §5.1). */

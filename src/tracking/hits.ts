@@ -46,7 +46,8 @@ export class TrackingHits {
   private readonly counts = new Lru<string, MessageHitsRecord>(COUNTS_MAX);
 
   constructor(
-    private readonly repo: MessagesRepo,
+    /** In cluster mode, another node's message is its published copy (cluster/tracked-messages.ts). */
+    private readonly repo: Pick<MessagesRepo, 'get' | 'hits' | 'putHits'>,
     private readonly commit: (ops: WriteOp[]) => Promise<void>,
     private readonly events: EventRecorder,
     private readonly clock: Clock,
@@ -124,7 +125,9 @@ export class TrackingHits {
       const isBot = botReason({ userAgent: hit.userAgent, ip: hit.ip, deliveredAt, at: hit.at }, this.scannerMs) !== null;
       ops.push(...(hit.kind === 'open' ? this.opened(m, counts, hit, isBot) : this.clicked(m, counts, hit, isBot)));
     }
-    for (const [id, counts] of next) ops.push(this.repo.putHits(id, counts));
+    // Another node's message (its published copy names it): its counts are the cluster's, kept
+    // by the publication of these events (cluster/publication.ts); nothing of it is stored here.
+    for (const [id, counts] of next) if (messages.get(id)!.node === undefined) ops.push(this.repo.putHits(id, counts));
     // Forgotten first: if the batch fails, the next one reads what the store holds.
     for (const id of next.keys()) this.counts.delete(id);
     if (ops.length === 0) return;

@@ -15,7 +15,8 @@ const WORKER = moduleBeside(import.meta.url, 'listener-worker');
 
 export interface ListenerThreadDeps {
   domains: DomainsRepo;
-  messages: MessagesRepo;
+  /** In cluster mode, another node's message is its published copy (cluster/tracked-messages.ts). */
+  messages: Pick<MessagesRepo, 'get' | 'links'>;
   hits: TrackingHits;
   log: Logger;
   /** Told what the thread answered (at each sync) and handed over (metrics). */
