@@ -127,7 +127,7 @@ export class Daemon {
       options.limits ??
       (data.cluster ? new SharedLimits({ redisUrl: config.cluster.redis_url, liveNodes: () => liveNodes(), clock: data.clock, log }) : undefined);
     const jobs = await JobsAssembly.build(data, log, signals, storage, limits?.destinations);
-    const core = buildCore(data, { signals, delivering: (id) => jobs.engine.holds('message', id) });
+    const core = buildCore(data, { signals, delivering: (id) => jobs.engine.holds('message', id), log });
     const metrics = instrument(config, core, { log, signals, storage, bound });
     const ctx: Context = { config, core, log, signals, metrics, storage, bound, limits };
     const mail = new MailAssembly(ctx, jobs);

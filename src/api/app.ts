@@ -36,7 +36,7 @@ import type { SmtpCredentials } from '../accounts/smtp-credentials.ts';
 import type { Suppressions } from '../accounts/suppressions.ts';
 import { v1Authenticate, v1Send } from './routes/v1/index.ts';
 import type { MessagesElsewhere } from '../cluster/remote-messages.ts';
-import type { Messages } from '../message/messages.ts';
+import type { MessageReads, Messages } from '../message/messages.ts';
 import type { Sender } from '../message/send.ts';
 import type { Route } from './routes/route.ts';
 import type { Metrics } from '../metrics/metrics.ts';
@@ -60,6 +60,8 @@ export interface ApiDeps {
   messages: Messages;
   /** Cluster mode: messages other nodes hold (a cancel goes to its owner). */
   messagesElsewhere?: MessagesElsewhere | null;
+  /** What the message list and get answer from (cluster mode: the published records); `messages` when absent. */
+  messageReads?: MessageReads;
   suppressions: Suppressions;
   smtpCredentials: SmtpCredentials;
   webhooks: Webhooks;
@@ -97,7 +99,7 @@ export function buildApp(deps: ApiDeps): Koa<ApiState> {
     ...accountRoutes(deps.accounts),
     ...memberRoutes(deps.accounts),
     ...domainRoutes(deps.domains, deps.dnsChecker),
-    ...messageRoutes(deps.sender, deps.messages, deps.domains, deps.messagesElsewhere ?? null),
+    ...messageRoutes(deps.sender, deps.messages, deps.domains, deps.messagesElsewhere ?? null, deps.messageReads),
     ...suppressionRoutes(deps.suppressions),
     ...smtpCredentialRoutes(deps.smtpCredentials, deps.domains),
     ...webhookRoutes(deps.webhooks),

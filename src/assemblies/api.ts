@@ -46,6 +46,7 @@ export class ApiAssembly implements Assembly {
       sender: core.sender,
       messages: core.messages,
       messagesElsewhere: this.elsewhere,
+      messageReads: core.messageReads,
       suppressions: core.suppressions,
       smtpCredentials: core.smtpCredentials,
       webhooks: core.webhooks,

@@ -1,4 +1,5 @@
 import { join, resolve } from 'node:path';
+import type { Logger } from 'pino';
 import { AccountStatuses, type AccountSignals } from '../accounts/account-status.ts';
 import { Accounts } from '../accounts/accounts.ts';
 import { ApiKeys } from '../accounts/api-keys.ts';
@@ -19,7 +20,7 @@ import { DkimSigner, type SigningSignals } from '../domains/signer.ts';
 import { EventRecorder } from '../events/recorder.ts';
 import { Routes, type RouteSignals } from '../inbound/routes.ts';
 import { Acceptor, type AcceptSignals } from '../message/accept.ts';
-import { Messages } from '../message/messages.ts';
+import { Messages, type MessageReads } from '../message/messages.ts';
 import { Sender } from '../message/send.ts';
 import { TemplateEngine } from '../message/template-engine.ts';
 import { TargetCounters } from '../queue/target-counters.ts';
@@ -42,6 +43,11 @@ import { Store, type SharedFamilies, type StoreSignals } from '../store/store.ts
 import { SHARED_FAMILIES } from '../store/types.ts';
 import { ClusterDkimKeys } from '../cluster/dkim-keys.ts';
 import { isClustered, openClusterDb, type ClusterDb, type ClusterSecretName } from '../cluster/database.ts';
+import { PublishedMessages } from '../cluster/published-messages.ts';
+import { PublishedView } from '../cluster/published-view.ts';
+import { Publisher } from '../cluster/publisher.ts';
+import { TrackedMessages } from '../cluster/tracked-messages.ts';
+import { createLogger } from '../logging/logger.ts';
 import { CountersRepo } from '../store/counters-repo.ts';
 import { SmtpCredentialsRepo } from '../store/smtp-credentials-repo.ts';
 import { SuppressionsRepo } from '../store/suppressions-repo.ts';
@@ -81,6 +87,8 @@ export interface CorePorts {
   signals: Emitter<CoreSignals>;
   /** Whether the job engine holds a message (ready or in flight): it can no longer be cancelled. */
   delivering?: (id: string) => boolean;
+  /** Where the services that run on their own (the cluster's publication) log; none when absent. */
+  log?: Logger;
 }
 
 /** The store and the domain services: what the daemon serves and what admin commands use. */
@@ -99,6 +107,12 @@ export interface Core extends Data {
   sender: Sender;
   messages: Messages;
   messagesRepo: MessagesRepo;
+  /** What the message read API answers from: `messages`, or in cluster mode what every node published. */
+  messageReads: MessageReads;
+  /** What the tracking endpoint reads of messages: `messagesRepo`, or in cluster mode also other nodes' published messages. */
+  trackedMessages: Pick<MessagesRepo, 'get' | 'links' | 'hits' | 'putHits'>;
+  /** Cluster mode: publishes this node's messages, events and counters for reads on any node (CoreAssembly runs it); null on a single node. */
+  publisher: Publisher | null;
   domainsRepo: DomainsRepo;
   accountsRepo: AccountsRepo;
   suppressions: Suppressions;
@@ -208,7 +222,8 @@ export function buildCore(data: Data, ports: CorePorts): Core {
   const keyLocks = new KeyedMutex();
   const resolver = createResolver({ servers: config.dns.servers, timeoutMs: config.dns.timeout_ms, tries: config.dns.tries });
   const eventsRepo = new EventsRepo(store);
-  const events = new EventRecorder(eventsRepo, clock, config.statistics.counters ? [countersObserver(data.counters)] : []);
+  // In cluster mode each event keeps what it counts, for its publication to count it in the cluster's counters.
+  const events = new EventRecorder(eventsRepo, clock, config.statistics.counters ? [countersObserver(data.counters, { onEvent: data.cluster !== null })] : []);
   const webhookCounters = new TargetCounters(store, 'webhookCounters');
   const webhooksRepo = new WebhooksRepo(store);
   const routeCounters = new TargetCounters(store, 'routeCounters');
@@ -220,9 +235,11 @@ export function buildCore(data: Data, ports: CorePorts): Core {
     ed25519: config.dkim.ed25519,
   });
   const messagesRepo = new MessagesRepo(store);
+  const messages = new Messages(store, messagesRepo, new KeyedMutex(), clock, ports.delivering);
+  const published = data.cluster ? publishedReads(data, data.cluster, { eventsRepo, messagesRepo, messages, log: ports.log }) : null;
   const allowNetworks = config.webhooks.allow_networks.map(parseCidr);
   const accountsRepo = new AccountsRepo(store);
-  const statistics = new Statistics(data.counters);
+  const statistics = new Statistics(published?.counters ?? data.counters);
   const receptions: ReceptionCount = async (accountId, fromMs, toMs) => {
     const buckets = await statistics.buckets({
       accountId,
@@ -263,8 +280,11 @@ export function buildCore(data: Data, ports: CorePorts): Core {
     resolver,
     acceptor,
     sender: new Sender(domains, acceptor, clock, new TemplateEngine(), trackingUrls),
-    messages: new Messages(store, messagesRepo, new KeyedMutex(), clock, ports.delivering),
+    messages,
     messagesRepo,
+    messageReads: published?.messages ?? messages,
+    trackedMessages: published?.tracked ?? messagesRepo,
+    publisher: published?.publisher ?? null,
     domainsRepo,
     accountsRepo,
     suppressions: new Suppressions(store, new SuppressionsRepo(store), domainsRepo, events, clock),
@@ -293,6 +313,43 @@ export function buildCore(data: Data, ports: CorePorts): Core {
     trackingTokens,
     trackingKey,
     trackingUrls,
+  };
+}
+
+/**
+ * Cluster mode: the publication of this node's outbox, and the reads of what every node
+ * published (cluster/published-view.ts): messages, statistics counters, and another node's
+ * message where an open or click of it arrives.
+ */
+function publishedReads(
+  data: Data,
+  cluster: ClusterDb,
+  local: { eventsRepo: EventsRepo; messagesRepo: MessagesRepo; messages: Messages; log: Logger | undefined },
+): { publisher: Publisher; messages: MessageReads; counters: CountersRepo; tracked: TrackedMessages } {
+  const publisher = new Publisher({
+    pool: cluster.pool,
+    nodeId: cluster.nodeId,
+    published: cluster.published,
+    store: data.store,
+    events: local.eventsRepo,
+    messages: local.messagesRepo,
+    clock: data.clock,
+    log: local.log ?? createLogger('silent'),
+    counting: data.config.statistics.counters,
+  });
+  const view = new PublishedView(cluster.published);
+  const viewRepo = new MessagesRepo(view);
+  const caughtUp = () => publisher.caughtUp();
+  return {
+    publisher,
+    messages: new PublishedMessages(
+      new Messages(view, viewRepo, new KeyedMutex(), data.clock),
+      { messages: local.messages, repo: local.messagesRepo },
+      cluster.nodeId,
+      caughtUp,
+    ),
+    counters: CountersRepo.published(view.families.counters, caughtUp),
+    tracked: new TrackedMessages(local.messagesRepo, viewRepo),
   };
 }
 

@@ -17,7 +17,7 @@ export class TrackingAssembly implements Assembly {
     const { config, core, log, bound } = ctx;
     if (!config.tracking.enabled) return;
     this.hits = new TrackingHits(
-      core.messagesRepo,
+      core.trackedMessages,
       (ops) => core.store.commit(ops),
       core.events,
       core.clock,
@@ -33,7 +33,7 @@ export class TrackingAssembly implements Assembly {
     if (!this.hits || !listener) return;
     listener.serve(
       { tokenKey: core.trackingKey, trustedProxies: config.api.trusted_proxies },
-      { domains: core.domainsRepo, messages: core.messagesRepo, hits: this.hits, log, observer: metrics.tracking },
+      { domains: core.domainsRepo, messages: core.trackedMessages, hits: this.hits, log, observer: metrics.tracking },
     );
     log.info({ url: listener.url }, 'tracking listening');
   }

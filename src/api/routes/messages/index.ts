@@ -1,6 +1,6 @@
 import { satisfies } from '../../../accounts/scopes.ts';
 import type { Domains } from '../../../domains/domains.ts';
-import type { DomainFilter, Messages } from '../../../message/messages.ts';
+import type { DomainFilter, MessageReads, Messages } from '../../../message/messages.ts';
 import type { Sender } from '../../../message/send.ts';
 import type { MessageFilter } from '../../../store/messages-repo.ts';
 import type { MessageStatus } from '../../../store/records.ts';
@@ -41,7 +41,14 @@ function commonMail(body: SendBody) {
   };
 }
 
-export function messageRoutes(sender: Sender, messages: Messages, domains: Domains, elsewhere: MessagesElsewhere | null = null): Route[] {
+/** `elsewhere`: cluster mode, where a cancel of a message this node does not hold goes; `reads`: what list and get answer from (in cluster mode the published records; else `messages`). */
+export function messageRoutes(
+  sender: Sender,
+  messages: Messages,
+  domains: Domains,
+  elsewhere: MessagesElsewhere | null = null,
+  reads: MessageReads = messages,
+): Route[] {
   const maySend = (ctx: ApiContext) => (domain: string) => satisfies(authOf(ctx).grants, operation('createMessage').security, domain);
 
   /** The sender domains a key may read: all of them, or the ids of its domain scopes. */
@@ -109,16 +116,20 @@ export function messageRoutes(sender: Sender, messages: Messages, domains: Domai
         if (query.from_time !== undefined) filter.fromMs = Date.parse(query.from_time);
         if (query.to_time !== undefined) filter.toMs = Date.parse(query.to_time);
         if (scope.ids) filter.domainIds = scope.ids;
-        const result = await messages.list(auth.account.id, filter, page);
-        ctx.body = { object: 'list', data: (await messages.shown(result.items)).map(presentSummary), pagination: paginationInfo(result) };
+        const result = await reads.list(auth.account.id, filter, page);
+        ctx.body = { object: 'list', data: (await reads.shown(result.items)).map(presentSummary), pagination: paginationInfo(result) };
       },
     },
     {
       operationId: 'getMessage',
       handler: async (ctx) => {
-        const message = await messages.get(authOf(ctx).account.id, ctx.params.message_id ?? '', (await readable(ctx)).filter);
-        const [shown] = await messages.shown([message]);
-        ctx.body = await presentMessage(shown!, await messages.content(message));
+        const message = await reads.get(authOf(ctx).account.id, ctx.params.message_id ?? '', (await readable(ctx)).filter);
+        const [shown] = await reads.shown([message]);
+        // Another node's message (cluster mode): its content stays there, and is left out as
+        // the contract leaves out content that is not available; the header says where it is.
+        const holder = reads.contentNode?.(message) ?? null;
+        if (holder !== null) ctx.set('Postilion-Content-Node', holder);
+        ctx.body = await presentMessage(shown!, await reads.content(message));
       },
     },
     {

@@ -1,0 +1,299 @@
+import { expect } from 'chai';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import pg from 'pg';
+import { openClusterDb } from '../../../src/cluster/database.ts';
+import { publish } from '../../../src/cluster/publication.ts';
+import { PublishedView } from '../../../src/cluster/published-view.ts';
+import { validateConfig } from '../../../src/config/load.ts';
+import { EventsRepo } from '../../../src/store/events-repo.ts';
+import type { MessageRecord } from '../../../src/store/records.ts';
+import { call, startServer, type CallResult, type TestServer } from '../../helpers/harness.ts';
+import { startMessageBed, type MessageBed } from '../../helpers/messages.ts';
+import { startPostgres, type PostgresServer } from '../../helpers/postgres.ts';
+import { trackingGet, trackingUrls } from '../../helpers/tracking.ts';
+import { WebhookReceiver } from '../../helpers/webhook-receiver.ts';
+
+/**
+ * Cluster-wide reads: node A and node B on one PostgreSQL. Each publishes its messages, events
+ * and statistics counters from its outbox; the read API of either answers from what both published.
+ */
+describe('cluster: reads on any node (publication)', function () {
+  this.timeout(90_000);
+  let postgres: PostgresServer;
+  let dir: string;
+  let url: string;
+  let a: MessageBed;
+  let b: TestServer;
+  let receiver: WebhookReceiver;
+  /** On the cluster's database; `stats`: on another one, so that its own queries do not count in the cluster's transactions. */
+  let client: pg.Client;
+  let stats: pg.Client;
+
+  const clusterConfig = (nodeId: string) => ({ database_url: url, node_id: nodeId, key_file: join(dir, 'cluster.key') });
+  const viaB = () => ({ url: b.url, adminKey: a.server.adminKey });
+  const messagesPath = () => `/v2/accounts/${a.server.accountId}/messages`;
+  const statsPath = () => `/v2/accounts/${a.server.accountId}/statistics/transactional/deliverability?group_by=month`;
+
+  before(async () => {
+    postgres = await startPostgres();
+    dir = mkdtempSync(join(tmpdir(), 'postilion-publication-'));
+    receiver = await WebhookReceiver.start();
+    url = await postgres.createDatabase();
+    const db = await openClusterDb(validateConfig({ cluster: clusterConfig('init'), keys: { dir: join(dir, 'keys') } }, 'test'), { createKey: true });
+    await db.close();
+    const shared = {
+      webhooks: { allow_networks: ['127.0.0.0/8'] },
+      api: { rate_limits: { general: { per_second: 1000, burst: 10_000 }, statistics: { per_second: 1000, burst: 10_000 } } },
+    };
+    a = await startMessageBed({ ...shared, cluster: clusterConfig('node-a') });
+    b = await startServer({
+      clock: a.clock,
+      config: { ...shared, cluster: clusterConfig('node-b'), dns: { servers: [a.dns.address], timeout_ms: 500, tries: 1 } },
+    });
+    client = new pg.Client({ connectionString: url });
+    await client.connect();
+    const other = new URL(url);
+    other.pathname = '/postgres';
+    stats = new pg.Client({ connectionString: other.toString() });
+    await stats.connect();
+  });
+
+  after(async () => {
+    await client?.end();
+    await stats?.end();
+    await b?.stop();
+    await a?.stop();
+    await receiver?.stop();
+    await postgres?.stop();
+    rmSync(dir, { recursive: true, force: true });
+  });
+
+  /** Calls `read` until `done` holds of its answer, for 2 s at most (the publication's promise). */
+  async function within2s(read: () => Promise<CallResult>, done: (res: CallResult) => boolean): Promise<CallResult> {
+    const deadline = Date.now() + 2000;
+    for (;;) {
+      const res = await read();
+      if (done(res)) return res;
+      if (Date.now() > deadline) throw new Error(`not within 2 s: ${res.status} ${JSON.stringify(res.body).slice(0, 500)}`);
+      await new Promise((r) => setTimeout(r, 25));
+    }
+  }
+
+  async function sendOnA(fields: Record<string, unknown> = {}): Promise<string> {
+    const res = await a.send(fields);
+    expect(res.status, JSON.stringify(res.body)).to.equal(202);
+    return res.body.data[0].id as string;
+  }
+
+  const uuidOf = (ref: string) => ref.replace(/^<|@.*$/g, '');
+
+  it('a message sent on node A is listed and got on node B within 2 s, its content left out and its node named', async () => {
+    const ref = await sendOnA({ recipients: [{ email: 'listed@example.org' }], subject: 'Published' });
+    const got = await within2s(
+      () => call(viaB(), 'GET', `${messagesPath()}/${encodeURIComponent(ref)}`),
+      (res) => res.status === 200,
+    );
+    expect(got.body).to.include({ message_id: ref, subject: 'Published', recipient: 'listed@example.org', status: 'Received', account_id: a.server.accountId });
+    expect(got.body).to.not.have.property('content');
+    expect(got.body).to.not.have.property('node');
+    expect(got.headers.get('postilion-content-node')).to.equal('node-a');
+
+    const listed = await within2s(
+      () => call(viaB(), 'GET', `${messagesPath()}?recipient=listed%40example.org`),
+      (res) => res.status === 200 && res.body.data.length === 1,
+    );
+    expect(listed.body.data[0].id).to.equal(uuidOf(ref));
+
+    // On its own node the content is there, and the summary is the same.
+    const own = await a.read(ref);
+    expect(own.content).to.include('Subject: Published');
+    const { content: _content, content_parsed: _parsed, ...summary } = own;
+    expect(summary).to.deep.equal(got.body);
+
+    // A message sent on B is listed on A at once after too: B's node is named there.
+    const onB = await call(viaB(), 'POST', messagesPath(), {
+      body: { from: { email: 'app@example.com' }, subject: 'From B', text_content: 'b', recipients: [{ email: 'from-b@example.org' }] },
+    });
+    expect(onB.status, JSON.stringify(onB.body)).to.equal(202);
+    const seenOnA = await within2s(
+      () => a.api('GET', `${messagesPath()}/${encodeURIComponent(onB.body.data[0].id)}`),
+      (res) => res.status === 200,
+    );
+    expect(seenOnA.headers.get('postilion-content-node')).to.equal('node-b');
+    // Each node lists what it accepted itself as soon as the API answered (it waits for its own publication).
+    expect((await call(viaB(), 'GET', `${messagesPath()}?recipient=from-b%40example.org`)).body.data).to.have.length(1);
+  });
+
+  it('answers the statistics and the usage the same on both nodes', async () => {
+    const total = (res: CallResult) => (res.body.data as Array<{ reception_count: number }>).reduce((sum, x) => sum + x.reception_count, 0);
+    const before = await a.api('GET', statsPath());
+    expect(before.status, JSON.stringify(before.body)).to.equal(200);
+    for (let i = 0; i < 3; i++) await sendOnA({ recipients: [{ email: `stats-a${i}@example.org` }] });
+    const onB = await call(viaB(), 'POST', messagesPath(), {
+      body: { from: { email: 'app@example.com' }, subject: 'S', text_content: 's', recipients: [{ email: 'stats-b@example.org' }] },
+    });
+    expect(onB.status).to.equal(202);
+
+    const fromA = await within2s(
+      () => a.api('GET', statsPath()),
+      (res) => total(res) === total(before) + 4,
+    );
+    await within2s(
+      () => call(viaB(), 'GET', statsPath()),
+      (res) => JSON.stringify(res.body) === JSON.stringify(fromA.body),
+    );
+    // Every reception published counts once: as many as the messages listed.
+    const listed = await a.api('GET', `${messagesPath()}?limit=100`);
+    expect(total(fromA)).to.equal(listed.body.data.length);
+
+    const usagePath = `/v2/accounts/${a.server.accountId}/sub-accounts/usage`;
+    const usageA = await a.api('GET', usagePath);
+    const usageB = await call(viaB(), 'GET', usagePath);
+    expect(usageA.status, JSON.stringify(usageA.body)).to.equal(200);
+    expect(usageB.body).to.deep.equal(usageA.body);
+    expect(JSON.stringify(usageA.body)).to.include(`"reception_count":${total(fromA)}`);
+  });
+
+  it('publishing a batch again (the cursor a node keeps in memory lost in a crash) adds nothing', async () => {
+    await sendOnA({ recipients: [{ email: 'replay@example.org' }] });
+    await a.server.daemon.core.publisher!.caughtUp();
+    const before = await publishedState();
+    const core = a.server.daemon.core;
+    // What the node's outbox holds, published again from the start: as after a crash right after a commit.
+    const events = await core.eventsRepo.after(null, 10_000);
+    const ids = [...new Set(events.map((e) => e.data.id as string))];
+    const records = new Map<string, MessageRecord>();
+    for (const [i, m] of (await core.messagesRepo.getMany(ids)).entries()) if (m) records.set(ids[i]!, m);
+    const again = await publish(
+      core.cluster!.pool,
+      { events, records, links: new Map() },
+      { nodeId: 'node-a', published: core.cluster!.published, counting: true },
+    );
+    expect(again.events, 'no event is new').to.equal(0);
+    expect(await publishedState()).to.deep.equal(before);
+    // A publisher started afresh reads its cursor from the database: nothing to publish either.
+    const published = core.publisher!.stats.events;
+    await core.publisher!.stop();
+    await core.publisher!.start();
+    await core.publisher!.caughtUp();
+    expect(await publishedState()).to.deep.equal(before);
+    expect(core.publisher!.stats.events).to.equal(published);
+  });
+
+  it('publishes in batches: few transactions per message', async () => {
+    const publisher = a.server.daemon.core.publisher!;
+    await publisher.caughtUp();
+    const batches = publisher.stats.batches;
+    const xacts = await committed();
+    let messages = 0;
+    for (let i = 0; i < 10; i++) {
+      const res = await a.send({ recipients: Array.from({ length: 100 }, (_, j) => ({ email: `bulk${i}-${j}@example.org` })) });
+      expect(res.status).to.equal(202);
+      messages += res.body.data.length;
+    }
+    // Waited for without reading the database (a read of the published records is a transaction too).
+    await publisher.caughtUp(5000);
+    const used = publisher.stats.batches - batches;
+    // What PostgreSQL itself counted, all nodes together (each backend flushes its statistics within seconds).
+    const counted = (await committed(xacts + used)) - xacts;
+    expect(messages).to.equal(1000);
+    expect(used / messages, `${used} publications for ${messages} messages`).to.be.at.most(0.1);
+    expect(counted / messages, `${counted} transactions committed in PostgreSQL for ${messages} messages (${used} publications)`).to.be.at.most(0.1);
+    expect((await call(viaB(), 'GET', `${messagesPath()}?recipient=bulk9-99%40example.org`)).body.data, 'and node B lists them').to.have.length(1);
+  });
+
+  it('an open and a click on node B of a message of node A are recorded once: events, counts, statistics, one webhook each', async () => {
+    const hook = await a.api('POST', `/v2/accounts/${a.server.accountId}/webhooks`, {
+      body: { name: 'hits', url: receiver.url('/hits'), scope: 'global', on_opened: true, on_clicked: true },
+    });
+    expect(hook.status, JSON.stringify(hook.body)).to.equal(201);
+    receiver.secrets.set('/hits', hook.body.secret);
+    const statsBefore = await a.api('GET', statsPath());
+    const ref = await sendOnA({
+      recipients: [{ email: 'reader@example.org' }],
+      html_content: '<html><body><a href="https://shop.example.net/x">x</a></body></html>',
+      tracking: { open: true, click: true },
+    });
+    const html = (await a.read(ref)).content_parsed.parts.find((p: { content_type: string }) => p.content_type === 'text/html').content as string;
+    const { pixel, links } = trackingUrls(html);
+    const id = uuidOf(ref);
+    await within2s(
+      () => call(viaB(), 'GET', `${messagesPath()}/${id}`),
+      (res) => res.status === 200,
+    );
+
+    const trackingB = b.daemon.parts.tracking.url!;
+    expect((await trackingGet(trackingB, pixel!)).status).to.equal(200);
+    const click = await trackingGet(trackingB, links[0]!);
+    expect(click.status).to.equal(302);
+    expect(click.headers.location).to.equal('https://shop.example.net/x');
+    await b.daemon.parts.tracking.drained();
+
+    const shown = await within2s(
+      () => a.api('GET', `${messagesPath()}/${id}`),
+      (res) => res.body.open_count === 1 && res.body.click_count === 1,
+    );
+    expect((await call(viaB(), 'GET', `${messagesPath()}/${id}`)).body).to.include({ open_count: 1, click_count: 1 });
+    expect(shown.body).to.include({ open_count: 1, click_count: 1 });
+
+    // The events: in B's outbox, published once; none in A's.
+    const published = new EventsRepo(new PublishedView(a.server.daemon.core.cluster!.published));
+    const ofMessage = (await published.recent(a.server.accountId, 1000)).filter((e) => e.data.id === id).map((e) => e.type);
+    expect(ofMessage.sort()).to.deep.equal(['message.clicked', 'message.opened', 'message.reception']);
+    expect((await a.server.daemon.core.eventsRepo.recent(a.server.accountId, 1000)).filter((e) => e.data.id === id).map((e) => e.type)).to.deep.equal([
+      'message.reception',
+    ]);
+
+    // Counted once, the same on both nodes.
+    const count = (res: CallResult, field: string) => (res.body.data as Array<Record<string, number>>).reduce((sum, x) => sum + x[field]!, 0);
+    const statsA = await a.api('GET', statsPath());
+    expect(count(statsA, 'opened_count') - count(statsBefore, 'opened_count')).to.equal(1);
+    expect(count(statsA, 'clicked_count') - count(statsBefore, 'clicked_count')).to.equal(1);
+    expect((await call(viaB(), 'GET', statsPath())).body).to.deep.equal(statsA.body);
+
+    // One webhook delivery each, sent by B's fan-out.
+    await receiver.until((r) => r.length >= 2);
+    await new Promise((r) => setTimeout(r, 500));
+    expect(
+      receiver
+        .verified('/hits')
+        .map((d) => d.payload!.type)
+        .sort(),
+    ).to.deep.equal(['message.clicked', 'message.opened']);
+
+    // A second open, on the owner: counted in the message's opens, not as a first open in the statistics.
+    expect((await trackingGet(a.server.daemon.parts.tracking.url!, pixel!)).status).to.equal(200);
+    await a.server.daemon.parts.tracking.drained();
+    await within2s(
+      () => call(viaB(), 'GET', `${messagesPath()}/${id}`),
+      (res) => res.body.open_count === 2,
+    );
+    const statsAfter = await call(viaB(), 'GET', statsPath());
+    expect(count(statsAfter, 'opened_count') - count(statsBefore, 'opened_count')).to.equal(1);
+  });
+
+  /** The published rows, but the node's publication time. */
+  async function publishedState(): Promise<unknown> {
+    const rows = await client.query('SELECT family, key, value FROM published ORDER BY family, key');
+    const cursors = await client.query('SELECT node_id, cursor FROM publication ORDER BY node_id');
+    return { rows: rows.rows, cursors: cursors.rows };
+  }
+
+  /** Transactions committed in the database so far; with `atLeast`, waits (10 s at most) for the backends' statistics to reach it. */
+  async function committed(atLeast = 0): Promise<number> {
+    const deadline = Date.now() + 12_000;
+    let last = -1;
+    let stable = 0;
+    for (;;) {
+      await stats.query('SELECT pg_stat_clear_snapshot()');
+      const { rows } = await stats.query<{ n: string }>('SELECT xact_commit AS n FROM pg_stat_database WHERE datname = $1', [new URL(url).pathname.slice(1)]);
+      const n = Number(rows[0]!.n);
+      stable = n === last ? stable + 1 : 0;
+      last = n;
+      if ((n >= atLeast && stable >= 2) || Date.now() > deadline) return n;
+      await new Promise((r) => setTimeout(r, 500));
+    }
+  }
+});
