@@ -2,6 +2,7 @@ import type { Logger } from 'pino';
 import { schedule, type ScheduledTask } from 'node-cron';
 import type { Config } from '../config/schema.ts';
 import type { StorageGuard } from '../store/storage-guard.ts';
+import { purgePublished } from '../cluster/published-retention.ts';
 import type { Core } from './core.ts';
 import type { Assembly, Readiness } from './lifecycle.ts';
 
@@ -87,7 +88,12 @@ export class CoreAssembly implements Assembly {
           const events = await core.eventsRepo.purgeBefore(cutoff);
           const failedJobs = await core.jobs.purgeFailedBefore(cutoff);
           const inbound = await core.inboundRepo.purgeBefore(cutoff);
-          log.info({ ...purged, suppressions, events, failed_jobs: failedJobs, inbound }, 'message retention, expired suppressions and old events purge done');
+          // Cluster mode: what the nodes published goes by the same rules, once (the leader's).
+          const published = core.cluster && this.isLeader() ? await purgePublished(core.cluster.published, core.clock.now(), cutoff) : undefined;
+          log.info(
+            { ...purged, suppressions, events, failed_jobs: failedJobs, inbound, published },
+            'message retention, expired suppressions and old events purge done',
+          );
         },
         { name: 'message-retention', noOverlap: true },
       ),
