@@ -14,7 +14,8 @@ const QUEUE_COUNT_MS = 30_000;
  * Cluster mode's node identity (DESIGN.md §10): this node's row in `nodes` with a heartbeat
  * every 2 s (a start is refused while another live process holds the node id), and the leader
  * lease, whose holder does the work done once per cluster (`isLeader`, which the core's
- * scheduled jobs ask). Its metrics: the pool, the lease, the live nodes, the invalidations heard.
+ * scheduled jobs ask). Its metrics: the pool, the lease, the live nodes, the publication lag, the
+ * invalidations heard.
  * A single node has none of this, and is its own leader. Second in the daemon's list: the node
  * is registered before anything else starts, and marked stopped just before the store closes.
  */
@@ -60,7 +61,12 @@ export class ClusterAssembly implements Assembly {
       },
       onError: (err) => log.warn({ err: err.message, node_id: cluster.nodeId }, 'cluster leader lease connection failed'),
     });
-    this.counters = clusterMetrics(metrics.registry, { pool: cluster.pool, isLeader: () => this.isLeader(), liveNodes: () => this.liveNodes() });
+    this.counters = clusterMetrics(metrics.registry, {
+      pool: cluster.pool,
+      isLeader: () => this.isLeader(),
+      liveNodes: () => this.liveNodes(),
+      publicationLagMs: () => core.publisher?.lagMs ?? 0,
+    });
     signals.on('store.heard', (invalidation) =>
       this.counters?.invalidations.inc({ scope: invalidation === null || invalidation.changes.some((c) => 'all' in c) ? 'all' : 'keys' }),
     );

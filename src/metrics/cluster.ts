@@ -5,6 +5,8 @@ export interface ClusterView {
   pool: { readonly totalCount: number; readonly idleCount: number; readonly waitingCount: number };
   isLeader(): boolean;
   liveNodes(): number;
+  /** The age in ms of this node's oldest event not yet published (cluster/publisher.ts). */
+  publicationLagMs(): number;
 }
 
 /** The instruments the cluster assembly feeds. */
@@ -15,8 +17,8 @@ export interface ClusterCounters {
 
 /**
  * The cluster mode's metrics (registered only in cluster mode): the connection pool to the
- * cluster's database, the leader lease, the live nodes, and the cache invalidations heard from
- * other nodes. Gauges are read at the scrape; nothing here asks the database.
+ * cluster's database, the leader lease, the live nodes, the publication lag, and the cache
+ * invalidations heard from other nodes. Gauges are read at the scrape; nothing here asks the database.
  */
 export function clusterMetrics(registry: Registry, view: ClusterView): ClusterCounters {
   new Gauge({
@@ -43,6 +45,14 @@ export function clusterMetrics(registry: Registry, view: ClusterView): ClusterCo
     registers: [registry],
     collect() {
       this.set(view.isLeader() ? 1 : 0);
+    },
+  });
+  new Gauge({
+    name: 'postilion_cluster_publication_lag_seconds',
+    help: "Age of this node's oldest event not yet published for reads on any node (0: none waits).",
+    registers: [registry],
+    collect() {
+      this.set(view.publicationLagMs() / 1000);
     },
   });
   new Gauge({

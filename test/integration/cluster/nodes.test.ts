@@ -198,6 +198,7 @@ describe('cluster: nodes and heartbeats', function () {
         expect(metrics).to.match(/^postilion_cluster_leader_changes_total 1$/m);
         expect(metrics).to.match(/^postilion_cluster_pool_connections\{state="total"\} \d+$/m);
         expect(metrics).to.match(/^postilion_cluster_pool_waiting_queries 0$/m);
+        expect(metrics).to.match(/^postilion_cluster_publication_lag_seconds [0-9.e-]+$/m);
 
         // A change made on node 2 is heard by node 1.
         const made = await call({ url: two.url, adminKey: one.adminKey }, 'POST', `/v2/accounts/${one.accountId}/api-keys`, {
