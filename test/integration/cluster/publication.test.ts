@@ -327,6 +327,31 @@ describe('cluster: reads on any node (publication)', function () {
     }
   });
 
+  it('tells its publication lag: the age of the oldest event not yet published', async () => {
+    const publisher = a.server.daemon.core.publisher!;
+    await publisher.caughtUp();
+    expect(publisher.lagMs).to.equal(0);
+    // Another transaction holds node A's cursor row: its next batch waits for it.
+    const holder = new pg.Client({ connectionString: url });
+    await holder.connect();
+    try {
+      await holder.query('BEGIN');
+      await holder.query("SELECT 1 FROM publication WHERE node_id = 'node-a' FOR UPDATE");
+      const ref = await sendOnA({ recipients: [{ email: 'lagging@example.org' }] });
+      a.clock.advance(3000);
+      expect(publisher.lagMs).to.equal(3000);
+      expect((await call(viaB(), 'GET', `${messagesPath()}/${encodeURIComponent(ref)}`)).status, 'not published yet').to.equal(404);
+      await holder.query('COMMIT');
+      await within2s(
+        () => call(viaB(), 'GET', `${messagesPath()}/${encodeURIComponent(ref)}`),
+        (res) => res.status === 200,
+      );
+      expect(publisher.lagMs).to.equal(0);
+    } finally {
+      await holder.end();
+    }
+  });
+
   // Last: it empties what was published.
   it('purges what was published past its retention (done by the leader) and keeps the statistics', async () => {
     const core = a.server.daemon.core;
