@@ -18,6 +18,7 @@ const QUEUE_COUNT_MS = 30_000;
  * invalidations heard.
  * A single node has none of this, and is its own leader. Second in the daemon's list: the node
  * is registered before anything else starts, and marked stopped just before the store closes.
+ * It runs the node's publication (cluster/publisher.ts) from its registration to its drain.
  */
 export class ClusterAssembly implements Assembly {
   readonly name = 'cluster';
@@ -86,6 +87,8 @@ export class ClusterAssembly implements Assembly {
     this.nodes.start();
     this.lease.start();
     await this.limits?.start();
+    // Its outbox is published under its node id: only once the id is this process's.
+    await this.ctx.core.publisher?.start();
     this.ctx.log.info({ node_id: this.nodes.nodeId, instance: this.nodes.instance }, 'cluster node registered');
   }
 
@@ -97,6 +100,11 @@ export class ClusterAssembly implements Assembly {
 
   async stopListening(): Promise<void> {
     this.stopping = true;
+  }
+
+  /** After the drains of the assemblies after it (their events are recorded): what is left is published. */
+  async drain(graceMs: number): Promise<void> {
+    await this.ctx.core.publisher?.stop(graceMs);
   }
 
   /** The lease is let go and the node marked stopped; the store (and the pool) close after, with the core. */

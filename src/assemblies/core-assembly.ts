@@ -48,8 +48,6 @@ export class CoreAssembly implements Assembly {
     log.info({ data_dir: core.store.dir }, 'store opened');
     await this.storage.start();
     for (const step of core.migrations) log.info({ step }, 'store migrated');
-    // Cluster mode: this node's outbox is published from its cursor on, for reads on any node.
-    await core.publisher?.start();
     const byLeader = (task: () => Promise<void>) => async () => {
       if (this.isLeader()) await task();
     };
@@ -116,11 +114,6 @@ export class CoreAssembly implements Assembly {
 
   async stopListening(): Promise<void> {
     this.stopping = true;
-  }
-
-  /** Last of the drains (every other assembly has recorded its events): what is left is published. */
-  async drain(graceMs: number): Promise<void> {
-    await this.core.publisher?.stop(graceMs);
   }
 
   async close(): Promise<void> {

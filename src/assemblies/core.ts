@@ -111,7 +111,7 @@ export interface Core extends Data {
   messageReads: MessageReads;
   /** What the tracking endpoint reads of messages: `messagesRepo`, or in cluster mode also other nodes' published messages. */
   trackedMessages: Pick<MessagesRepo, 'get' | 'links' | 'hits' | 'putHits'>;
-  /** Cluster mode: publishes this node's messages, events and counters for reads on any node (CoreAssembly runs it); null on a single node. */
+  /** Cluster mode: publishes this node's messages, events and counters for reads on any node (ClusterAssembly runs it); null on a single node. */
   publisher: Publisher | null;
   domainsRepo: DomainsRepo;
   accountsRepo: AccountsRepo;
