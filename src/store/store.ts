@@ -294,11 +294,16 @@ export class Store {
     this.putListeners.set(family, listeners);
   }
 
-  /** A write whose loss in a crash is harmless (e.g. last-used timestamps): no fsync wait. */
-  async putRelaxed(family: Family, key: string, value: unknown): Promise<void> {
+  /**
+   * A write whose loss in a crash is harmless (e.g. last-used timestamps): no fsync wait.
+   * `over`: the record it was made from; in cluster mode it is lost if another node changed the
+   * record meanwhile (one node's callers hold their own locks).
+   */
+  async putRelaxed(family: Family, key: string, value: unknown, over?: unknown): Promise<void> {
     if (this.shared?.families.has(family)) {
       const kv = this.shared.kv;
-      await this.cache.writing([{ family, key }], async () => kv.putRelaxed(family, key, JSON.stringify(value)));
+      const base = over === undefined ? undefined : JSON.stringify(over);
+      await this.cache.writing([{ family, key }], async () => kv.putRelaxed(family, key, JSON.stringify(value), base));
       if (this.putListeners.size > 0) this.landed([{ type: 'put', family, key, value }]);
       return;
     }

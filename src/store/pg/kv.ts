@@ -51,9 +51,9 @@ export interface Invalidation {
  */
 export class PgKv {
   /** Relaxed puts not written yet, by `family\0key`: this node's reads see them at once. */
-  private readonly relaxed = new Map<string, KvChange & { value: string }>();
+  private readonly relaxed = new Map<string, RelaxedPut>();
   /** Those being written now. */
-  private flushing = new Map<string, KvChange & { value: string }>();
+  private flushing = new Map<string, RelaxedPut>();
   private relaxedTimer: NodeJS.Timeout | null = null;
   private relaxedFlush: Promise<void> | null = null;
 
@@ -73,7 +73,7 @@ export class PgKv {
         values: [family, encodeKey(key)],
       }),
     );
-    return rows[0] === undefined ? undefined : (this.unwritten(family, key) ?? rows[0].value);
+    return rows[0] === undefined ? undefined : this.seen(family, key, rows[0].value);
   }
 
   async getMany(family: Family, keys: readonly string[]): Promise<Array<string | undefined>> {
@@ -86,7 +86,10 @@ export class PgKv {
       }),
     );
     const found = new Map(rows.map((r) => [decodeKey(r.key), r.value]));
-    return keys.map((k) => (found.has(k) ? (this.unwritten(family, k) ?? found.get(k)) : undefined));
+    return keys.map((k) => {
+      const stored = found.get(k);
+      return stored === undefined ? undefined : this.seen(family, k, stored);
+    });
   }
 
   /** Up to `range.limit` rows (all when absent) of the range, in key order (reversed on request). */
@@ -107,7 +110,7 @@ export class PgKv {
     const { rows } = await reaching(() => this.pool.query<{ key: string; value: string }>({ text, values, rowMode: 'array' } as pg.QueryConfig));
     const page = rows as unknown as Array<[string, string]>;
     for (const row of page) row[0] = decodeKey(row[0]);
-    if (this.relaxed.size + this.flushing.size > 0) for (const row of page) row[1] = this.unwritten(family, row[0]) ?? row[1];
+    if (this.relaxed.size + this.flushing.size > 0) for (const row of page) row[1] = this.seen(family, row[0], row[1]);
     return page;
   }
 
@@ -128,8 +131,6 @@ export class PgKv {
   /** Applies the changes in one transaction and tells every node which keys changed. */
   async write(changes: readonly KvChange[]): Promise<void> {
     if (changes.length === 0) return;
-    // A relaxed put of one of these keys being written now must not land after them.
-    if (this.relaxedFlush && changes.some((c) => this.flushing.has(idOf(c.family, c.key)))) await this.relaxedFlush;
     await this.transaction((client) => this.apply(client, changes));
   }
 
@@ -193,14 +194,17 @@ export class PgKv {
 
   /**
    * A put whose loss is harmless (last-used times): kept and written with the others about once
-   * a second, the latest value of each key only; this node's reads see it at once. It changes a
-   * record that exists: one deleted meanwhile (here or on another node) is not made again.
-   * Resolves at once.
+   * a second, the latest value of each key only; this node's reads see it at once. `over`: the
+   * value it was made from (undefined: any). It changes only a record that exists and, with
+   * `over`, still holds that value: a record another node changed or deleted meanwhile (an API
+   * key's allow list narrowed there) is left as that node wrote it, the put lost. Resolves at once.
    */
-  putRelaxed(family: Family, key: string, value: string): void {
+  putRelaxed(family: Family, key: string, value: string, over?: string): void {
     const id = idOf(family, key);
-    if (this.relaxed.size >= RELAXED_MAX && !this.relaxed.has(id)) return;
-    this.relaxed.set(id, { family, key, value });
+    const pending = this.relaxed.get(id);
+    if (!pending && this.relaxed.size >= RELAXED_MAX) return;
+    // Made from the put not yet written, it replaces it over what that one was made from.
+    this.relaxed.set(id, { family, key, value, over: pending && over === pending.value ? pending.over : over });
     this.relaxedTimer ??= setTimeout(() => void this.flushRelaxed(), RELAXED_FLUSH_MS);
   }
 
@@ -217,9 +221,9 @@ export class PgKv {
       await client.query({
         name: `${this.table}-update`,
         text:
-          `UPDATE ${this.table} k SET value = u.value FROM unnest($1::text[], $2::text[], $3::text[]) AS u(family, key, value) ` +
-          'WHERE k.family = u.family AND k.key = u.key',
-        values: [changes.map((c) => c.family), changes.map((c) => encodeKey(c.key)), changes.map((c) => c.value)],
+          `UPDATE ${this.table} k SET value = u.value FROM unnest($1::text[], $2::text[], $3::text[], $4::text[]) AS u(family, key, value, over) ` +
+          'WHERE k.family = u.family AND k.key = u.key AND (u.over IS NULL OR k.value = u.over)',
+        values: [changes.map((c) => c.family), changes.map((c) => encodeKey(c.key)), changes.map((c) => c.value), changes.map((c) => c.over ?? null)],
       });
       await this.notify(client, changes);
     })
@@ -231,11 +235,15 @@ export class PgKv {
     await this.relaxedFlush;
   }
 
-  /** A relaxed put of the key not yet written (undefined: none): what a read of the key, where it exists, gives. */
-  private unwritten(family: Family, key: string): string | undefined {
-    if (this.relaxed.size + this.flushing.size === 0) return undefined;
+  /** What a read of a stored key gives: the value stored, or a relaxed put not yet written over it. */
+  private seen(family: Family, key: string, stored: string): string {
+    if (this.relaxed.size + this.flushing.size === 0) return stored;
     const id = idOf(family, key);
-    return (this.relaxed.get(id) ?? this.flushing.get(id))?.value;
+    const applies = (put: RelaxedPut | undefined, base: string): put is RelaxedPut => put !== undefined && (put.over === undefined || put.over === base);
+    const writing = this.flushing.get(id);
+    const base = applies(writing, stored) ? writing.value : stored;
+    const next = this.relaxed.get(id);
+    return applies(next, base) ? next.value : base;
   }
 
   /** Runs `work` in a transaction of its own. */
@@ -365,6 +373,14 @@ export function encodeKey(key: string): string {
 
 export function decodeKey(stored: string): string {
   return stored.includes('\u0001') ? stored.replace(/\u0001([\u0001\u0002])/g, (_, c: string) => (c === '\u0001' ? '\u0000' : '\u0001')) : stored;
+}
+
+/** A relaxed put not written yet: its value, and the value it was made from (undefined: any). */
+interface RelaxedPut {
+  family: Family;
+  key: string;
+  value: string;
+  over: string | undefined;
 }
 
 function idOf(family: Family, key: string): string {
