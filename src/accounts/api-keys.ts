@@ -97,7 +97,7 @@ export class ApiKeys {
       const current = await this.repo.get(key.accountId, key.id);
       if (!current) return undefined;
       const touched = { ...current, lastUsedAt: iso(now) };
-      await this.repo.touch(touched);
+      await this.repo.touch(touched, current);
       return touched;
     });
   }

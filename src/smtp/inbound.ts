@@ -1,6 +1,7 @@
 import type { SMTPServerSession } from 'smtp-server';
 import type { BoundSocket } from '../util/bound-socket.ts';
 import { printable, reply } from './session-limits.ts';
+import { sharedStoreRefusal } from './storage-reply.ts';
 import { envelopeAddress } from './envelope-address.ts';
 import { ListenerServer } from './listener-server.ts';
 import {
@@ -134,9 +135,11 @@ function inboundRole(options: InboundOptions, deps: InboundDeps): ListenerRole<I
           answer();
         },
         (err: unknown) => {
-          log.error({ err }, 'inbound recipient check failed');
+          const away = sharedStoreRefusal(err);
+          if (away) log.warn({ reason: (err as Error).message }, 'inbound recipient check failed');
+          else log.error({ err }, 'inbound recipient check failed');
           observer?.recipient('deferred');
-          answer(reply(451, '4.3.0 Temporary failure; try again'));
+          answer(away ?? reply(451, '4.3.0 Temporary failure; try again'));
         },
       );
     },

@@ -14,7 +14,7 @@ import { AppError } from '../util/errors.ts';
 import { checkLines } from './line-check.ts';
 import { isClientGone, logSessionErrors, type Deadlines } from './listener-server.ts';
 import { PerAddressLimit, reply } from './session-limits.ts';
-import { INSUFFICIENT_STORAGE, isStorageFailure, storageRefusal, type StorageState } from './storage-reply.ts';
+import { INSUFFICIENT_STORAGE, isStorageFailure, sharedStoreRefusal, storageRefusal, type StorageState } from './storage-reply.ts';
 
 /** What both listeners (submission, inbound MX) take from the configuration. */
 export interface ListenerOptions {
@@ -88,7 +88,7 @@ export interface ListenerRole<S extends ListenerSession> {
   refused?(session: SMTPServerSession, state: S, reason: string, code: 552 | 554): void;
   /**
    * Stores a received message: the text of its 250, or the refusal to answer with. What it
-   * throws is answered here (a client error 552; the store refusing writes 452; else 451).
+   * throws is answered here (a client error 552; the store refusing writes 452; the cluster database away 451 4.3.0; else 451).
    */
   store(data: Buffer | SpooledMessage, session: SMTPServerSession, state: S, spool: DataSpool): Promise<string | Error>;
   /** Told how each DATA ended, after the command is counted. */
@@ -196,6 +196,11 @@ export function listenerServer<S extends ListenerSession>(options: ListenerOptio
           if (isClientGone(err)) {
             log.info({ ...role.transaction(session, state), code: (err as { code?: string }).code }, role.lines.dataIncomplete);
             return callback(reply(451, '4.4.2 The message was not received in full'));
+          }
+          const away = sharedStoreRefusal(err);
+          if (away) {
+            log.warn({ ...role.transaction(session, state), reason: (err as Error).message }, role.lines.dataNotStored);
+            return callback(away);
           }
           if (isStorageFailure(err, deps.storage)) return callback(reply(452, INSUFFICIENT_STORAGE));
           log.error({ err }, role.lines.dataNotStored);

@@ -21,6 +21,7 @@ import {
   type ListenerSession,
 } from './listener.ts';
 import { printable, reply } from './session-limits.ts';
+import { sharedStoreRefusal } from './storage-reply.ts';
 
 /** What AUTH needs to know of a credential (implemented by accounts/SmtpCredentials). */
 export interface CredentialCheck {
@@ -165,8 +166,10 @@ function submissionRole(options: SubmissionOptions, deps: SubmissionDeps, secure
           callback(reply(550, `5.7.1 ${err.message}`));
         }
       })().catch((err: unknown) => {
-        log.error({ err }, 'SMTP MAIL FROM check failed');
-        callback(reply(451, '4.3.0 Temporary failure; try again'));
+        const away = sharedStoreRefusal(err);
+        if (away) log.warn({ reason: (err as Error).message }, 'SMTP MAIL FROM check failed');
+        else log.error({ err }, 'SMTP MAIL FROM check failed');
+        callback(away ?? reply(451, '4.3.0 Temporary failure; try again'));
       });
     },
 

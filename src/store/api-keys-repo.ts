@@ -36,9 +36,12 @@ export class ApiKeysRepo {
     ];
   }
 
-  /** last_used_at is advisory: losing the latest value in a crash is harmless. */
-  async touch(key: ApiKeyRecord): Promise<void> {
-    await this.store.putRelaxed('apiKeys', primaryKey(key.accountId, key.id), key);
+  /**
+   * last_used_at is advisory: losing the latest value in a crash is harmless. `current`: the
+   * record `key` was made from; in cluster mode the touch is lost if another node changed it since.
+   */
+  async touch(key: ApiKeyRecord, current: ApiKeyRecord): Promise<void> {
+    await this.store.putRelaxed('apiKeys', primaryKey(key.accountId, key.id), key, current);
   }
 }
 

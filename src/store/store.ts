@@ -6,7 +6,10 @@ import { ReadCache, type CacheLimits } from './read-cache.ts';
 import { FAMILIES, type Family, type WriteOp } from './types.ts';
 import { PgFamily, type FamilyApi } from './pg/family.ts';
 import { finalChanges, KvConflictError, type Invalidation, type PgKv } from './pg/kv.ts';
+import { SharedStoreError } from './pg/shared-store-error.ts';
 import type { Emitter } from '../util/signals.ts';
+
+export { SharedStoreError };
 
 /**
  * Families kept in memory after the first read (see ReadCache), with how many records of each at
@@ -82,17 +85,6 @@ export interface SharedFamilies {
 /** A conditional put (WriteOp `expected`) found the key changed by another writer: nothing of the commit was written. */
 export class WriteConflictError extends Error {
   override name = 'WriteConflictError';
-}
-
-/**
- * The shared database did not take a write or answer a read (it is down or unreachable): nothing
- * of the commit was written. Ingress answers 503 (HTTP) or 451 4.3.0 (SMTP): try again later.
- */
-export class SharedStoreError extends Error {
-  override name = 'SharedStoreError';
-  constructor(cause: unknown) {
-    super(`the cluster database could not be reached: ${(cause as Error)?.message ?? String(cause)}`, { cause });
-  }
 }
 
 /**
@@ -240,13 +232,18 @@ export class Store {
     const local: WriteOp[] = [];
     for (const op of ops) (shared.families.has(op.family) ? remote : local).push(op);
     if (remote.length > 0) {
-      const changes = finalChanges(remote, (value) => JSON.stringify(value));
+      const changes = finalChanges(remote, (value) => {
+        const json = JSON.stringify(value);
+        // As LevelDB's batch refuses it (encodeValue): nothing of the commit is written.
+        if (typeof json !== 'string') throw new TypeError(`cannot store ${typeof value} in a shared family`);
+        return json;
+      });
       await this.cache.writing(remote, async () => {
         try {
           await shared.kv.write(changes);
         } catch (err) {
           if (err instanceof KvConflictError) throw new WriteConflictError(err.message);
-          throw new SharedStoreError(err);
+          throw err instanceof SharedStoreError ? err : new SharedStoreError(err);
         }
       });
     }
@@ -310,11 +307,16 @@ export class Store {
     this.putListeners.set(family, listeners);
   }
 
-  /** A write whose loss in a crash is harmless (e.g. last-used timestamps): no fsync wait. */
-  async putRelaxed(family: Family, key: string, value: unknown): Promise<void> {
+  /**
+   * A write whose loss in a crash is harmless (e.g. last-used timestamps): no fsync wait.
+   * `over`: the record it was made from; in cluster mode it is lost if another node changed the
+   * record meanwhile (one node's callers hold their own locks).
+   */
+  async putRelaxed(family: Family, key: string, value: unknown, over?: unknown): Promise<void> {
     if (this.shared?.families.has(family)) {
       const kv = this.shared.kv;
-      await this.cache.writing([{ family, key }], async () => kv.putRelaxed(family, key, JSON.stringify(value)));
+      const base = over === undefined ? undefined : JSON.stringify(over);
+      await this.cache.writing([{ family, key }], async () => kv.putRelaxed(family, key, JSON.stringify(value), base));
       if (this.putListeners.size > 0) this.landed([{ type: 'put', family, key, value }]);
       return;
     }

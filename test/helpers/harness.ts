@@ -9,6 +9,7 @@ import { Daemon } from '../../src/daemon.ts';
 import { createLogger } from '../../src/logging/logger.ts';
 import type { Clock } from '../../src/util/time.ts';
 import { OPERATIONS } from '../../src/api/operations.ts';
+import { clusterFor, databaseContains, dropClusterFor, onPostgres } from './backend.ts';
 import { assertMatchesContract } from './openapi.ts';
 
 /** A clock the test moves by hand. */
@@ -44,12 +45,26 @@ export interface TestServerOptions {
   limits?: SharedLimits;
 }
 
-/** A real daemon in this process: real LevelDB in a temp dir, API on 127.0.0.1:0. */
+/**
+ * A real daemon in this process: real LevelDB in a temp dir, API on 127.0.0.1:0. With
+ * POSTILION_TEST_BACKEND=postgres (test/helpers/backend.ts) and no cluster settings of the test's
+ * own, a node in cluster mode on a database of its own (the same one after a restart).
+ */
 export async function startServer(options: TestServerOptions = {}): Promise<TestServer> {
   const dir = options.dir ?? mkdtempSync(join(tmpdir(), 'postilion-test-'));
+  let cluster = options.config?.cluster;
+  if (cluster === undefined && onPostgres) {
+    try {
+      cluster = await clusterFor(dir);
+    } catch (err) {
+      if (!options.dir) rmSync(dir, { recursive: true, force: true });
+      throw err;
+    }
+  }
   const input: ConfigInput = {
     log: { level: (process.env.TEST_LOG ?? 'silent') as 'silent' },
     ...options.config,
+    ...(cluster ? { cluster } : {}),
     data: { dir: join(dir, 'data') },
     keys: { dir: join(dir, 'keys') },
     api: { host: '127.0.0.1', port: 0, ...options.config?.api },
@@ -76,9 +91,12 @@ export async function startServer(options: TestServerOptions = {}): Promise<Test
     announce: (text) => (announced += text),
     ...(options.clock ? { clock: options.clock } : {}),
     ...(options.limits ? { limits: options.limits } : {}),
-  }).catch((err: unknown) => {
-    // A daemon that did not start leaves no temp dir behind (tests that expect it to fail).
-    if (!options.dir) rmSync(dir, { recursive: true, force: true });
+  }).catch(async (err: unknown) => {
+    // A daemon that did not start leaves no temp dir (nor database) behind (tests that expect it to fail).
+    if (!options.dir) {
+      rmSync(dir, { recursive: true, force: true });
+      await dropClusterFor(dir);
+    }
     throw err;
   });
   return served(daemon, config, dir, !options.dir, options, {
@@ -107,7 +125,9 @@ function served(
     ...bootstrap,
     stop: async () => {
       await daemon.stop();
-      if (ownsDir) rmSync(dir, { recursive: true, force: true });
+      if (!ownsDir) return;
+      rmSync(dir, { recursive: true, force: true });
+      await dropClusterFor(dir);
     },
     restart: async () => {
       await daemon.stop();
@@ -158,15 +178,19 @@ export async function call(server: { url: string; adminKey: string }, method: st
   return { status: res.status, headers: res.headers, body: parsed };
 }
 
-/** Whether any raw key or value in the (closed) store of `server` contains `text`. */
-export async function storeContains(server: { dir: string }, text: string): Promise<boolean> {
+/**
+ * Whether any raw key or value in the (closed) store of `server` contains `text`: its LevelDB, and
+ * in cluster mode every row of its database.
+ */
+export async function storeContains(server: { dir: string; config?: Config }, text: string): Promise<boolean> {
   const db = new Level(join(server.dir, 'data'));
   try {
     for await (const [k, v] of db.iterator()) if (`${k}${v}`.includes(text)) return true;
-    return false;
   } finally {
     await db.close();
   }
+  const url = server.config?.cluster.database_url;
+  return url ? databaseContains(url, text) : false;
 }
 
 const operationPatterns = Object.entries(OPERATIONS).map(([id, op]) => ({

@@ -35,14 +35,27 @@ export interface PostgresServer {
   /** The `postgres` maintenance database, for statements about the server itself. */
   adminUrl: string;
   port: number;
-  /** The postmaster's process id. */
-  pid: number;
+  /** The postmaster's process id (a new one after resume()). */
+  readonly pid: number;
   /** The temp dir holding the data directory, the socket and `postgres.log`; removed by stop(). */
   dir: string;
   /** Makes an empty database (a fresh `postilion_test_<hex>` unless named) and returns its URL. */
   createDatabase(name?: string): Promise<string>;
   /** Fast shutdown (SIGINT), SIGKILL if it has not exited within 10 s; then removes the temp dir. */
   stop(): Promise<void>;
+  /**
+   * Lets this process end with the server running, which then ends with it (as every server not
+   * stopped does): for a server kept across spec files. It is no longer a handle that keeps the
+   * event loop alive, nor one the leftovers hook counts.
+   */
+  unref(): void;
+  /**
+   * Stops the server as stop() does but keeps its data: its clients see the database go away (a
+   * crash, a restart, a failover) until resume() starts it again on the same port.
+   */
+  halt(): Promise<void>;
+  /** Starts a halted server again, on the same port with the same data; resolves once it answers. */
+  resume(): Promise<void>;
 }
 
 /** The superuser initdb makes; trusted from loopback. */
@@ -168,12 +181,16 @@ export async function startPostgres(options: { durable?: boolean } = {}): Promis
         ...(options.durable ? {} : { fsync: 'off', synchronous_commit: 'off', full_page_writes: 'off' }),
       };
       const args = ['-D', data, ...Object.entries(settings).flatMap(([key, value]) => ['-c', `${key}=${value}`])];
-      child = spawn(join(bin, 'postgres'), args, { cwd: dir, env: childEnv(), stdio: ['ignore', logFd, logFd], ...user });
+      const launch = (fd: number): ChildProcess => {
+        const started = spawn(join(bin, 'postgres'), args, { cwd: dir, env: childEnv(), stdio: ['ignore', fd, fd], ...user });
+        running.set(started, dir);
+        return started;
+      };
+      child = launch(logFd);
       let spawnError: Error | undefined;
       child.once('error', (err) => (spawnError = err));
-      running.set(child, dir);
       const started = await ready(child, port, dir);
-      if (started) return await server(child, port, dir);
+      if (started) return await server(child, port, dir, launch);
       running.delete(child);
       if (attempt === 3 || spawnError || !/could not bind|Address already in use/.test(readLog(dir)))
         throw new Error(`postgres exited before it was ready (${spawnError?.message ?? `exit ${child.exitCode ?? child.signalCode}`}):\n${readLog(dir)}`);
@@ -227,7 +244,8 @@ async function stopChild(child: ChildProcess): Promise<void> {
   running.delete(child);
 }
 
-async function server(child: ChildProcess, port: number, dir: string): Promise<PostgresServer> {
+async function server(first: ChildProcess, port: number, dir: string, launch: (logFd: number) => ChildProcess): Promise<PostgresServer> {
+  let child = first;
   const admin = adminUrl(port);
   const createDatabase = async (name = `postilion_test_${randomBytes(6).toString('hex')}`): Promise<string> => {
     if (!DATABASE_NAME.test(name)) throw new Error(`not a plain database name: ${name}`);
@@ -247,9 +265,33 @@ async function server(child: ChildProcess, port: number, dir: string): Promise<P
       await stopChild(child);
       rmSync(dir, { recursive: true, force: true });
     })());
+  const halt = () => stopChild(child);
+  const resume = async (): Promise<void> => {
+    if (child.exitCode === null && child.signalCode === null) throw new Error('resume(): the server is running (halt() it first)');
+    const logFd = openSync(join(dir, 'postgres.log'), 'a');
+    try {
+      child = launch(logFd);
+    } finally {
+      closeSync(logFd);
+    }
+    if (!(await ready(child, port, dir))) throw new Error(`postgres did not start again on port ${port}:\n${readLog(dir)}`);
+  };
   try {
     const url = await createDatabase();
-    return { url, adminUrl: admin, port, pid: child.pid!, dir, createDatabase, stop };
+    return {
+      url,
+      adminUrl: admin,
+      port,
+      get pid() {
+        return child.pid!;
+      },
+      dir,
+      createDatabase,
+      stop,
+      unref: () => child.unref(),
+      halt,
+      resume,
+    };
   } catch (err) {
     await stop();
     throw err;

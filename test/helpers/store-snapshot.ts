@@ -1,5 +1,7 @@
+import type { ClusterDb } from '../../src/cluster/database.ts';
 import type { CountersRepo } from '../../src/store/counters-repo.ts';
 import type { Store } from '../../src/store/store.ts';
+import type { Family } from '../../src/store/types.ts';
 
 /** Every raw entry of an open store: `<sublevel prefix><key>` → value bytes. */
 export type StoreSnapshot = Map<string, Buffer>;
@@ -7,12 +9,13 @@ export type StoreSnapshot = Map<string, Buffer>;
 /**
  * Reads the whole LevelDB of an open store, every family and anything outside them, through the
  * root database the families are sublevels of (values as raw bytes: what is on disk), its
- * counters' log folded first.
+ * counters' log folded first. In cluster mode the shared families' rows in PostgreSQL too, under
+ * the keys they would have in LevelDB (their family's sublevel prefix, their value's JSON text).
  * `normalize` may rewrite an entry's bytes before they are kept, to leave out a field that
  * changes legitimately.
  */
 export async function snapshotStore(
-  { store, counters }: { store: Store; counters: CountersRepo },
+  { store, counters, cluster }: { store: Store; counters: CountersRepo; cluster?: ClusterDb | null },
   normalize?: (key: string, value: Buffer) => Buffer,
 ): Promise<StoreSnapshot> {
   // The counters' log is folded in the background about once a second: folded first, what a
@@ -32,6 +35,13 @@ export async function snapshotStore(
   } finally {
     await iterator.close();
   }
+  if (cluster) {
+    const { rows } = await cluster.pool.query<{ family: Family; key: string; value: string }>('SELECT family, key, value FROM kv ORDER BY family, key');
+    for (const { family, key, value } of rows) {
+      const raw = store.levels[family].prefix + key;
+      entries.set(raw, normalize ? normalize(raw, Buffer.from(value)) : Buffer.from(value));
+    }
+  }
   return entries;
 }
 
@@ -49,7 +59,7 @@ export function diffSnapshots(before: StoreSnapshot, after: StoreSnapshot): stri
 
 /**
  * A normalizer that drops `field` from the JSON values of the families whose sublevel prefix is
- * given (e.g. `!apiKeys!`).
+ * given (e.g. `!apiKeys!`, `store.levels.apiKeys.prefix`).
  */
 export function withoutField(prefix: string, field: string): (key: string, value: Buffer) => Buffer {
   // Parsing is most of a snapshot's cost: an entry whose bytes did not change keeps its result.

@@ -2,8 +2,11 @@ import type { Next } from 'koa';
 import { AppError } from '../../util/errors.ts';
 import { allowedMethods } from '../allowed-methods.ts';
 import { InsufficientStorageError } from '../../store/storage-guard.ts';
-import { StoreWriteError } from '../../store/store.ts';
+import { SharedStoreError, StoreWriteError } from '../../store/store.ts';
 import type { ApiContext } from '../context.ts';
+
+/** How long a client is asked to wait while the cluster database cannot be reached (a restart or a failover takes seconds). */
+const SHARED_STORE_RETRY_SECONDS = 10;
 
 /** nginx's status for a client that went away before its request was read; never sent. */
 export const CLIENT_CLOSED_REQUEST = 499;
@@ -85,6 +88,14 @@ function describe(err: unknown): { status: number; message: string; headers: Rec
       status: 507,
       message: `insufficient storage: the server could not write a file (${code === 'ENOSPC' ? 'no space left' : 'read-only filesystem'}); try again later`,
       headers: { 'Retry-After': '60' },
+      unexpected: false,
+    };
+  // Cluster mode: the shared database is down or unreachable (or failing over); this node is not at fault.
+  if (err instanceof SharedStoreError)
+    return {
+      status: 503,
+      message: 'service unavailable: the cluster database cannot be reached; try again later',
+      headers: { 'Retry-After': String(SHARED_STORE_RETRY_SECONDS) },
       unexpected: false,
     };
   if (err instanceof StoreWriteError)

@@ -1,5 +1,6 @@
 import pg from 'pg';
 import type { Family } from '../types.ts';
+import { reaching, SharedStoreError } from './shared-store-error.ts';
 
 /** A range of keys, as LevelDB takes it: bounds, direction and how many. */
 export interface KeyRange {
@@ -45,10 +46,14 @@ export interface Invalidation {
 /**
  * The shared families' records in PostgreSQL, one table of (family, key, value) with keys
  * compared byte by byte (COLLATE "C"), as LevelDB compares them: the same ranges, in the same
- * order. A write is one transaction, and it notifies every node of the keys it changed.
+ * order. A write is one transaction, and it notifies every node of the keys it changed. A failure
+ * to reach the database rejects with SharedStoreError (reads as well as writes).
  */
 export class PgKv {
-  private readonly relaxed = new Map<string, { family: Family; key: string; value: string }>();
+  /** Relaxed puts not written yet, by `family\0key`: this node's reads see them at once. */
+  private readonly relaxed = new Map<string, RelaxedPut>();
+  /** Those being written now. */
+  private flushing = new Map<string, RelaxedPut>();
   private relaxedTimer: NodeJS.Timeout | null = null;
   private relaxedFlush: Promise<void> | null = null;
 
@@ -61,23 +66,30 @@ export class PgKv {
   ) {}
 
   async get(family: Family, key: string): Promise<string | undefined> {
-    const { rows } = await this.pool.query<{ value: string }>({
-      name: `${this.table}-get`,
-      text: `SELECT value FROM ${this.table} WHERE family = $1 AND key = $2`,
-      values: [family, key],
-    });
-    return rows[0]?.value;
+    const { rows } = await reaching(() =>
+      this.pool.query<{ value: string }>({
+        name: `${this.table}-get`,
+        text: `SELECT value FROM ${this.table} WHERE family = $1 AND key = $2`,
+        values: [family, encodeKey(key)],
+      }),
+    );
+    return rows[0] === undefined ? undefined : this.seen(family, key, rows[0].value);
   }
 
   async getMany(family: Family, keys: readonly string[]): Promise<Array<string | undefined>> {
     if (keys.length === 0) return [];
-    const { rows } = await this.pool.query<{ key: string; value: string }>({
-      name: `${this.table}-get-many`,
-      text: `SELECT key, value FROM ${this.table} WHERE family = $1 AND key = ANY($2::text[])`,
-      values: [family, keys],
+    const { rows } = await reaching(() =>
+      this.pool.query<{ key: string; value: string }>({
+        name: `${this.table}-get-many`,
+        text: `SELECT key, value FROM ${this.table} WHERE family = $1 AND key = ANY($2::text[])`,
+        values: [family, keys.map(encodeKey)],
+      }),
+    );
+    const found = new Map(rows.map((r) => [decodeKey(r.key), r.value]));
+    return keys.map((k) => {
+      const stored = found.get(k);
+      return stored === undefined ? undefined : this.seen(family, k, stored);
     });
-    const found = new Map(rows.map((r) => [r.key, r.value]));
-    return keys.map((k) => found.get(k));
   }
 
   /** Up to `range.limit` rows (all when absent) of the range, in key order (reversed on request). */
@@ -86,7 +98,7 @@ export class PgKv {
     const values: unknown[] = [family];
     const bound = (op: string, v: string | undefined) => {
       if (v === undefined) return;
-      values.push(v);
+      values.push(encodeKey(v));
       where.push(`key ${op} $${values.length}`);
     };
     bound('>', range.gt);
@@ -95,8 +107,11 @@ export class PgKv {
     bound('<=', range.lte);
     values.push(limit);
     const text = `SELECT key, value FROM ${this.table} WHERE ${where.join(' AND ')} ORDER BY key ${range.reverse ? 'DESC' : 'ASC'} LIMIT $${values.length}`;
-    const { rows } = await this.pool.query<{ key: string; value: string }>({ text, values, rowMode: 'array' } as pg.QueryConfig);
-    return rows as unknown as Array<[string, string]>;
+    const { rows } = await reaching(() => this.pool.query<{ key: string; value: string }>({ text, values, rowMode: 'array' } as pg.QueryConfig));
+    const page = rows as unknown as Array<[string, string]>;
+    for (const row of page) row[0] = decodeKey(row[0]);
+    if (this.relaxed.size + this.flushing.size > 0) for (const row of page) row[1] = this.seen(family, row[0], row[1]);
+    return page;
   }
 
   /** Every row of the range in pages of PAGE_ROWS, each page read when the last is used up. */
@@ -116,28 +131,20 @@ export class PgKv {
   /** Applies the changes in one transaction and tells every node which keys changed. */
   async write(changes: readonly KvChange[]): Promise<void> {
     if (changes.length === 0) return;
-    const client = await this.pool.connect();
-    try {
-      await client.query('BEGIN');
-      await this.apply(client, changes);
-      await client.query('COMMIT');
-    } catch (err) {
-      await client.query('ROLLBACK').catch(() => undefined);
-      throw err;
-    } finally {
-      client.release();
-    }
+    await this.transaction((client) => this.apply(client, changes));
   }
 
   /** The changes, in the caller's transaction on `client` (the notification goes out when it commits). */
   async apply(client: pg.ClientBase, changes: readonly KvChange[]): Promise<void> {
     if (changes.length === 0) return;
+    // A write supersedes the relaxed puts of its keys not written yet (made from what was read).
+    for (const c of changes) this.relaxed.delete(idOf(c.family, c.key));
     for (const c of changes) {
       if (c.expected === undefined) continue;
       const { rows } = await client.query<{ value: string }>({
         name: `${this.table}-lock`,
         text: `SELECT value FROM ${this.table} WHERE family = $1 AND key = $2 FOR UPDATE`,
-        values: [c.family, c.key],
+        values: [c.family, encodeKey(c.key)],
       });
       // Absent and expected absent, the row is not locked: two such puts may both find it absent,
       // and the insert below refuses the second (ON CONFLICT DO NOTHING leaves it to this check).
@@ -146,7 +153,7 @@ export class PgKv {
         const inserted = await client.query({
           name: `${this.table}-insert`,
           text: `INSERT INTO ${this.table} (family, key, value) VALUES ($1, $2, $3) ON CONFLICT (family, key) DO NOTHING`,
-          values: [c.family, c.key, c.value],
+          values: [c.family, encodeKey(c.key), c.value],
         });
         if (inserted.rowCount !== 1) throw new KvConflictError(`${c.family}/${c.key} was made meanwhile`);
       }
@@ -159,34 +166,45 @@ export class PgKv {
         text:
           `INSERT INTO ${this.table} (family, key, value) SELECT * FROM unnest($1::text[], $2::text[], $3::text[]) ` +
           'ON CONFLICT (family, key) DO UPDATE SET value = EXCLUDED.value',
-        values: [puts.map((c) => c.family), puts.map((c) => c.key), puts.map((c) => c.value)],
+        values: [puts.map((c) => c.family), puts.map((c) => encodeKey(c.key)), puts.map((c) => c.value)],
       });
     }
     if (dels.length > 0) {
       await client.query({
         name: `${this.table}-del`,
         text: `DELETE FROM ${this.table} k USING unnest($1::text[], $2::text[]) AS d(family, key) WHERE k.family = d.family AND k.key = d.key`,
-        values: [dels.map((c) => c.family), dels.map((c) => c.key)],
+        values: [dels.map((c) => c.family), dels.map((c) => encodeKey(c.key))],
       });
     }
-    if (this.table === 'kv') {
-      await client.query({ name: 'kv-notify', text: 'SELECT pg_notify($1, $2)', values: [KV_CHANNEL, JSON.stringify(this.invalidation(changes))] });
-    }
+    await this.notify(client, changes);
+  }
+
+  /** Tells the other nodes, when the transaction on `client` commits, which keys of the shared families it changed. */
+  private async notify(client: pg.ClientBase, changes: readonly KvChange[]): Promise<void> {
+    if (this.table !== 'kv') return;
+    await client.query({ name: 'kv-notify', text: 'SELECT pg_notify($1, $2)', values: [KV_CHANNEL, JSON.stringify(this.invalidation(changes))] });
   }
 
   /** Deletes every key of the family. */
   async clear(family: Family): Promise<void> {
-    await this.pool.query(`DELETE FROM ${this.table} WHERE family = $1`, [family]);
-    await this.pool.query('SELECT pg_notify($1, $2)', [KV_CHANNEL, JSON.stringify({ node: this.nodeId, changes: [{ family, all: true }] })]);
+    for (const [id, c] of this.relaxed) if (c.family === family) this.relaxed.delete(id);
+    await reaching(() => this.pool.query(`DELETE FROM ${this.table} WHERE family = $1`, [family]));
+    await reaching(() => this.pool.query('SELECT pg_notify($1, $2)', [KV_CHANNEL, JSON.stringify({ node: this.nodeId, changes: [{ family, all: true }] })]));
   }
 
   /**
    * A put whose loss is harmless (last-used times): kept and written with the others about once
-   * a second, the latest value of each key only. Resolves at once.
+   * a second, the latest value of each key only; this node's reads see it at once. `over`: the
+   * value it was made from (undefined: any). It changes only a record that exists and, with
+   * `over`, still holds that value: a record another node changed or deleted meanwhile (an API
+   * key's allow list narrowed there) is left as that node wrote it, the put lost. Resolves at once.
    */
-  putRelaxed(family: Family, key: string, value: string): void {
-    if (this.relaxed.size >= RELAXED_MAX && !this.relaxed.has(`${family}\u0000${key}`)) return;
-    this.relaxed.set(`${family}\u0000${key}`, { family, key, value });
+  putRelaxed(family: Family, key: string, value: string, over?: string): void {
+    const id = idOf(family, key);
+    const pending = this.relaxed.get(id);
+    if (!pending && this.relaxed.size >= RELAXED_MAX) return;
+    // Made from the put not yet written, it replaces it over what that one was made from.
+    this.relaxed.set(id, { family, key, value, over: pending && over === pending.value ? pending.over : over });
     this.relaxedTimer ??= setTimeout(() => void this.flushRelaxed(), RELAXED_FLUSH_MS);
   }
 
@@ -196,14 +214,56 @@ export class PgKv {
     this.relaxedTimer = null;
     await this.relaxedFlush;
     if (this.relaxed.size === 0) return;
-    const changes = [...this.relaxed.values()];
+    this.flushing = new Map(this.relaxed);
     this.relaxed.clear();
-    this.relaxedFlush = this.write(changes)
+    const changes = [...this.flushing.values()];
+    this.relaxedFlush = this.transaction(async (client) => {
+      await client.query({
+        name: `${this.table}-update`,
+        text:
+          `UPDATE ${this.table} k SET value = u.value FROM unnest($1::text[], $2::text[], $3::text[], $4::text[]) AS u(family, key, value, over) ` +
+          'WHERE k.family = u.family AND k.key = u.key AND (u.over IS NULL OR k.value = u.over)',
+        values: [changes.map((c) => c.family), changes.map((c) => encodeKey(c.key)), changes.map((c) => c.value), changes.map((c) => c.over ?? null)],
+      });
+      await this.notify(client, changes);
+    })
       .catch(() => undefined)
       .finally(() => {
         this.relaxedFlush = null;
+        this.flushing = new Map();
       });
     await this.relaxedFlush;
+  }
+
+  /** What a read of a stored key gives: the value stored, or a relaxed put not yet written over it. */
+  private seen(family: Family, key: string, stored: string): string {
+    if (this.relaxed.size + this.flushing.size === 0) return stored;
+    const id = idOf(family, key);
+    const applies = (put: RelaxedPut | undefined, base: string): put is RelaxedPut => put !== undefined && (put.over === undefined || put.over === base);
+    const writing = this.flushing.get(id);
+    const base = applies(writing, stored) ? writing.value : stored;
+    const next = this.relaxed.get(id);
+    return applies(next, base) ? next.value : base;
+  }
+
+  /** Runs `work` in a transaction of its own. */
+  private async transaction(work: (client: pg.PoolClient) => Promise<void>): Promise<void> {
+    const client = await reaching(() => this.pool.connect());
+    let lost: Error | undefined;
+    try {
+      await reaching(async () => {
+        await client.query('BEGIN');
+        await work(client);
+        await client.query('COMMIT');
+      });
+    } catch (err) {
+      if (err instanceof SharedStoreError) lost = err;
+      else await client.query('ROLLBACK').catch(() => undefined);
+      throw err;
+    } finally {
+      // A connection that failed is not given to the next caller.
+      client.release(lost);
+    }
   }
 
   /**
@@ -299,6 +359,32 @@ export class PgKv {
     if (bytes > NOTIFY_BYTES) return { node: this.nodeId, changes: [...byFamily.keys()].map((family) => ({ family, all: true as const })) };
     return { node: this.nodeId, changes: [...byFamily.values()] };
   }
+}
+
+/**
+ * A key as the table holds it. PostgreSQL's text cannot hold U+0000, which LevelDB's keys can (a
+ * user's text in an index key): it is written as U+0001 U+0001, and U+0001 as U+0001 U+0002. No
+ * encoded key then holds U+0000, and keys compare as their originals do (a code of one or two
+ * units, each below every other character: byte order, as in LevelDB, is kept).
+ */
+export function encodeKey(key: string): string {
+  return /[\u0000\u0001]/.test(key) ? key.replace(/[\u0000\u0001]/g, (c) => (c === '\u0000' ? '\u0001\u0001' : '\u0001\u0002')) : key;
+}
+
+export function decodeKey(stored: string): string {
+  return stored.includes('\u0001') ? stored.replace(/\u0001([\u0001\u0002])/g, (_, c: string) => (c === '\u0001' ? '\u0000' : '\u0001')) : stored;
+}
+
+/** A relaxed put not written yet: its value, and the value it was made from (undefined: any). */
+interface RelaxedPut {
+  family: Family;
+  key: string;
+  value: string;
+  over: string | undefined;
+}
+
+function idOf(family: Family, key: string): string {
+  return `${family}\u0000${key}`;
 }
 
 /** The final state of each key a list of ops leaves, in the order of the keys' last ops. */

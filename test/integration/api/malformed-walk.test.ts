@@ -445,7 +445,7 @@ describe('malformed-request walk over every operation', function () {
     // An API key's last_used_at is written (store.putRelaxed, ApiKeys.authenticate) by any
     // authenticated request, malformed or not, at most once a resolution window: it is the one
     // field that legitimately changes without the request being accepted. Nothing else is left out.
-    const normalize = withoutField(core.store.families.apiKeys.prefix, 'lastUsedAt');
+    const normalize = withoutField(core.store.levels.apiKeys.prefix, 'lastUsedAt');
     const failures: Array<{ cause: string; line: string }> = [];
     const accepted: string[] = [];
     let snapshot: StoreSnapshot = await snapshotStore(core, normalize);
