@@ -72,7 +72,7 @@ export const MIGRATIONS: ReadonlyArray<{ version: number; name: string; sql: str
     `,
   },
   {
-    version: 4,
+    version: 3,
     name: "commands answered to their asker, drained messages' bodies",
     sql: `
       -- Who asked (told when the command is answered), and when the asker stops waiting: a node
