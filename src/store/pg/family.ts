@@ -31,11 +31,11 @@ export class PgFamily implements FamilyApi {
 
   async get(key: string): Promise<unknown> {
     const value = await this.kv.get(this.name, key);
-    return value === undefined ? undefined : JSON.parse(value);
+    return value === undefined ? undefined : (JSON.parse(value) as unknown);
   }
 
   async getMany(keys: string[]): Promise<unknown[]> {
-    return (await this.kv.getMany(this.name, keys)).map((v) => (v === undefined ? undefined : JSON.parse(v)));
+    return (await this.kv.getMany(this.name, keys)).map((v) => (v === undefined ? undefined : (JSON.parse(v) as unknown)));
   }
 
   keys(range: KeyRange = {}): RangeRead<string> {
@@ -43,7 +43,7 @@ export class PgFamily implements FamilyApi {
   }
 
   values(range: KeyRange = {}): RangeRead<unknown> {
-    return this.read(range, ([, value]) => JSON.parse(value));
+    return this.read(range, ([, value]) => JSON.parse(value) as unknown);
   }
 
   iterator(range: KeyRange = {}): RangeRead<[string, unknown]> {
