@@ -133,7 +133,7 @@ export class Daemon {
     const mail = new MailAssembly(ctx, jobs);
     const cluster = new ClusterAssembly(ctx, jobs, options.limits ? null : (limits ?? null));
     liveNodes = () => cluster.liveNodes();
-    const commands = new CommandsAssembly(ctx, jobs);
+    const commands = new CommandsAssembly(ctx, jobs, (b) => mail.outcomes.lateBounce(b.id, b.classification, b.text));
     let daemon: Daemon | null = null;
     const all = () => daemon?.assemblies ?? [];
     daemon = new Daemon(config, core, log, storage, metrics, bound, {
@@ -143,7 +143,7 @@ export class Daemon {
       jobs,
       mail,
       webhooks: new WebhooksAssembly(ctx, jobs),
-      inbound: new InboundAssembly(ctx, jobs, mail),
+      inbound: new InboundAssembly(ctx, jobs, mail, commands.bounceElsewhere),
       tracking: new TrackingAssembly(ctx),
       control: new ControlAssembly(ctx, jobs, mail, () => all().flatMap((a) => a.held?.() ?? []), commands.queueDrain),
       submission: new SubmissionAssembly(ctx),

@@ -5,6 +5,8 @@ import { QueueDrain } from '../cluster/drain.ts';
 import { handoverHandler } from '../cluster/handover.ts';
 import { LiveNodesOf } from '../cluster/live-nodes.ts';
 import { cancelHandler, RemoteMessages, type MessagesElsewhere } from '../cluster/remote-messages.ts';
+import type { Classification } from '../bounce/rules.ts';
+import { AppError } from '../util/errors.ts';
 import type { JobsAssembly } from './jobs.ts';
 import type { Assembly, Context, Readiness } from './lifecycle.ts';
 
@@ -26,7 +28,10 @@ export class CommandsAssembly implements Assembly {
   private readonly commands: ClusterCommands | null = null;
   private started = false;
 
-  constructor(ctx: Context, jobs: JobsAssembly) {
+  /** Hands a bounce for a message another node holds to that node (null: one node). */
+  readonly bounceElsewhere: ((node: string, bounce: LateBounce) => Promise<void>) | null = null;
+
+  constructor(ctx: Context, jobs: JobsAssembly, lateBounce: (bounce: LateBounce) => Promise<unknown>) {
     const { core, log } = ctx;
     const cluster = core.cluster;
     if (!cluster) return;
@@ -39,9 +44,16 @@ export class CommandsAssembly implements Assembly {
       handlers: {
         cancel: cancelHandler((request) => cancelMessage(core.messages, request.accountId, request.ref, new Grants(request.scopes)), log),
         handover: handoverHandler({ messages: core.messages, pool: cluster.pool, due: (dueMs) => jobs.engine.notify(dueMs), log }),
+        // A bounce that reached another node's inbound MX: applied here as if it had come here.
+        'late-bounce': async (payload) => {
+          const bounce = lateBounceOf(payload);
+          await lateBounce(bounce);
+          return { id: bounce.id };
+        },
       },
     });
     this.commands = commands;
+    this.bounceElsewhere = (node, bounce) => commands.tell(node, 'late-bounce', bounce);
     this.elsewhere = new RemoteMessages(commands, nodes);
     this.queueDrain = new QueueDrain({ nodeId: cluster.nodeId, messages: core.messages, repo: core.messagesRepo, commands, nodes, log });
   }
@@ -69,4 +81,19 @@ export class CommandsAssembly implements Assembly {
     this.started = false;
     await this.commands?.close();
   }
+}
+
+/** A bounce of a message, as the inbound MX read it (inbound/reports.ts), for the node that holds the message. */
+export interface LateBounce {
+  id: string;
+  classification: Classification;
+  text: string;
+}
+
+function lateBounceOf(payload: unknown): LateBounce {
+  const p = payload as Partial<LateBounce> | null;
+  if (!p || typeof p.id !== 'string' || typeof p.classification !== 'string' || typeof p.text !== 'string' || p.text.length > 2000) {
+    throw new AppError(400, 'a late-bounce command needs id, classification and text');
+  }
+  return { id: p.id, classification: p.classification, text: p.text };
 }

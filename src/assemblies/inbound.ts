@@ -1,3 +1,4 @@
+import type { LateBounce } from './commands.ts';
 import { resolve } from 'node:path';
 import { HttpClient, type SignedPost } from '../delivery/http.ts';
 import { authenticationResults } from '../inbound/authentication.ts';
@@ -34,6 +35,8 @@ export class InboundAssembly implements Assembly {
     private readonly ctx: Context,
     jobs: JobsAssembly,
     mail: MailAssembly,
+    /** Cluster mode: hands a bounce for a message another node holds to that node (null: one node). */
+    bounceElsewhere: ((node: string, bounce: LateBounce) => Promise<void>) | null = null,
   ) {
     const { config, core, log, signals, metrics } = ctx;
     const { engine } = jobs;
@@ -66,9 +69,16 @@ export class InboundAssembly implements Assembly {
       readBounce: (raw) => readBounce(raw, mail.bounceRules),
       readComplaint: (raw) => readComplaint(raw),
       verp: core.verp,
-      message: (id) => core.messages.current(id),
+      // In a cluster a bounce may reach any node's MX: a message another node holds is read from
+      // its published copy, and its bounce goes to that node, which applies it (now, or when it is back).
+      message: async (id) => (await core.messages.current(id)) ?? (bounceElsewhere ? await core.trackedMessages.get(id) : undefined),
       messagesByHeader: (accountId, header) => core.messagesRepo.findByMessageId(accountId, header),
-      lateBounce: (id, classification, text) => mail.outcomes.lateBounce(id, classification, text),
+      lateBounce: async (id, classification, text) => {
+        const published = bounceElsewhere && !(await core.messages.current(id)) ? await core.trackedMessages.get(id) : undefined;
+        if (!published?.node || !bounceElsewhere) return mail.outcomes.lateBounce(id, classification, text);
+        await bounceElsewhere(published.node, { id, classification, text: text.slice(0, 2000) });
+        return null;
+      },
       complaint: (accountId, email, domain, reason) => core.suppressions.complaint(accountId, email, domain, reason),
       log,
     });

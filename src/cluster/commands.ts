@@ -16,7 +16,7 @@ const KEEP_HOURS = 24;
 const PURGE_EVERY_MS = 600_000;
 
 /** What a node can be asked to do for another: cancel a message it holds, take over a draining node's queued mail. */
-export type CommandKind = 'cancel' | 'handover';
+export type CommandKind = 'cancel' | 'handover' | 'late-bounce';
 
 /** A node's answer: its handler's value, or why it refused (an API status and its text). */
 export type CommandAnswer = { ok: true; value: unknown } | { ok: false; status: number; message: string };
@@ -190,6 +190,21 @@ export class ClusterCommands {
       for (const id of ids.values()) this.waiting.delete(id);
     }
     return [...ids.values()].map((id) => answered.get(id)!);
+  }
+
+  /**
+   * Hands the command to one node without waiting for its answer, and without a deadline: it
+   * waits in the table until that node takes it, however long it is down (a bounce for a message
+   * it holds). A database that cannot be reached is a 503.
+   */
+  async tell(node: string, kind: CommandKind, payload: unknown): Promise<void> {
+    await reachable(() =>
+      this.o.pool.query(
+        `WITH made AS (INSERT INTO commands (node_id, kind, payload, from_node, expires_at) VALUES ($1, $2, $3, $4, NULL) RETURNING id)
+         SELECT pg_notify($5, json_build_object('to', $1::text, 'command', (SELECT id FROM made)::text)::text)`,
+        [node, kind, JSON.stringify(payload), this.o.nodeId, COMMANDS_CHANNEL],
+      ),
+    );
   }
 
   /** One row per node, each told, in one transaction (with what goes with each). */

@@ -58,6 +58,25 @@ describe('cluster: a cancel of a message another node holds', function () {
   const viaOther = (id: string, key = owner!.server.adminKey) =>
     call({ url: other!.url, adminKey: key }, 'DELETE', `${owner!.messages}/${encodeURIComponent(id)}/cancel`);
 
+  it("a bounce that reached another node's MX is applied by the node that holds the message: Bounced, with a suppression", async () => {
+    const id = await scheduled();
+    const uuid = uuidOf(id);
+    // Node 2's inbound MX read a hard bounce for it: the message is found in the published copy, the bounce handed to its holder.
+    const deadline = Date.now() + 5000;
+    let published = await other!.daemon.core.trackedMessages.get(uuid);
+    while (!published && Date.now() < deadline) {
+      await new Promise((r) => setTimeout(r, 100));
+      published = await other!.daemon.core.trackedMessages.get(uuid);
+    }
+    expect(published?.node).to.equal('node-1');
+    await other!.daemon.parts.commands.bounceElsewhere!('node-1', { id: uuid, classification: 'InvalidRecipient', text: '5.1.1 no such user' });
+    const bounced = await owner!.until(uuid, 'Bounced');
+    expect(bounced.bounce_classification).to.equal('InvalidRecipient');
+    expect(bounced.delivery_attempts.at(-1).log).to.equal('bounce received: 5.1.1 no such user');
+    const suppressed = await owner!.api('GET', `/v2/accounts/${owner!.server.accountId}/suppressions?email=${encodeURIComponent(bounced.recipient)}`);
+    expect(suppressed.body.data).to.have.length(1);
+  });
+
   it('is applied by the owner and answered with its answer: cancelled, then already cancelled; an unknown id is 404; scopes are checked', async () => {
     const id = await scheduled();
     const repo = owner!.server.daemon.core.messagesRepo;
