@@ -113,11 +113,21 @@ async function freePort(): Promise<number> {
 const running = new Map<ChildProcess, string>();
 function killRunning(): void {
   // Immediate shutdown: the postmaster ends its backends and frees its shared memory by itself.
-  for (const [child, dir] of running) {
-    child.kill('SIGQUIT');
-    rmSync(dir, { recursive: true, force: true });
+  for (const child of running.keys()) child.kill('SIGQUIT');
+  // Its dir goes once it is gone (removed while it still wrote there, part of it stayed): an exit
+  // handler cannot wait for events, so it sleeps until the lock file, removed last, is gone.
+  const deadline = Date.now() + STOP_MS;
+  for (const dir of running.values()) {
+    while (existsSync(join(dir, 'data', 'postmaster.pid')) && Date.now() < deadline) Atomics.wait(PAUSE, 0, 0, 20);
+    try {
+      rmSync(dir, { recursive: true, force: true });
+    } catch {
+      // Left in the temp dir: nothing to do about it while exiting.
+    }
   }
 }
+/** Something to wait on synchronously (Atomics.wait), never notified. */
+const PAUSE = new Int32Array(new SharedArrayBuffer(4));
 process.on('exit', killRunning);
 
 function exitOf(child: ChildProcess): Promise<void> {
