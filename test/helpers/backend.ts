@@ -6,9 +6,10 @@
  *
  * On PostgreSQL each test process (a mocha worker) starts one server, the first time a test asks,
  * and keeps it until the process exits (test/helpers/postgres.ts ends it then; unreferenced, it
- * neither keeps the process alive nor counts as a leftover): starting one costs a second or two, a database in it a few
- * milliseconds. Each data dir gets a database of its own, made with the cluster key
- * (`postilion cluster init`), and keeps it across restarts.
+ * neither keeps the process alive nor counts as a leftover): a server costs a second or two to
+ * start, a database in it (with the schema and the key) a small part of that. Each data dir gets
+ * a database of its own, made with the cluster key (`postilion cluster init`), and keeps it
+ * across restarts.
  */
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
