@@ -1,7 +1,7 @@
 import type pg from 'pg';
 import type { Logger } from 'pino';
 import { AppError } from '../util/errors.ts';
-import { listenChannel, type ChannelListener } from './channel.ts';
+import { listenChannel, type ChannelListener } from '../store/pg/channel.ts';
 
 /** The channel a node is told on that a command for it waits, or that one it asked is answered. */
 export const COMMANDS_CHANNEL = 'postilion_commands';

@@ -1,4 +1,5 @@
 import pg from 'pg';
+import { listenChannel, type ChannelListener } from './channel.ts';
 import type { Family } from '../types.ts';
 import { reaching, SharedStoreError } from './shared-store-error.ts';
 
@@ -271,79 +272,24 @@ export class PgKv {
    * notifications, and `null` when notifications may have been missed (the connection was lost
    * and is made again): then anything may have changed. Reconnects with a back-off until closed.
    */
-  listen(
-    config: pg.ClientConfig,
-    heard: (invalidation: Invalidation | null) => void,
-    onError: (err: Error) => void = () => {},
-  ): { ready: Promise<void>; close(): Promise<void> } {
-    let client: pg.Client | null = null;
-    let closed = false;
-    let retry: NodeJS.Timeout | null = null;
-    let delay = 100;
-    let firstReady!: () => void;
-    const ready = new Promise<void>((resolve) => (firstReady = resolve));
-    const connect = async (): Promise<void> => {
-      const c = new pg.Client(config);
-      c.on('error', (err) => {
-        onError(err);
-        lost(c);
-      });
-      c.on('end', () => lost(c));
-      c.on('notification', (msg) => {
-        if (msg.channel !== KV_CHANNEL || msg.payload === undefined) return;
+  listen(config: pg.ClientConfig, heard: (invalidation: Invalidation | null) => void, onError: (err: Error) => void = () => {}): ChannelListener {
+    return listenChannel(
+      config,
+      KV_CHANNEL,
+      (payload) => {
         let invalidation: Invalidation;
         try {
-          invalidation = JSON.parse(msg.payload) as Invalidation;
+          invalidation = JSON.parse(payload) as Invalidation;
         } catch {
           return;
         }
         if (invalidation.node !== this.nodeId) heard(invalidation);
-      });
-      try {
-        await c.connect();
-        await c.query(`LISTEN ${KV_CHANNEL}`);
-      } catch (err) {
-        onError(err as Error);
-        await c.end().catch(() => undefined);
-        schedule();
-        return;
-      }
-      if (closed) {
-        await c.end().catch(() => undefined);
-        return;
-      }
-      client = c;
-      delay = 100;
-      // What changed while no one listened is unknown: everything is read again.
-      heard(null);
-      firstReady();
-    };
-    const lost = (c: pg.Client) => {
-      if (client !== c) return;
-      client = null;
-      heard(null);
-      void c.end().catch(() => undefined);
-      schedule();
-    };
-    const schedule = () => {
-      if (closed || retry) return;
-      retry = setTimeout(() => {
-        retry = null;
-        void connect();
-      }, delay);
-      delay = Math.min(delay * 2, 5000);
-    };
-    void connect();
-    return {
-      ready,
-      close: async () => {
-        closed = true;
-        if (retry) clearTimeout(retry);
-        const c = client;
-        client = null;
-        await c?.end().catch(() => undefined);
       },
-    };
+      // What changed while no one listened is unknown: everything is read again, from the loss on and once back.
+      () => heard(null),
+      onError,
+      () => heard(null),
+    );
   }
 
   /** The notification of a write: its keys, or only its families when they would not fit. */

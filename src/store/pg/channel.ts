@@ -9,7 +9,7 @@ export interface ChannelListener {
 /**
  * LISTENs on one channel over a connection of its own, made again with a back-off when it is
  * lost. `connected` is called each time it listens (again): what was notified meanwhile is lost,
- * and the caller reads what it may have missed.
+ * and the caller reads what it may have missed; `lost`, when the connection it listened on is.
  */
 export function listenChannel(
   config: pg.ClientConfig,
@@ -17,6 +17,7 @@ export function listenChannel(
   heard: (payload: string) => void,
   connected: () => void,
   onError: (err: Error) => void,
+  lost: () => void = () => {},
 ): ChannelListener {
   let client: pg.Client | null = null;
   let closed = false;
@@ -28,9 +29,9 @@ export function listenChannel(
     const c = new pg.Client(config);
     c.on('error', (err) => {
       onError(err);
-      lost(c);
+      dropped(c);
     });
-    c.on('end', () => lost(c));
+    c.on('end', () => dropped(c));
     c.on('notification', (msg) => {
       if (msg.channel === channel && msg.payload !== undefined) heard(msg.payload);
     });
@@ -52,9 +53,10 @@ export function listenChannel(
     connected();
     firstReady();
   };
-  const lost = (c: pg.Client) => {
+  const dropped = (c: pg.Client) => {
     if (client !== c) return;
     client = null;
+    lost();
     void c.end().catch(() => undefined);
     schedule();
   };
