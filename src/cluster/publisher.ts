@@ -9,9 +9,9 @@ import type { Clock } from '../util/time.ts';
 import { publish, type Batch } from './publication.ts';
 
 /** Events published per transaction at most. */
-export const PUBLISH_BATCH = 500;
+export const PUBLISH_BATCH = 2000;
 /** How long a landed event waits for others to share its transaction (unless a batch is full, or a read waits for it). */
-export const PUBLISH_INTERVAL_MS = 200;
+export const PUBLISH_INTERVAL_MS = 1000;
 /** Landed events kept in memory for the next batches; past this they are read back from the store. */
 const BUFFER_LIMIT = 20_000;
 /** Messages changed without an event, kept for the next batch at most (past this, changes wait for their next event). */
