@@ -1,5 +1,5 @@
 import { expect } from 'chai';
-import { existsSync, mkdtempSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import pg from 'pg';
@@ -51,6 +51,29 @@ describe('postilion cluster', function () {
       expect(res.code, res.stderr).to.equal(2);
       expect(res.stderr).to.equal('postilion: this configuration is not for a cluster: set cluster.database_url (or cluster.database_url_file) first\n');
     }
+  });
+
+  it('start is refused in one line with exit 2, before any listener, without the key, and with a database that does not answer', async () => {
+    const other = await postgres.createDatabase();
+    // Every listener on a port of the kernel's choosing: the start binds them before it opens anything.
+    const freePorts =
+      'api:\n  port: 0\nsmtp:\n  submission:\n    starttls_port: 0\n    tls_port: 0\n  inbound:\n    port: 0\ntracking:\n  port: 0\nmetrics:\n  port: 0\n';
+    const startable = (name: string, cluster: { database_url: string; key_file: string; node_id: string }) => {
+      const path = configFile(name, cluster);
+      writeFileSync(path, readFileSync(path, 'utf8') + freePorts);
+      return path;
+    };
+    const noKey = startable('no-key', { database_url: other, key_file: join(dir, 'none.key'), node_id: 'n' });
+    const refused = await cli(noKey, 'start');
+    expect(refused.code, refused.stderr).to.equal(2);
+    expect(refused.stderr).to.match(
+      /^postilion: the cluster key \S+none\.key does not exist: run `postilion cluster init` on the first node, then copy the file to every node\n$/,
+    );
+    const away = startable('away', { database_url: 'postgres://nobody@127.0.0.1:1/none', key_file: keyFile(), node_id: 'n' });
+    const unreachable = await cli(away, 'start');
+    expect(unreachable.code, unreachable.stderr).to.equal(2);
+    expect(unreachable.stderr).to.match(/^postilion: the cluster database cannot be used: .+\n$/);
+    expect(unreachable.stderr.split('\n')).to.have.length(2);
   });
 
   it('init brings the schema up and makes the key, once; a node with another key file is refused', async () => {
