@@ -10,6 +10,7 @@ import { BodyDigests } from './body-digests.ts';
 import { RecentBodies } from './recent-bodies.ts';
 import type { Router } from './router.ts';
 import type { SendReply, SmtpPool } from './smtp-pool.ts';
+import type { TlsOutcome } from './tls-outcome.ts';
 
 /** What one delivery attempt of one message came to. */
 export interface Attempt {
@@ -24,6 +25,10 @@ export interface Attempt {
   hintMs?: number | undefined;
   /** The MX host that answered, or the last one tried. */
   host: string | null;
+  /** The delivery source (delivery.sources) the attempt went out from; absent when none is configured. */
+  source?: string | undefined;
+  /** The TLS the session had and the policy that governed it; absent when no session was had. */
+  tls?: TlsOutcome | undefined;
 }
 
 /**

@@ -78,6 +78,10 @@ export interface DeliveryAttemptData {
   command?: string;
   /** Absent on success. */
   classification?: string;
+  /** Postilion's addition: the delivery source the attempt went out from (delivery.sources). */
+  source?: string;
+  /** Postilion's addition: the TLS the session had and the policy that governed it. */
+  tls?: { policy: string; mode?: string; version: string | null; verified: boolean };
 }
 
 export type Event =

@@ -316,5 +316,7 @@ function attemptData(a: Attempt): DeliveryAttemptData | undefined {
     response: a.response,
     command: a.command,
     ...(a.outcome !== 'delivered' && a.classification ? { classification: a.classification } : {}),
+    ...(a.source ? { source: a.source } : {}),
+    ...(a.tls ? { tls: { policy: a.tls.policy, ...(a.tls.mode ? { mode: a.tls.mode } : {}), version: a.tls.version, verified: a.tls.verified } } : {}),
   };
 }
