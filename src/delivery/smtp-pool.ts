@@ -15,6 +15,14 @@ export interface PoolOptions {
   probeAfterMs?: number;
 }
 
+/** How one send goes out: from which delivery source, and how many messages its session may carry. */
+export interface SendVia {
+  /** The delivery source (delivery.sources): its name, the local address the session binds to, its EHLO name. */
+  source?: { name: string; address: string; ehlo: string } | undefined;
+  /** A shaping rule's messages per connection, when below the pool's own limit. */
+  messagesPerConnection?: number | undefined;
+}
+
 /** What the server answered for one recipient, or why there was no answer. */
 export type SendReply =
   | { kind: 'reply'; code: number; text: string; command: string }
@@ -56,7 +64,8 @@ export class SmtpPool {
    * written one after another (nodemailer's data stream fixes line ends and stuffs dots across
    * them as it does within one buffer).
    */
-  async send(hop: Hop, from: string, to: string, message: Buffer | readonly Buffer[]): Promise<SendReply> {
+  // eslint-disable-next-line @typescript-eslint/no-unused-vars -- `via` is honoured by the sources and shaping work
+  async send(hop: Hop, from: string, to: string, message: Buffer | readonly Buffer[], via: SendVia = {}): Promise<SendReply> {
     let session: Session;
     try {
       session = (await this.take(hop)) ?? (await this.open(hop));
