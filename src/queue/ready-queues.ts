@@ -17,6 +17,8 @@ export class ReadyQueues {
   /** Per destination, its jobs handed to their kind and not released. */
   readonly runningPer = new Map<string, number>();
   readonly kindsPer = new Map<string, Set<JobKindName>>();
+  /** Per destination, how many of its jobs handed over count against the total (`running`). */
+  private readonly countedPer = new Map<string, number>();
   readyCount = 0;
   /** Jobs in a transaction: what the limits count. */
   running = 0;
@@ -68,19 +70,30 @@ export class ReadyQueues {
 
   /** A job of the destination goes to its kind; within the destination's concurrency it counts against the total. */
   start(destination: string, concurrency: number): void {
-    const handed = this.runningPer.get(destination) ?? 0;
-    if (handed < concurrency) this.running += 1;
-    this.runningPer.set(destination, handed + 1);
+    const handed = (this.runningPer.get(destination) ?? 0) + 1;
+    this.runningPer.set(destination, handed);
+    this.count(destination, handed, concurrency);
   }
 
   /** A job of the destination no longer uses a connection. */
   release(destination: string, concurrency: number): void {
     const left = (this.runningPer.get(destination) ?? 1) - 1;
-    if (left < concurrency) this.running -= 1;
+    this.count(destination, left, concurrency);
     if (left === 0) {
       this.runningPer.delete(destination);
       if (!this.ready.has(destination)) this.kindsPer.delete(destination);
     } else this.runningPer.set(destination, left);
+  }
+
+  /**
+   * What the destination's jobs count against the total: those within its concurrency. Set, not
+   * added to, so that a concurrency that changed while jobs ran (shaping) leaves no count behind.
+   */
+  private count(destination: string, handed: number, concurrency: number): void {
+    const counted = Math.min(handed, concurrency);
+    this.running += counted - (this.countedPer.get(destination) ?? 0);
+    if (counted === 0) this.countedPer.delete(destination);
+    else this.countedPer.set(destination, counted);
   }
 
   /** The destinations with jobs ready or running. */
