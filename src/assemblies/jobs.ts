@@ -1,10 +1,17 @@
+import { readFileSync } from 'node:fs';
+import { resolve } from 'node:path';
+import { fileURLToPath } from 'node:url';
 import type { Logger } from 'pino';
+import { ConfigError } from '../config/load.ts';
 import type { DestinationGate } from '../cluster/destination-gate.ts';
 import type { Config } from '../config/schema.ts';
 import type { Metrics } from '../metrics/metrics.ts';
 import { JobEngine } from '../queue/engine.ts';
 import { downOrigins, type HttpJobsDeps } from '../queue/http-jobs.ts';
 import { OutcomeWriter } from '../queue/outcome-writer.ts';
+import { LaneShaping } from '../queue/shaping/lane-shaping.ts';
+import { parseShapingFile, shapingRules, ShapingRulesError } from '../queue/shaping/rules.ts';
+import type { Clock } from '../util/time.ts';
 import type { StorageGuard } from '../store/storage-guard.ts';
 import type { Signals } from '../util/signals.ts';
 import type { Core, Data } from './core.ts';
@@ -30,6 +37,8 @@ export class JobsAssembly implements Assembly {
 
   private constructor(
     readonly engine: JobEngine,
+    /** Traffic shaping of mail's lanes (delivery.shaping); null when off. */
+    readonly shaping: LaneShaping | null,
     private readonly data: Data,
     private readonly storage: StorageGuard,
     private readonly log: Logger,
@@ -40,6 +49,7 @@ export class JobsAssembly implements Assembly {
     const { config } = data;
     const d = config.delivery;
     const w = config.webhooks;
+    const shaping = d.enabled && d.shaping ? readShaping(d, data.clock) : null;
     const engine = new JobEngine(
       data.jobIndex,
       {
@@ -56,12 +66,13 @@ export class JobsAssembly implements Assembly {
         destinations: d.destinations,
         suspended: (await data.meta.suspended()).keys(),
         gate,
+        shaping: shaping ?? undefined,
       },
       data.clock,
       log,
     );
     signals.on('storage.writable', (ok) => engine.storageWritable(ok));
-    return new JobsAssembly(engine, data, storage, log);
+    return new JobsAssembly(engine, shaping, data, storage, log);
   }
 
   /** What the webhook and route kinds share (the engine, the outcome writer, the origins that are down). */
@@ -114,4 +125,24 @@ export function originSockets(config: Config): Record<string, number> {
       destination.includes('://') && limits.concurrency !== undefined ? [[destination, limits.concurrency]] : [],
     ),
   );
+}
+
+/** The bundled shaping rules (config/shaping.yaml) with delivery.shaping_file over them; a file that cannot be read or parsed stops the start. */
+export function readShaping(d: Config['delivery'], clock: Clock): LaneShaping {
+  const bundled = fileURLToPath(new URL('../../config/shaping.yaml', import.meta.url));
+  const read = (file: string) => {
+    try {
+      return parseShapingFile(readFileSync(file, 'utf8'), file);
+    } catch (err) {
+      if (err instanceof ShapingRulesError) throw new ConfigError(`delivery.shaping_file: ${err.message}`);
+      throw new ConfigError(`delivery.shaping_file: cannot read ${file}: ${(err as Error).message}`);
+    }
+  };
+  const operator = d.shaping_file ? resolve(d.shaping_file) : null;
+  try {
+    return new LaneShaping(shapingRules(read(bundled), operator ? read(operator) : {}, operator ?? bundled), d.per_destination, clock);
+  } catch (err) {
+    if (err instanceof ShapingRulesError) throw new ConfigError(`delivery.shaping_file: ${err.message}`);
+    throw err;
+  }
 }

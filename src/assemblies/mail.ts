@@ -11,6 +11,7 @@ import { DsnSender } from '../queue/dsn-sender.ts';
 import { HeldMail } from '../queue/held-mail.ts';
 import { messageKind } from '../queue/message-kind.ts';
 import { Outcomes } from '../queue/outcomes.ts';
+import { onAttemptReply } from '../queue/shaping/lane-shaping.ts';
 import type { JobsAssembly } from './jobs.ts';
 import type { Assembly, Context } from './lifecycle.ts';
 
@@ -63,7 +64,19 @@ export class MailAssembly implements Assembly {
       commandTimeoutMs: d.command_timeout_ms,
       tlsRejectUnauthorized: d.tls_reject_unauthorized,
     });
-    const deliverer = new Deliverer(core.messagesRepo, core.domainsRepo, core.signer, router, pool, this.bounceRules, core.clock, (id) => core.verp.token(id));
+    const { shaping } = jobs;
+    const deliverer = new Deliverer(
+      core.messagesRepo,
+      core.domainsRepo,
+      core.signer,
+      router,
+      pool,
+      this.bounceRules,
+      core.clock,
+      (id) => core.verp.token(id),
+      undefined,
+      shaping ?? undefined,
+    );
     const held = new HeldMail(
       (id) => core.accountsRepo.getAccount(id),
       core.messages,
@@ -75,6 +88,13 @@ export class MailAssembly implements Assembly {
       held,
       engine,
       writer: jobs.writer,
+      replied: shaping
+        ? onAttemptReply(shaping, {
+            pause: (lane, untilMs) => engine.pause(lane, untilMs),
+            log,
+            count: (provider, rule, action) => ctx.metrics.shapingThrottles.inc({ provider, rule, action }),
+          })
+        : undefined,
     });
     engine.register(messageKind(core.messagesRepo, queue, (domain) => router.mxSet(domain)));
     signals.on('accounts.activated', (ids) => {

@@ -1,4 +1,4 @@
-import type { DrainProgress, DrainResult, PurgeResult, QueueList, QueueStatus, RetryResult, SuspendResult } from '../control/protocol.ts';
+import type { DrainProgress, DrainResult, EngineFigures, PurgeResult, QueueList, QueueStatus, RetryResult, SuspendResult } from '../control/protocol.ts';
 
 /** How the queue commands print for people; `--json` prints the objects themselves. */
 
@@ -37,21 +37,38 @@ export function formatStatus(s: QueueStatus): string {
   if (engine.length > 0) {
     const headers = ['ENGINE DESTINATION', 'DISPATCHER', 'READY', 'RUNNING', 'CONCURRENCY', 'RATE', 'STATE'];
     const rows = engine.map((d) =>
-      [
-        d.destination,
-        d.dispatcher,
-        d.ready,
-        d.running,
-        d.concurrency,
-        d.rate === null ? '-' : `${d.rate}/s`,
-        d.suspended ? 'suspended' : d.paused_until ? `down, retried ${when(d.paused_until, now)}` : 'active',
-      ].map(String),
+      [d.destination, d.dispatcher, d.ready, d.running, d.concurrency, d.rate === null ? '-' : `${d.rate}/s`, stateOf(d, now)].map(String),
     );
     sections.push(table(headers, rows, new Set([2, 3, 4])));
+    const throttled = engine.filter((d) => d.shaping?.throttle);
+    if (throttled.length > 0) sections.push(throttles(throttled, now));
   } else if (s.suspended.length > 0) {
     sections.push(`suspended: ${s.suspended.map((d) => `${d.destination} (since ${d.since})`).join(', ')}\n`);
   }
   return sections.join('\n');
+}
+
+/** An engine destination's state: suspended by the operator, throttled by a reply, found down, or active. */
+function stateOf(d: EngineFigures, now: number): string {
+  if (d.suspended) return 'suspended';
+  const t = d.shaping?.throttle;
+  if (t) {
+    const held = Date.parse(t.until) > now;
+    if (held) return `${t.action === 'suspend' ? 'suspended' : 'slowed'} by ${d.shaping!.provider}/${t.rule} until ${when(t.until, now)}`;
+    return `ramping back (${d.shaping!.provider}/${t.rule}) until ${when(t.ramp_until, now)}`;
+  }
+  if (d.paused_until) return `down, retried ${when(d.paused_until, now)}`;
+  return 'active';
+}
+
+/** The replies that throttle lanes: which rule, since when, and what was answered. */
+function throttles(engine: EngineFigures[], now: number): string {
+  const headers = ['THROTTLED LANE', 'PROVIDER', 'RULE', 'ACTION', 'SINCE', 'REPLY'];
+  const rows = engine.map((d) => {
+    const t = d.shaping!.throttle!;
+    return [d.destination, d.shaping!.provider, t.rule, t.action, `${age(now - Date.parse(t.since))} ago`, oneLine(t.reply)];
+  });
+  return table(headers, rows, new Set());
 }
 
 export function formatSuspend(r: SuspendResult, daemon: boolean): string {

@@ -45,6 +45,8 @@ export const RELOAD: Readonly<Record<string, ReloadRule>> = {
   'delivery.smarthost.tls': 'restart',
   'delivery.destinations': 'restart',
   'delivery.bounce_rules': 'restart',
+  'delivery.shaping': 'restart',
+  'delivery.shaping_file': 'restart',
   'delivery.retry.first_delay_seconds': 'restart',
   'delivery.retry.max_delay_seconds': 'restart',
   'delivery.retry.max_age_hours': 'restart',

@@ -156,6 +156,14 @@ export const configSchema = z.strictObject({
           'limits of single destinations of the job engine: an MX set ("mx1.example.net,mx2.example.net", sorted host names) or a webhook URL origin ("https://hooks.example.com")',
         ),
       bounce_rules: z.string().default('').describe('reply classification rules file (empty: the bundled config/bounce-rules)'),
+      shaping: z
+        .boolean()
+        .default(true)
+        .describe('traffic shaping: limits per lane for the large mailbox providers, and lanes slowed or suspended on their throttling replies'),
+      shaping_file: z
+        .string()
+        .default('')
+        .describe('traffic shaping rules over the bundled config/shaping.yaml (same format; a provider of the same key takes the fields given)'),
       retry: z
         .strictObject({
           first_delay_seconds: z.number().int().min(1).max(86_400).default(300).describe('wait after the first deferral; doubles per attempt'),

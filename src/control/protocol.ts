@@ -56,8 +56,27 @@ export interface EngineFigures {
   concurrency: number;
   rate: number | null;
   suspended: boolean;
-  /** Found down (connections refused or timed out): no job starts before this time. */
+  /** Found down (connections refused or timed out), or suspended by a throttling reply: no job starts before this time. */
   paused_until: string | null;
+  /** Traffic shaping: the provider whose rules apply to it, and a throttle a reply put on it (null: no provider's rules apply). */
+  shaping: ShapingFigures | null;
+}
+
+/** Traffic shaping of an engine destination (a lane): its provider, and the throttle in force. */
+export interface ShapingFigures {
+  provider: string;
+  throttle: {
+    /** The reply rule of the provider (config/shaping.yaml or delivery.shaping_file). */
+    rule: string;
+    action: 'slow' | 'suspend';
+    /** The reply that started it, or held it longer last. */
+    reply: string;
+    since: string;
+    /** Slowed, or suspended, until then… */
+    until: string;
+    /** …then back to its own limits by then. */
+    ramp_until: string;
+  } | null;
 }
 
 /**

@@ -50,6 +50,8 @@ export class Deliverer {
     private readonly verpToken: (messageId: string) => string,
     /** What signing needs of each body, kept so that a body is hashed once for all its sends. */
     private readonly digests = new BodyDigests(),
+    /** Traffic shaping: the messages one connection to an MX host carries at most, when its provider says. */
+    private readonly shaping?: { messagesPerConnection(host: string): number | undefined },
   ) {
     this.bodies = new RecentBodies(
       (bodyId) => this.messages.body(bodyId),
@@ -92,7 +94,7 @@ export class Deliverer {
     const from = message.isBounceNotification ? '' : returnPath(message, domain, this.verpToken);
     let last: { reply: SendReply; host: string } | null = null;
     for (const hop of route) {
-      const reply = await this.pool.send(hop, from, message.recipient, content);
+      const reply = await this.pool.send(hop, from, message.recipient, content, { messagesPerConnection: this.shaping?.messagesPerConnection(hop.name) });
       last = { reply, host: hop.name };
       if (reply.kind === 'unsupported') {
         // Permanent: another MX host of the same domain is run by the same operator, as a rule.

@@ -64,7 +64,6 @@ export class SmtpPool {
    * written one after another (nodemailer's data stream fixes line ends and stuffs dots across
    * them as it does within one buffer).
    */
-  // eslint-disable-next-line @typescript-eslint/no-unused-vars -- `via` is honoured by the sources and shaping work
   async send(hop: Hop, from: string, to: string, message: Buffer | readonly Buffer[], via: SendVia = {}): Promise<SendReply> {
     let session: Session;
     try {
@@ -86,7 +85,7 @@ export class SmtpPool {
       );
       session.sent += 1;
       const reply = replyOf(info.response, 'DATA');
-      this.park(session);
+      this.park(session, via.messagesPerConnection);
       return reply;
     } catch (err) {
       this.discard(session);
@@ -156,8 +155,9 @@ export class SmtpPool {
     return session;
   }
 
-  private park(session: Session): void {
-    if (this.closed || session.sent >= this.options.messagesPerConnection) {
+  /** `most`: a shaping rule's messages per connection, when below the pool's own. */
+  private park(session: Session, most = Infinity): void {
+    if (this.closed || session.sent >= Math.min(this.options.messagesPerConnection, most)) {
       this.discard(session, true);
       return;
     }

@@ -77,6 +77,13 @@ export class Metrics {
     registers: [this.registry],
   });
 
+  readonly shapingThrottles = new Counter({
+    name: 'postilion_shaping_throttles_total',
+    help: 'Lanes (source and destination) slowed or suspended by traffic shaping after a throttling or reputation reply, by provider, reply rule and action (slow, suspend); a throttle held longer by more such replies counts once.',
+    labelNames: ['provider', 'rule', 'action'] as const,
+    registers: [this.registry],
+  });
+
   readonly trackingRequests = new Counter({
     name: 'postilion_tracking_requests_total',
     help: 'Requests the tracking listener answered, by listener, kind (open: /o/, click: /c/, other) and HTTP status (200 and 302 are hits, 404 an unknown host, token, message or link).',

@@ -27,6 +27,8 @@ export class DeliveryQueue {
       engine?: { notify(dueMs: number): void };
       /** Writes outcomes the store refused again until it takes them (shared with the other job kinds; the daemon gives up on them at a stop). */
       writer?: OutcomeWriter;
+      /** Told of each attempt's reply, with the lane it was filed under (traffic shaping: a throttling reply slows that lane). */
+      replied?: (lane: string, attempt: Attempt) => void;
     } = {},
   ) {
     this.writer = links.writer ?? new OutcomeWriter();
@@ -105,6 +107,8 @@ export class DeliveryQueue {
         host: null,
       };
     }
+    // Before the slot is freed: the lane's next job already starts under a throttle this reply puts on it.
+    this.links.replied?.(destination, attempt);
     transactionDone();
     const next = await this.record(message, attempt, log);
     log.info(

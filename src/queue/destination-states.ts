@@ -1,5 +1,6 @@
 import type { Clock } from '../util/time.ts';
 import type { DestinationLimits } from './job-kind.ts';
+import type { LaneLimits } from './shaping/lane-shaping.ts';
 
 /** A destination's rate tokens: `tokens` as of `at` (ms). */
 export interface RateBucket {
@@ -38,13 +39,16 @@ export class DestinationStates {
     private readonly limits: Record<string, DestinationLimits>,
     suspended: Iterable<string>,
     private readonly clock: Clock,
+    /** Traffic shaping (queue/shaping/): its provider's limits under the operator's, lowered while a reply throttles it. */
+    private readonly shaping?: LaneLimits,
   ) {
     this.suspended = new Set(suspended);
   }
 
-  /** The destination's own limits, if the operator set any. */
+  /** The destination's limits: the operator's own, if any, with shaping's. */
   limitsOf(destination: string): DestinationLimits | undefined {
-    return this.limits[destination];
+    const own = this.limits[destination];
+    return this.shaping ? this.shaping.limitsOf(destination, own) : own;
   }
 
   /** Takes a token of the destination's rate: 0 when taken, else the ms until one is there. */

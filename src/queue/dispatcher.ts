@@ -5,6 +5,7 @@ import { DestinationStates } from './destination-states.ts';
 import { describeDestinations, type EngineDestination } from './engine-view.ts';
 import type { Claim, Ending, Fill, Placer, Visit } from './claim.ts';
 import type { IndexReader } from './index-reader.ts';
+import type { LaneLimits } from './shaping/lane-shaping.ts';
 import type { DestinationLimits, DispatcherLimits, DispatcherName, JobKind } from './job-kind.ts';
 import { ReadyQueues, type QueueSnapshot } from './ready-queues.ts';
 
@@ -21,6 +22,8 @@ export interface DispatchOptions {
   suspended: Iterable<string>;
   /** Rate tokens and slots shared with other nodes (cluster/), asked besides the limits here; none on one node. */
   gate?: DestinationGate | undefined;
+  /** Traffic shaping: limits per lane below the operator's, and the throttles replies put on lanes. */
+  shaping?: LaneLimits | undefined;
 }
 
 /** What the dispatcher tells the rest of the engine. */
@@ -58,6 +61,7 @@ export class Dispatcher implements Placer {
   private readonly pools: Record<DispatcherName, ReadyQueues>;
   private readonly states: DestinationStates;
   private readonly gate: DestinationGate | null;
+  private readonly shaping: LaneLimits | null;
   /** The kinds that hand jobs over ahead (JobKind.handOff above 1): asked to withdraw them. */
   private readonly handingOff: JobKind[] = [];
   private rateTimer: NodeJS.Timeout | null = null;
@@ -76,8 +80,9 @@ export class Dispatcher implements Placer {
     private readonly links: DispatchLinks,
   ) {
     this.pools = { smtp: new ReadyQueues(options.dispatchers.smtp), http: new ReadyQueues(options.dispatchers.http) };
-    this.states = new DestinationStates(options.destinations, options.suspended, clock);
+    this.states = new DestinationStates(options.destinations, options.suspended, clock, options.shaping);
     this.gate = options.gate ?? null;
+    this.shaping = options.shaping ?? null;
   }
 
   register(kind: JobKind): void {
@@ -254,7 +259,7 @@ export class Dispatcher implements Placer {
 
   /** Every destination with jobs in memory or suspended, with its limits. */
   destinations(): EngineDestination[] {
-    return describeDestinations(this.pools, this.states);
+    return describeDestinations(this.pools, this.states, this.shaping);
   }
 
   limitsOf(dispatcher: DispatcherName): DispatcherLimits {

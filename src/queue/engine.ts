@@ -7,6 +7,7 @@ import type { EngineDestination } from './engine-view.ts';
 import { IndexReader } from './index-reader.ts';
 import type { DestinationLimits, DispatcherLimits, DispatcherName, JobKind } from './job-kind.ts';
 import type { QueueSnapshot } from './ready-queues.ts';
+import type { LaneLimits } from './shaping/lane-shaping.ts';
 
 export type { DestinationLimits, DispatcherLimits, DispatcherName, JobKind } from './job-kind.ts';
 export type { EngineDestination } from './engine-view.ts';
@@ -19,6 +20,8 @@ export interface EngineOptions {
   suspended: Iterable<string>;
   /** Rate tokens and slots shared with other nodes (cluster/destination-gate.ts); none on one node. */
   gate?: DestinationGate | undefined;
+  /** Traffic shaping (queue/shaping/): limits per lane, and the throttles replies put on lanes. */
+  shaping?: LaneLimits | undefined;
   /** How often each kind's index is read from its start at least (ms; default 5 s; tests). */
   fullReadMs?: number;
 }
