@@ -37,7 +37,7 @@ export function formatStatus(s: QueueStatus): string {
   if (engine.length > 0) {
     const headers = ['ENGINE DESTINATION', 'DISPATCHER', 'READY', 'RUNNING', 'CONCURRENCY', 'RATE', 'STATE'];
     const rows = engine.map((d) =>
-      [d.destination, d.dispatcher, d.ready, d.running, d.concurrency, d.rate === null ? '-' : `${d.rate}/s`, stateOf(d, now)].map(String),
+      [d.destination, d.dispatcher, d.ready, d.running, d.concurrency, d.rate === null ? '-' : rateText(d.rate), stateOf(d, now)].map(String),
     );
     sections.push(table(headers, rows, new Set([2, 3, 4])));
     const throttled = engine.filter((d) => d.shaping?.throttle);
@@ -46,6 +46,11 @@ export function formatStatus(s: QueueStatus): string {
     sections.push(`suspended: ${s.suspended.map((d) => `${d.destination} (since ${d.since})`).join(', ')}\n`);
   }
   return sections.join('\n');
+}
+
+/** A rate per second as people read it: per hour below one a second (shaping's slowed lanes). */
+function rateText(perSecond: number): string {
+  return perSecond >= 1 ? `${Math.round(perSecond * 100) / 100}/s` : `${Math.round(perSecond * 3600)}/h`;
 }
 
 /** An engine destination's state: suspended by the operator, throttled by a reply, found down, or active. */
