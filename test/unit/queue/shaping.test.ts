@@ -1,5 +1,6 @@
 import { expect } from 'chai';
 import { readFileSync } from 'node:fs';
+import { ReadyQueues } from '../../../src/queue/ready-queues.ts';
 import { LaneShaping } from '../../../src/queue/shaping/lane-shaping.ts';
 import { durationMs, matchReply, parseShapingFile, providerOfLane, shapingRules, ShapingRulesError, type Provider } from '../../../src/queue/shaping/rules.ts';
 import { renewThrottle, startThrottle, throttledLimits } from '../../../src/queue/shaping/throttle.ts';
@@ -169,5 +170,25 @@ describe('LaneShaping', () => {
     now += 3 * 3_600_000;
     expect(s.limitsOf(`ip1/${gmailLane}`, undefined)).to.include({ concurrency: 10 });
     expect(s.throttledLanes()).to.deep.equal([]);
+  });
+});
+
+describe('ready queues under a concurrency that changes (shaping)', () => {
+  it('counts against the total only what runs within the concurrency of the moment, and nothing once all is released', () => {
+    const pool = new ReadyQueues({ concurrency: 20, perDestination: 5, readyLimit: 100 });
+    // Slowed to one: one runs.
+    pool.start('lane', 1);
+    expect(pool.running).to.equal(1);
+    // Ramping back to three: two more.
+    pool.start('lane', 3);
+    pool.start('lane', 3);
+    expect(pool.running).to.equal(3);
+    // The first one's release carries the concurrency it started under; the count stays right.
+    pool.release('lane', 1);
+    pool.release('lane', 3);
+    expect(pool.running).to.equal(1);
+    pool.release('lane', 3);
+    expect(pool.running).to.equal(0);
+    expect(pool.names().size).to.equal(0);
   });
 });
