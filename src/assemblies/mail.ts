@@ -91,7 +91,6 @@ export class MailAssembly implements Assembly {
       replied: shaping
         ? onAttemptReply(shaping, {
             pause: (lane, untilMs) => engine.pause(lane, untilMs),
-            log,
             count: (provider, rule, action) => ctx.metrics.shapingThrottles.inc({ provider, rule, action }),
           })
         : undefined,

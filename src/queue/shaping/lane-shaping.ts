@@ -144,14 +144,19 @@ function over(own: DestinationLimits | undefined, provider: ProviderLimits): Des
 export interface ThrottleEffects {
   /** No job of the lane starts before `untilMs` (the engine's pause). */
   pause(lane: string, untilMs: number): void;
-  log: Logger;
   /** A throttle started (metrics). */
   count(provider: string, rule: string, action: ThrottleAction): void;
 }
 
-/** The hook after a delivery attempt: its reply, on the lane it was filed under, may slow or suspend that lane. */
-export function onAttemptReply(shaping: LaneShaping, effects: ThrottleEffects): (lane: string, attempt: { smtpCode: number; response: string }) => void {
-  return (lane, attempt) => {
+/**
+ * The hook after a delivery attempt: its reply, on the lane it was filed under, may slow or
+ * suspend that lane. Logged on the attempt's logger (its message and account).
+ */
+export function onAttemptReply(
+  shaping: LaneShaping,
+  effects: ThrottleEffects,
+): (lane: string, attempt: { smtpCode: number; response: string }, log: Logger) => void {
+  return (lane, attempt, log) => {
     if (attempt.smtpCode < 400) return;
     const change = shaping.observe(lane, attempt.smtpCode, attempt.response);
     if (!change) return;
@@ -167,13 +172,10 @@ export function onAttemptReply(shaping: LaneShaping, effects: ThrottleEffects): 
       ramp_until: iso(t.rampUntil),
     };
     if (!change.started) {
-      effects.log.debug(fields, 'shaping: throttle held longer');
+      log.debug(fields, 'shaping: throttle held longer');
       return;
     }
     effects.count(t.provider, t.rule.name, t.rule.action);
-    effects.log.warn(
-      fields,
-      t.rule.action === 'suspend' ? 'shaping: lane suspended after a throttling reply' : 'shaping: lane slowed after a throttling reply',
-    );
+    log.warn(fields, t.rule.action === 'suspend' ? 'shaping: lane suspended after a throttling reply' : 'shaping: lane slowed after a throttling reply');
   };
 }

@@ -155,7 +155,9 @@ describe('traffic shaping: throttling replies slow or suspend their lane only', 
     expect(await throttles()).to.deep.equal(['postilion_shaping_throttles_total{provider="gmail",rule="unsolicited-rate",action="slow"} 1']);
     const logged = logLines.map((l) => JSON.parse(l) as Record<string, unknown>).filter((l) => l.msg === 'shaping: lane slowed after a throttling reply');
     expect(logged).to.have.length(1);
-    expect(logged[0]).to.include({ lane: GMAIL_MX, provider: 'gmail', rule: 'unsolicited-rate', action: 'slow' });
+    expect(logged[0]).to.include({ lane: GMAIL_MX, provider: 'gmail', rule: 'unsolicited-rate', action: 'slow', account_id: bed.server.accountId });
+    expect(logged[0]!.message_id).to.be.a('string');
+    expect(logged[0]!.reply).to.match(/^421 4\.7\.28 /);
   });
 
   it("slows Microsoft's lane on 451 4.7.650 and suspends Yahoo's on 421 4.7.0 [TSS04]; nothing is sent on it until the suspension is over", async () => {
