@@ -123,6 +123,15 @@ export class MailAssembly implements Assembly {
       { name: 'tls-reports', noOverlap: true, timezone: 'Etc/UTC' },
     );
     this.tlsReportTimers = { flush, daily };
+    // Said at the start rather than at the first report, a day later.
+    const submitter = config.tls_reporting.from.slice(config.tls_reporting.from.lastIndexOf('@') + 1).toLowerCase();
+    void this.ctx.core.domainsRepo.getByName(submitter).then(
+      (domain) => {
+        if (!domain)
+          log.warn({ from: config.tls_reporting.from }, 'tls_reporting.from is not at a domain of this server: TLS reports by mail will not be sent');
+      },
+      () => undefined,
+    );
   }
 
   async drain(): Promise<void> {
