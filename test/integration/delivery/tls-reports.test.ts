@@ -11,7 +11,7 @@ import type { TlsReports } from '../../../src/delivery/tls-reports/tls-reports.t
 import type { TlsSessionResult } from '../../../src/delivery/tls-outcome.ts';
 import { parseCidr } from '../../../src/util/cidr.ts';
 import { verifyDkim } from '../../helpers/domains.ts';
-import type { TestServer } from '../../helpers/harness.ts';
+import { startServer, type TestServer } from '../../helpers/harness.ts';
 import { startMessageBed, type MessageBed } from '../../helpers/messages.ts';
 import { startSink, type SmtpSink } from '../../helpers/smtp-sink.ts';
 import { makeTestCa, type TestCa } from '../../helpers/test-ca.ts';
@@ -78,6 +78,22 @@ async function startReceiver(ca: TestCa, name: string): Promise<{ port: number; 
 
 describe('TLS reporting (RFC 8460), end to end', function () {
   this.timeout(30_000);
+
+  it('refuses to start with tls_reporting on and no from address, or a ca_file it cannot read', async () => {
+    for (const [tls, message] of [
+      [{ enabled: true }, /tls_reporting\.from: an address at a domain of this server is required/],
+      [{ enabled: true, from: 'tls@example.com', ca_file: '/nonexistent/ca.pem' }, /tls_reporting\.ca_file: cannot read/],
+    ] as const) {
+      const started = await startServer({ config: { delivery: { enabled: true }, tls_reporting: tls } }).then(
+        async (server) => {
+          await server.stop();
+          return null;
+        },
+        (err: Error) => err,
+      );
+      expect(started?.message).to.match(message);
+    }
+  });
 
   describe('by mail', () => {
     let sink: SmtpSink;
