@@ -42,12 +42,15 @@ import type { Route } from './routes/route.ts';
 import type { Metrics } from '../metrics/metrics.ts';
 import { requestMetrics } from './middleware/metrics.ts';
 import { refuseWithoutStorage, type StorageState } from './middleware/storage.ts';
+import { mtaStsPolicy } from './middleware/mta-sts.ts';
 
 export interface ApiSettings {
   trustedProxies: Cidr[];
   bodyLimitBytes: number;
   /** Request-body bytes held by all requests together; beyond it, 503. */
   bodyMemoryBytes: number;
+  /** The MTA-STS policy files served, by host (`mta-sts.<domain>`): mta_sts_policy. */
+  mtaStsPolicies?: Readonly<Record<string, string>>;
 }
 
 export interface ApiDeps {
@@ -129,6 +132,8 @@ export function buildApp(deps: ApiDeps): Koa<ApiState> {
     { name: 'sendEmailV1' },
   );
 
+  // Public, before anything that asks who the caller is: receivers fetch the policy anonymously.
+  app.use(mtaStsPolicy(() => deps.settings().mtaStsPolicies ?? {}));
   if (deps.metrics) app.use(requestMetrics(deps.metrics) as unknown as Koa.Middleware<ApiState>);
   app.use(requestContext(deps.log) as Koa.Middleware<ApiState>);
   app.use(errorResponses as unknown as Koa.Middleware<ApiState>);

@@ -5,6 +5,7 @@ import { ApiListener } from '../api/server.ts';
 import type { MessagesElsewhere } from '../cluster/remote-messages.ts';
 import type { Config } from '../config/schema.ts';
 import { heldAt, type HeldListener } from '../control/doctor-protocol.ts';
+import { publishedPolicies } from '../domains/mta-sts-policy.ts';
 import { parseCidr } from '../util/cidr.ts';
 import { readTlsFiles } from '../util/tls-files.ts';
 import type { Assembly, Context, Readiness } from './lifecycle.ts';
@@ -16,7 +17,7 @@ import type { Assembly, Context, Readiness } from './lifecycle.ts';
  */
 export class ApiAssembly implements Assembly {
   readonly name = 'api';
-  readonly sections = ['api'];
+  readonly sections = ['api', 'mta_sts_policy'];
   private readonly listeners: ApiListener[] = [];
   private readonly rateLimiter: AnyRateLimiter;
   private readonly refusalLimiter: AnyRefusalLimiter;
@@ -117,6 +118,7 @@ function apiSettings(config: Config): ApiSettings {
     trustedProxies: config.api.trusted_proxies.map(parseCidr),
     bodyLimitBytes: config.api.body_limit_bytes,
     bodyMemoryBytes: config.api.body_memory_bytes,
+    mtaStsPolicies: publishedPolicies(config),
   };
 }
 

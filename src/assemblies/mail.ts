@@ -1,17 +1,22 @@
 import { readFileSync } from 'node:fs';
 import { resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { schedule, type ScheduledTask } from 'node-cron';
 import { BounceRulesError, parseBounceRules, type BounceRule } from '../bounce/rules.ts';
 import { ConfigError } from '../config/load.ts';
 import { announcedSend, Deliverer } from '../delivery/deliverer.ts';
 import { Router, routerOptions } from '../delivery/router.ts';
 import { SmtpPool } from '../delivery/smtp-pool.ts';
+import { TlsReports } from '../delivery/tls-reports/tls-reports.ts';
 import { DeliveryQueue } from '../queue/delivery-queue.ts';
 import { DsnSender } from '../queue/dsn-sender.ts';
 import { HeldMail } from '../queue/held-mail.ts';
 import { messageKind } from '../queue/message-kind.ts';
 import { Outcomes } from '../queue/outcomes.ts';
 import { onAttemptReply } from '../queue/shaping/lane-shaping.ts';
+import { TlsReportMailer } from '../queue/tls-report-mailer.ts';
+import { TlsReportsRepo } from '../store/tls-reports-repo.ts';
+import { parseCidr } from '../util/cidr.ts';
 import type { JobsAssembly } from './jobs.ts';
 import type { Assembly, Context } from './lifecycle.ts';
 
@@ -29,12 +34,15 @@ interface Delivery {
  */
 export class MailAssembly implements Assembly {
   readonly name = 'mail';
-  readonly sections = ['delivery'];
+  readonly sections = ['delivery', 'tls_reporting'];
   /** `config/bounce-rules` (or delivery.bounce_rules): replies and bounces are classified with them. */
   readonly bounceRules: BounceRule[];
   readonly outcomes: Outcomes;
   /** Null when delivery is off. */
   readonly delivery: Delivery | null = null;
+  /** TLS reporting (tls_reporting), the sink of every delivery session's TLS result; null when off. */
+  readonly tlsReports: TlsReports | null = null;
+  private tlsReportTimers: { flush: NodeJS.Timeout; daily: ScheduledTask } | null = null;
 
   constructor(
     private readonly ctx: Context,
@@ -55,6 +63,7 @@ export class MailAssembly implements Assembly {
     if (!d.enabled) return;
 
     const { engine } = jobs;
+    this.tlsReports = tlsReportsOf(ctx);
     const router = new Router(core.resolver, routerOptions(d), core.clock);
     const pool = new SmtpPool({
       hostname: config.server.hostname,
@@ -113,13 +122,82 @@ export class MailAssembly implements Assembly {
   async start(): Promise<void> {
     if (!this.delivery) return;
     const { log } = this.ctx;
+    this.startTlsReports();
     void this.delivery.held.releaseActive().catch((err: unknown) => log.error({ err }, 'could not release the held mail of active accounts'));
     log.info({ rules: this.bounceRules.length, concurrency: this.ctx.config.delivery.concurrency }, 'delivery started');
   }
 
+  private startTlsReports(): void {
+    const reports = this.tlsReports;
+    if (!reports) return;
+    const { config, log } = this.ctx;
+    const flush = setInterval(() => {
+      reports.flush().catch((err: unknown) => log.error({ err }, 'TLS session counts could not be written'));
+    }, config.tls_reporting.flush_seconds * 1000);
+    const daily = schedule(
+      config.tls_reporting.schedule,
+      async () => {
+        await reports.sendReports().catch((err: unknown) => log.error({ err }, 'the TLS reports could not be sent'));
+      },
+      { name: 'tls-reports', noOverlap: true, timezone: 'Etc/UTC' },
+    );
+    this.tlsReportTimers = { flush, daily };
+    // Said at the start rather than at the first report, a day later.
+    const submitter = config.tls_reporting.from.slice(config.tls_reporting.from.lastIndexOf('@') + 1).toLowerCase();
+    void this.ctx.core.domainsRepo.getByName(submitter).then(
+      (domain) => {
+        if (!domain)
+          log.warn({ from: config.tls_reporting.from }, 'tls_reporting.from is not at a domain of this server: TLS reports by mail will not be sent');
+      },
+      () => undefined,
+    );
+  }
+
   async drain(): Promise<void> {
     this.delivery?.pool.close();
+    if (this.tlsReportTimers) {
+      clearInterval(this.tlsReportTimers.flush);
+      await this.tlsReportTimers.daily.stop();
+      this.tlsReportTimers = null;
+    }
+    // The sessions of the deliveries that ended in the drain are counted before the store closes.
+    await this.tlsReports?.flush().catch((err: unknown) => this.ctx.log.error({ err }, 'TLS session counts could not be written'));
   }
+}
+
+/** The TLS reports' aggregator when tls_reporting is on; its settings checked here (a bad one stops the start). */
+function tlsReportsOf(ctx: Context): TlsReports | null {
+  const { config, core, log, metrics } = ctx;
+  const t = config.tls_reporting;
+  if (!t.enabled) return null;
+  if (t.from === '') throw new ConfigError('tls_reporting.from: an address at a domain of this server is required when tls_reporting is enabled');
+  let ca: Buffer | undefined;
+  if (t.ca_file !== '') {
+    try {
+      ca = readFileSync(resolve(t.ca_file));
+    } catch (err) {
+      throw new ConfigError(`tls_reporting.ca_file: cannot read ${t.ca_file}: ${(err as Error).message}`);
+    }
+  }
+  return new TlsReports(
+    {
+      repo: new TlsReportsRepo(core.store),
+      commit: (ops) => core.store.commit(ops),
+      clock: core.clock,
+      resolver: core.resolver,
+      mailer: new TlsReportMailer(core.domainsRepo, core.accountsRepo, core.acceptor, core.clock, t.from),
+      log,
+      observe: (method, result) => metrics.tlsReports.inc({ method, result }),
+    },
+    {
+      organization: t.organization || config.server.hostname,
+      contact: t.contact || t.from,
+      maxDomainsPerDay: t.max_domains_per_day,
+      timeoutMs: t.timeout_ms,
+      allowNetworks: t.allow_networks.map(parseCidr),
+      ca,
+    },
+  );
 }
 
 /** The reply classification rules; a file that cannot be read or parsed stops the start. */

@@ -1,6 +1,7 @@
 import type { Config } from '../config/schema.ts';
 import type { HeldListener } from '../control/doctor-protocol.ts';
 import { heldAt } from '../control/doctor-protocol.ts';
+import { publishedPolicies } from '../domains/mta-sts-policy.ts';
 import { TrackingHits } from '../tracking/hits.ts';
 import type { Assembly, Context, Readiness } from './lifecycle.ts';
 
@@ -32,7 +33,7 @@ export class TrackingAssembly implements Assembly {
     const listener = bound.tracking;
     if (!this.hits || !listener) return;
     listener.serve(
-      { tokenKey: core.trackingKey, trustedProxies: config.api.trusted_proxies },
+      { tokenKey: core.trackingKey, trustedProxies: config.api.trusted_proxies, mtaStsPolicies: publishedPolicies(config) },
       { domains: core.domainsRepo, messages: core.trackedMessages, hits: this.hits, log, observer: metrics.tracking },
     );
     log.info({ url: listener.url }, 'tracking listening');
@@ -58,10 +59,13 @@ export class TrackingAssembly implements Assembly {
     return listener ? [heldAt('tracking', listener.url)] : [];
   }
 
-  /** It takes the API's trusted proxies (api.trusted_proxies, live) for the client address of a hit. */
+  /**
+   * It takes the API's trusted proxies (api.trusted_proxies, live) for the client address of a
+   * hit, and the MTA-STS policies it serves (mta_sts_policy, live).
+   */
   reload(config: Config): () => string[] {
     return () => {
-      this.ctx.bound.tracking?.configure(config.api.trusted_proxies);
+      this.ctx.bound.tracking?.configure(config.api.trusted_proxies, publishedPolicies(config));
       return [];
     };
   }

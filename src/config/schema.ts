@@ -174,6 +174,64 @@ export const configSchema = z.strictObject({
         .prefault({}),
     })
     .prefault({}),
+  tls_reporting: z
+    .strictObject({
+      enabled: z.boolean().default(false).describe('send daily TLS reports (RFC 8460) to the rua of each recipient domain that publishes _smtp._tls'),
+      from: z
+        .string()
+        .max(254)
+        .refine((v) => v === '' || /^[^@\s]+@[^@\s]+$/.test(v), 'must be an email address')
+        .default('')
+        .describe('sender of the reports sent by mail: an address at a Postilion domain, so that they are DKIM-signed (required when enabled)'),
+      organization: z.string().max(200).default('').describe('organization-name of the reports (empty: server.hostname)'),
+      contact: z.string().max(254).default('').describe('contact-info of the reports (empty: the from address)'),
+      schedule: z
+        .string()
+        .refine(validCron, 'not a valid cron expression')
+        .default('17 1 * * *')
+        .describe('cron expression (UTC) of the daily job that sends the reports of the UTC days that have ended'),
+      flush_seconds: z.number().int().min(1).max(300).default(5).describe('counts of TLS sessions are written to the store this often (and at stop)'),
+      max_domains_per_day: z
+        .number()
+        .int()
+        .min(10)
+        .max(1_000_000)
+        .default(50_000)
+        .describe('policy domains counted per day at most; sessions with others are not reported'),
+      timeout_ms: z.number().int().min(1000).max(300_000).default(30_000).describe('an https report POST (connect to last byte) is given up after this long'),
+      allow_networks: cidrList.describe('networks (CIDR) an https rua may point into although private or loopback; empty: public addresses only'),
+      ca_file: z.string().default('').describe('extra PEM CA certificates trusted for https rua targets (private PKI, tests); empty: the system CAs'),
+    })
+    .prefault({}),
+  mta_sts_policy: z
+    .strictObject({
+      domains: z
+        .record(
+          z.string(),
+          z.strictObject({
+            mode: z.enum(['enforce', 'testing', 'none']).describe('the policy mode receivers apply to mail sent to this domain'),
+            mx: z
+              .array(z.string().regex(/^(\*\.)?[A-Za-z0-9]([A-Za-z0-9.-]*[A-Za-z0-9])?$/, 'an MX host name, or *.suffix'))
+              .min(1)
+              .max(100)
+              .describe('MX host names (or *.suffix patterns) senders may deliver to over TLS'),
+            max_age_seconds: z.number().int().min(0).max(31_557_600).default(604_800).describe('how long senders may cache the policy'),
+          }),
+        )
+        .default({})
+        .superRefine((map, ctx) => {
+          for (const name of Object.keys(map)) {
+            if (!isValidDomain(normalizeDomain(name))) ctx.addIssue({ code: 'custom', path: [name], message: `"${name}" is not a domain name` });
+          }
+        })
+        .transform((map) => Object.fromEntries(Object.entries(map).map(([name, policy]) => [normalizeDomain(name), policy])))
+        .describe(
+          'MTA-STS policies (RFC 8461) this server publishes for its inbound domains: GET /.well-known/mta-sts.txt with Host mta-sts.<domain> on the tracking and API listeners',
+        ),
+      check_port: port.default(443).describe('port doctor fetches the published policy from (443; other values only for test set-ups)'),
+      check_ca_file: z.string().default('').describe('extra PEM CA certificates doctor trusts when it fetches the policy (private PKI, tests)'),
+    })
+    .prefault({}),
   data: z
     .strictObject({
       dir: z.string().min(1).default(DEFAULT_DATA_DIR).describe('LevelDB data directory (relative paths start at the working directory)'),

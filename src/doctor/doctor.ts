@@ -17,6 +17,7 @@ import { checkActiveDkim } from './dkim.ts';
 import { checkDomainRecords } from './dns-records.ts';
 import { checkListeners, type DaemonState } from './listeners.ts';
 import { createLookups, type Lookups } from './lookups.ts';
+import { checkMtaStsPolicies } from './mta-sts.ts';
 import { checkSendingIps } from './reverse-dns.ts';
 import { checkServedCertificates } from './served-certificates.ts';
 import { checkStorage } from './storage.ts';
@@ -46,7 +47,7 @@ export function configFailed(message: string): Check {
 
 /**
  * Everything `postilion doctor` checks, in order: the configuration, the daemon, the listeners,
- * the certificates (and those a running daemon serves), the reverse DNS of the sending addresses, then each domain's DNS records and
+ * the certificates (and those a running daemon serves), the reverse DNS of the sending addresses, the published MTA-STS policies, then each domain's DNS records and
  * active DKIM keys, with the daemon running or not; in cluster mode, the cluster's database and key. Reads only: no record, key or certificate is
  * written (opening a stopped daemon's store lets LevelDB tidy its own files, as any open does).
  * A new check is one more entry of the list below.
@@ -63,6 +64,7 @@ export async function runDoctor(input: DoctorInput): Promise<Check[]> {
     checkServedCertificates(config, state, input.now),
     checkSendingIps(config.server.sending_ips, config.server.hostname, lookups),
     checkCluster(config),
+    checkMtaStsPolicies(config, lookups),
     checkDomains(input, reads, lookups),
   ]);
   return [configLoaded(input.source), daemonCheck, ...fromListeners, ...local, ...sections.flat()];

@@ -140,6 +140,13 @@ export class Metrics {
     registers: [this.registry],
   });
 
+  readonly tlsReports = new Counter({
+    name: 'postilion_tls_reports_total',
+    help: 'TLS reports (RFC 8460) sent or not, by method (mailto: accepted into the queue; https: POSTed) and result (sent, failed).',
+    labelNames: ['method', 'result'] as const,
+    registers: [this.registry],
+  });
+
   private readonly queueMessages = new Gauge({
     name: 'postilion_queue_messages',
     help: `Queued outbound messages by state (due, deferred, scheduled, held) and destination (recipient domain; the ${MAX_DESTINATIONS} largest, the rest summed as "other").`,

@@ -98,7 +98,7 @@ export class DsnSender {
 }
 
 /** Moves the To and Message-ID lines into the per-message head, as composed mail has them. */
-function splitHead(text: string): [string, string] {
+export function splitHead(text: string): [string, string] {
   const lines = text.split('\r\n');
   const end = lines.indexOf('');
   const own = (line: string) => /^(To|Message-ID):/i.test(line);

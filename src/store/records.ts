@@ -265,7 +265,8 @@ export interface MessageRecord {
   messageId: string;
   direction: 'outbound' | 'inbound';
   /** `dsn`: a delivery status notification Postilion generated. */
-  source: 'api' | 'api-v1' | 'smtp' | 'dsn';
+  /** `tlsrpt`: a TLS report (RFC 8460) of this server's own, sent like a DSN. */
+  source: 'api' | 'api-v1' | 'smtp' | 'dsn' | 'tlsrpt';
   sender: string;
   recipient: string;
   subject: string;
@@ -448,4 +449,32 @@ export interface MessageHitsRecord {
   /** The first open and click by a person (not flagged is_bot), or null: none yet. */
   firstOpenAt: string | null;
   firstClickAt: string | null;
+}
+
+/**
+ * One day's TLS sessions with one policy domain under one policy (family `tlsReports`), as TLS
+ * reporting (RFC 8460 §4.4) counts them: successes, failures, and the failures in detail.
+ */
+export interface TlsPolicyCountsRecord {
+  v: 1;
+  /** The UTC day, YYYY-MM-DD. */
+  day: string;
+  policyDomain: string;
+  policyType: 'sts' | 'tlsa' | 'no-policy-found';
+  policyStrings: string[];
+  mxHosts: string[];
+  success: number;
+  failure: number;
+  /** Failures by result type, sending address, MX host and its address (a bounded list). */
+  details: TlsFailureDetailRecord[];
+}
+
+export interface TlsFailureDetailRecord {
+  resultType: string;
+  sendingMtaIp: string | null;
+  receivingMxHostname: string;
+  receivingIp: string | null;
+  count: number;
+  /** The first detail text seen (RFC 8460 `failure-reason-code`). */
+  reason: string | null;
 }

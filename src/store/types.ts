@@ -49,6 +49,8 @@ export const FAMILIES = [
   'counterLog',
   'links',
   'messageHits',
+  // TLS reporting (RFC 8460): each node's counts of the sessions it made, by day and policy.
+  'tlsReports',
 ] as const;
 export type Family = (typeof FAMILIES)[number];
 

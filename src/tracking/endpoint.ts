@@ -16,6 +16,8 @@ const PIXEL_ANSWER: LeanAnswer = { status: 200, headers: `Content-Type: image/gi
 /** What a Location header may hold as it is: visible ASCII (a link with anything else is sent percent-encoded). */
 const LOCATION = /^[\x21-\x7e]+$/;
 const PATH = /^\/(o|c)\/([A-Za-z0-9_-]{1,64})\/?$/;
+/** Where an MTA-STS policy is fetched (RFC 8461 §3.3). */
+const MTA_STS_PATH = '/.well-known/mta-sts.txt';
 /** A user agent is kept to this many characters in events. */
 const MAX_USER_AGENT = 512;
 
@@ -31,6 +33,8 @@ export interface EndpointDeps {
   hit(hit: ThreadHit): Maybe<void>;
   /** Peers whose X-Forwarded-For is believed (api.trusted_proxies, read per request). */
   trustedProxies: () => readonly Cidr[];
+  /** The MTA-STS policy file published for a host (`mta-sts.<domain>`, mta_sts_policy), or null. */
+  mtaStsPolicy?: (host: string) => string | null;
 }
 
 /**
@@ -49,7 +53,9 @@ export function trackingEndpoint(deps: EndpointDeps): (req: LeanRequest) => Mayb
 
 function handle(deps: EndpointDeps, req: LeanRequest): Maybe<LeanAnswer> {
   if (req.method !== 'GET' && req.method !== 'HEAD') return plain(405, 'method not allowed', 'Allow: GET, HEAD\r\n');
-  const m = PATH.exec(req.target.split('?')[0]!);
+  const path = req.target.split('?')[0]!;
+  if (path === MTA_STS_PATH) return mtaStsAnswer(deps, req);
+  const m = PATH.exec(path);
   if (!m) return plain(404, 'not found');
   const host = trackingHost(req.host);
   if (host === null) return plain(404, 'unknown host');
@@ -81,6 +87,15 @@ function handle(deps: EndpointDeps, req: LeanRequest): Maybe<LeanAnswer> {
       });
     });
   });
+}
+
+/** The published MTA-STS policy of the host asked for (text/plain, RFC 8461 §3.3), or 404. */
+function mtaStsAnswer(deps: EndpointDeps, req: LeanRequest): LeanAnswer {
+  const host = trackingHost(req.host);
+  const text = host === null ? null : (deps.mtaStsPolicy?.(host) ?? null);
+  if (text === null) return plain(404, 'not found');
+  const body = Buffer.from(text, 'utf8');
+  return { status: 200, headers: `Content-Type: text/plain\r\nContent-Length: ${body.length}\r\nCache-Control: max-age=300\r\n`, body };
 }
 
 /** A stored link as a Location header: as it is when it is visible ASCII, else as the WHATWG URL parser writes it; null when neither is. */

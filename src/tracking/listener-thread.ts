@@ -140,9 +140,9 @@ export class TrackingListenerThread {
     this.post({ type: 'landed', count });
   }
 
-  /** api.trusted_proxies changed (configuration reload). */
-  configure(trustedProxies: string[]): void {
-    this.post({ type: 'settings', trustedProxies });
+  /** api.trusted_proxies or the MTA-STS policies changed (configuration reload). */
+  configure(trustedProxies: string[], mtaStsPolicies: Record<string, string>): void {
+    this.post({ type: 'settings', trustedProxies, mtaStsPolicies });
   }
 
   /**

@@ -35,6 +35,7 @@ const port = parentPort!;
 // Buffers cross to a thread as plain Uint8Arrays.
 const tls = start.tls ? { cert: Buffer.from(start.tls.cert), key: Buffer.from(start.tls.key) } : null;
 let trusted: readonly Cidr[] = [];
+let mtaStsPolicies: Record<string, string> = {};
 
 const send = (message: FromThread) => port.postMessage(message);
 const log = (level: 'info' | 'error', fields: Record<string, unknown>, message: string) => send({ type: 'log', level, fields, message });
@@ -141,6 +142,7 @@ const serving = new Promise<void>((resolve) => (served = resolve));
 const handler: LeanHandler = (req) => (endpoint ? endpoint(req) : serving.then(() => endpoint!(req)));
 function serve(settings: ThreadServe): void {
   trusted = settings.trustedProxies.map(parseCidr);
+  mtaStsPolicies = settings.mtaStsPolicies;
   endpoint = trackingEndpoint({
     tokens: new TrackingTokens(Buffer.from(settings.tokenKey)),
     domainOfHost,
@@ -148,6 +150,7 @@ function serve(settings: ThreadServe): void {
     link,
     hit,
     trustedProxies: () => trusted,
+    mtaStsPolicy: (host) => (Object.hasOwn(mtaStsPolicies, host) ? mtaStsPolicies[host]! : null),
   });
   served();
 }
@@ -202,6 +205,7 @@ port.on('message', (message: ToThread) => {
       break;
     case 'settings':
       trusted = message.trustedProxies.map(parseCidr);
+      mtaStsPolicies = message.mtaStsPolicies;
       break;
     case 'close':
       void listener.close(message.graceMs).then(() => {

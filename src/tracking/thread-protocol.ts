@@ -17,6 +17,8 @@ export interface ThreadServe {
   tokenKey: Buffer;
   /** api.trusted_proxies, as written in the configuration. */
   trustedProxies: string[];
+  /** The MTA-STS policy files served, by host (`mta-sts.<domain>`): mta_sts_policy. */
+  mtaStsPolicies: Record<string, string>;
 }
 
 /** An open or click the thread answered, for the daemon to record. */
@@ -62,5 +64,5 @@ export type ToThread =
   | { type: 'answer'; seq: number; value: unknown; error?: string }
   | { type: 'landed'; count: number }
   | { type: 'sync'; seq: number }
-  | { type: 'settings'; trustedProxies: string[] }
+  | { type: 'settings'; trustedProxies: string[]; mtaStsPolicies: Record<string, string> }
   | { type: 'close'; graceMs: number };

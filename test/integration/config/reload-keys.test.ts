@@ -36,6 +36,12 @@ const CHANGED: Record<string, unknown> = {
   'webhooks.allow_networks': ['10.0.0.0/8'],
   'tracking.link_scheme': 'http',
   'billing.currency': 'eur',
+  'tls_reporting.from': 'tls-reports@example.org',
+  'tls_reporting.schedule': '5 4 * * *',
+  'tls_reporting.allow_networks': ['10.0.0.0/8'],
+  'tls_reporting.ca_file': 'ca.pem',
+  'mta_sts_policy.domains': { 'example.org': { mode: 'testing', mx: ['mx.example.org'], max_age_seconds: 86400 } },
+  'mta_sts_policy.check_ca_file': 'ca.pem',
   'cluster.database_url': 'postgres://db.example.org/postilion',
   'cluster.redis_url': 'redis://cache.example.org:6379',
 };
