@@ -49,6 +49,8 @@ export const FAMILIES = [
   'counterLog',
   'links',
   'messageHits',
+  // MTA-STS policies of recipient domains, as fetched (each node fetches and keeps its own).
+  'mtaStsPolicies',
 ] as const;
 export type Family = (typeof FAMILIES)[number];
 
