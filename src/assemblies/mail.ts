@@ -6,6 +6,15 @@ import { ConfigError } from '../config/load.ts';
 import { announcedSend, Deliverer } from '../delivery/deliverer.ts';
 import { Router, routerOptions } from '../delivery/router.ts';
 import { SmtpPool } from '../delivery/smtp-pool.ts';
+import { MtaSts } from '../delivery/tls-policy/mta-sts.ts';
+import { TlsaLookups } from '../delivery/tls-policy/tlsa-lookup.ts';
+import { TlsPolicies } from '../delivery/tls-policy/tls-policies.ts';
+import { DnsWireClient } from '../domains/dns-wire.ts';
+import { deliveryTlsMetrics } from '../metrics/delivery-tls.ts';
+import { MtaStsRepo } from '../store/mta-sts-repo.ts';
+import type { Config } from '../config/schema.ts';
+import type { Core } from './core.ts';
+import type { Logger } from 'pino';
 import { DeliveryQueue } from '../queue/delivery-queue.ts';
 import { DsnSender } from '../queue/dsn-sender.ts';
 import { HeldMail } from '../queue/held-mail.ts';
@@ -55,6 +64,7 @@ export class MailAssembly implements Assembly {
 
     const { engine } = jobs;
     const router = new Router(core.resolver, routerOptions(d), core.clock);
+    const extraCa = readCaFile(d.mta_sts.ca_file);
     const pool = new SmtpPool({
       hostname: config.server.hostname,
       messagesPerConnection: d.messages_per_connection,
@@ -62,8 +72,20 @@ export class MailAssembly implements Assembly {
       connectTimeoutMs: d.connect_timeout_ms,
       commandTimeoutMs: d.command_timeout_ms,
       tlsRejectUnauthorized: d.tls_reject_unauthorized,
+      extraCa,
     });
-    const deliverer = new Deliverer(core.messagesRepo, core.domainsRepo, core.signer, router, pool, this.bounceRules, core.clock, (id) => core.verp.token(id));
+    const deliverer = new Deliverer(
+      core.messagesRepo,
+      core.domainsRepo,
+      core.signer,
+      router,
+      pool,
+      this.bounceRules,
+      core.clock,
+      (id) => core.verp.token(id),
+      undefined,
+      { tlsPolicies: tlsPolicies(config, core, extraCa, log), onTls: deliveryTlsMetrics(ctx.metrics.registry) },
+    );
     const held = new HeldMail(
       (id) => core.accountsRepo.getAccount(id),
       core.messages,
@@ -100,6 +122,38 @@ export class MailAssembly implements Assembly {
 
   async drain(): Promise<void> {
     this.delivery?.pool.close();
+  }
+}
+
+/** The receiving domains' TLS policies: MTA-STS (delivery.mta_sts) and DANE (dns.dnssec). */
+function tlsPolicies(config: Config, core: Core, extraCa: string | null, log: Logger): TlsPolicies {
+  const m = config.delivery.mta_sts;
+  const sts = m.enabled
+    ? new MtaSts(
+        core.resolver,
+        new MtaStsRepo(core.store),
+        {
+          fetch: { resolver: core.resolver, port: m.port, timeoutMs: m.fetch_timeout_ms, extraCa, allowPrivate: m.allow_private },
+          recheckMs: m.recheck_seconds * 1000,
+        },
+        core.clock,
+        log,
+      )
+    : null;
+  const { dns } = config;
+  const dane = dns.dnssec ? new TlsaLookups(new DnsWireClient({ servers: dns.servers, timeoutMs: dns.timeout_ms, tries: dns.tries }), core.clock) : null;
+  return new TlsPolicies(sts, dane);
+}
+
+/** delivery.mta_sts.ca_file, read once; a file that cannot be read stops the start. */
+function readCaFile(file: string): string | null {
+  if (!file) return null;
+  try {
+    const pem = readFileSync(resolve(file), 'utf8');
+    if (!pem.includes('-----BEGIN CERTIFICATE-----')) throw new Error('no PEM certificate in it');
+    return pem;
+  } catch (err) {
+    throw new ConfigError(`delivery.mta_sts.ca_file: cannot read ${file}: ${(err as Error).message}`);
   }
 }
 
