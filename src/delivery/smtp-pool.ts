@@ -1,4 +1,4 @@
-import { rootCertificates, type TLSSocket } from 'node:tls';
+import { createSecureContext, rootCertificates, type SecureContext, type TLSSocket } from 'node:tls';
 import SMTPConnection from 'nodemailer/lib/smtp-connection';
 import { chunksStream } from '../util/chunks-stream.ts';
 import { needsSmtpUtf8 } from '../util/email.ts';
@@ -63,8 +63,13 @@ export class SmtpPool {
   /** Every connection not yet ended, parked or in use: close() must reach them all. */
   private readonly live = new Set<SMTPConnection>();
   private closed = false;
+  /** With extra CA certificates: the TLS contexts trusting them, made once (each holds every root), for strict hops and the others. */
+  private readonly contexts: { strict: SecureContext; other: SecureContext } | null;
 
-  constructor(private readonly options: PoolOptions) {}
+  constructor(private readonly options: PoolOptions) {
+    const ca = options.extraCa ? [...rootCertificates, options.extraCa] : null;
+    this.contexts = ca ? { strict: createSecureContext({ ca, minVersion: 'TLSv1.2' }), other: createSecureContext({ ca }) } : null;
+  }
 
   /**
    * Sends `message` from `from` to one recipient over a session with `hop`: one buffer, or parts
@@ -161,8 +166,7 @@ export class SmtpPool {
       tls: {
         servername: isName(hop.name) ? hop.name : undefined,
         rejectUnauthorized: hop.policy ? false : this.options.tlsRejectUnauthorized,
-        ...(this.options.extraCa ? { ca: [...rootCertificates, this.options.extraCa] } : {}),
-        ...(strict ? { minVersion: 'TLSv1.2' as const } : {}),
+        ...(this.contexts ? { secureContext: strict ? this.contexts.strict : this.contexts.other } : strict ? { minVersion: 'TLSv1.2' as const } : {}),
       },
     });
     // Errors after a session is parked must not crash the process; they close the session.

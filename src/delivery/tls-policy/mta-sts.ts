@@ -50,14 +50,15 @@ export class MtaSts {
     if (cached && cached.until > this.clock.now()) return cached.found;
     const running = this.pending.get(key);
     if (running) return running;
-    const work = this.refresh(key, cached?.active ?? undefined).finally(() => this.pending.delete(key));
+    // Undefined: the store was not read yet for this domain (once per domain kept in memory).
+    const work = this.refresh(key, cached ? cached.active : undefined).finally(() => this.pending.delete(key));
     this.pending.set(key, work);
     return work;
   }
 
-  private async refresh(domain: string, known: ActivePolicy | undefined): Promise<StsLookup> {
+  private async refresh(domain: string, known: ActivePolicy | null | undefined): Promise<StsLookup> {
     const now = this.clock.now();
-    let active = known ?? (await this.stored(domain));
+    let active = known === undefined ? await this.stored(domain) : (known ?? undefined);
     if (active && active.expiresAt <= now) active = undefined;
     let found: StsLookup;
     let id: string | null;
