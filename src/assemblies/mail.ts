@@ -141,6 +141,9 @@ function tlsPolicies(config: Config, core: Core, extraCa: string | null, log: Lo
       )
     : null;
   const { dns } = config;
+  if (dns.dnssec && dns.servers.length === 0) {
+    log.warn("dns.dnssec is on without dns.servers: the AD bit of the system's resolvers is trusted for DANE; name a validating resolver on a trusted path");
+  }
   const dane = dns.dnssec ? new TlsaLookups(new DnsWireClient({ servers: dns.servers, timeoutMs: dns.timeout_ms, tries: dns.tries }), core.clock) : null;
   return new TlsPolicies(sts, dane);
 }
