@@ -1,4 +1,5 @@
 import { classify, enhancedCodeOf, type BounceRule, type Classification, type Outcome } from '../bounce/rules.ts';
+import { DnsUnavailableError } from '../domains/resolver.ts';
 import type { DkimSigner } from '../domains/signer.ts';
 import type { DomainsRepo } from '../store/domains-repo.ts';
 import type { MessagesRepo } from '../store/messages-repo.ts';
@@ -8,11 +9,9 @@ import { domainOf } from '../util/email.ts';
 import { retryHintMs } from '../bounce/retry-hint.ts';
 import { BodyDigests } from './body-digests.ts';
 import { RecentBodies } from './recent-bodies.ts';
-import type { Router } from './router.ts';
+import type { Hop, Router } from './router.ts';
 import type { SendReply, SmtpPool } from './smtp-pool.ts';
 import type { TlsOutcome, TlsReportSink } from './tls-outcome.ts';
-import type { Hop } from './router.ts';
-import { DnsUnavailableError } from '../domains/resolver.ts';
 import type { SessionTls } from './tls-policy/session-tls.ts';
 import type { TlsPlan, TlsPolicies } from './tls-policy/tls-policies.ts';
 
