@@ -89,7 +89,7 @@ export class SmtpPool {
       return failure;
     }
     const tls = session.tls;
-    session.tls = { ...tls, fresh: false };
+    if (tls.fresh) session.tls = { ...tls, fresh: false };
     // A UTF-8 address may only go to a server that offers SMTPUTF8 (RFC 6531 §3.2); nodemailer
     // would send it anyway. We do not downgrade: the local part has no ASCII form to fall back to.
     if ((needsSmtpUtf8(to) || needsSmtpUtf8(from)) && !extensionsOf(session.connection).includes('SMTPUTF8')) {
