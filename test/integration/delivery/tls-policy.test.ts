@@ -200,10 +200,13 @@ describe('outbound TLS policies: MTA-STS and DANE', function () {
     it('enforce: delivers to a listed MX over TLS with a certificate valid for its name, and reports the session', async () => {
       publish(bed, 'enforce.test', ['mx.good.test'], { id: 'a1', text: policy('enforce', ['mx.good.test']) });
       const before = good.received.length;
-      const attempt = await deliverer().attempt(await message('rcpt@enforce.test'));
+      const d = deliverer();
+      const attempt = await d.attempt(await message('rcpt@enforce.test'));
       expect(attempt.outcome, attempt.response).to.equal('delivered');
       expect(attempt.tls).to.deep.equal({ policy: 'mta-sts', mode: 'enforce', version: 'TLSv1.3', verified: true });
-      expect(good.received.slice(before).map((r) => r.secure)).to.deep.equal([true]);
+      // The session is reused: the second message has the same TLS, and the session is reported once.
+      expect((await d.attempt(await message('other@enforce.test'))).tls).to.deep.equal(attempt.tls);
+      expect(good.received.slice(before).map((r) => r.secure)).to.deep.equal([true, true]);
       expect(reports).to.have.length(1);
       expect(reports[0]).to.deep.include({
         policyDomain: 'enforce.test',
