@@ -8,6 +8,15 @@ import { announcedSend, Deliverer } from '../delivery/deliverer.ts';
 import { Router, routerOptions } from '../delivery/router.ts';
 import { SmtpPool } from '../delivery/smtp-pool.ts';
 import { TlsReports } from '../delivery/tls-reports/tls-reports.ts';
+import { MtaSts } from '../delivery/tls-policy/mta-sts.ts';
+import { TlsaLookups } from '../delivery/tls-policy/tlsa-lookup.ts';
+import { TlsPolicies } from '../delivery/tls-policy/tls-policies.ts';
+import { DnsWireClient } from '../domains/dns-wire.ts';
+import { deliveryTlsMetrics } from '../metrics/delivery-tls.ts';
+import { MtaStsRepo } from '../store/mta-sts-repo.ts';
+import type { Config } from '../config/schema.ts';
+import type { Core } from './core.ts';
+import type { Logger } from 'pino';
 import { DeliveryQueue } from '../queue/delivery-queue.ts';
 import { DsnSender } from '../queue/dsn-sender.ts';
 import { HeldMail } from '../queue/held-mail.ts';
@@ -65,6 +74,7 @@ export class MailAssembly implements Assembly {
     const { engine } = jobs;
     this.tlsReports = tlsReportsOf(ctx);
     const router = new Router(core.resolver, routerOptions(d), core.clock);
+    const extraCa = readCaFile(d.mta_sts.ca_file);
     const pool = new SmtpPool({
       hostname: config.server.hostname,
       messagesPerConnection: d.messages_per_connection,
@@ -72,6 +82,7 @@ export class MailAssembly implements Assembly {
       connectTimeoutMs: d.connect_timeout_ms,
       commandTimeoutMs: d.command_timeout_ms,
       tlsRejectUnauthorized: d.tls_reject_unauthorized,
+      extraCa,
     });
     const { shaping } = jobs;
     const deliverer = new Deliverer(
@@ -84,7 +95,12 @@ export class MailAssembly implements Assembly {
       core.clock,
       (id) => core.verp.token(id),
       undefined,
-      shaping ?? undefined,
+      {
+        tlsPolicies: tlsPolicies(config, core, extraCa, log),
+        tlsReports: this.tlsReports ?? undefined,
+        onTls: deliveryTlsMetrics(ctx.metrics.registry),
+        shaping: shaping ?? undefined,
+      },
     );
     const held = new HeldMail(
       (id) => core.accountsRepo.getAccount(id),
@@ -198,6 +214,41 @@ function tlsReportsOf(ctx: Context): TlsReports | null {
       ca,
     },
   );
+}
+
+/** The receiving domains' TLS policies: MTA-STS (delivery.mta_sts) and DANE (dns.dnssec). */
+function tlsPolicies(config: Config, core: Core, extraCa: string | null, log: Logger): TlsPolicies {
+  const m = config.delivery.mta_sts;
+  const sts = m.enabled
+    ? new MtaSts(
+        core.resolver,
+        new MtaStsRepo(core.store),
+        {
+          fetch: { resolver: core.resolver, port: m.port, timeoutMs: m.fetch_timeout_ms, extraCa, allowPrivate: m.allow_private },
+          recheckMs: m.recheck_seconds * 1000,
+        },
+        core.clock,
+        log,
+      )
+    : null;
+  const { dns } = config;
+  if (dns.dnssec && dns.servers.length === 0) {
+    log.warn("dns.dnssec is on without dns.servers: the AD bit of the system's resolvers is trusted for DANE; name a validating resolver on a trusted path");
+  }
+  const dane = dns.dnssec ? new TlsaLookups(new DnsWireClient({ servers: dns.servers, timeoutMs: dns.timeout_ms, tries: dns.tries }), core.clock) : null;
+  return new TlsPolicies(sts, dane);
+}
+
+/** delivery.mta_sts.ca_file, read once; a file that cannot be read stops the start. */
+function readCaFile(file: string): string | null {
+  if (!file) return null;
+  try {
+    const pem = readFileSync(resolve(file), 'utf8');
+    if (!pem.includes('-----BEGIN CERTIFICATE-----')) throw new Error('no PEM certificate in it');
+    return pem;
+  } catch (err) {
+    throw new ConfigError(`delivery.mta_sts.ca_file: cannot read ${file}: ${(err as Error).message}`);
+  }
 }
 
 /** The reply classification rules; a file that cannot be read or parsed stops the start. */

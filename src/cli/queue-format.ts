@@ -111,7 +111,7 @@ export function formatList(list: QueueList): string {
     m.state,
     String(m.attempts),
     when(m.next_attempt_at, now),
-    m.last_attempt ? oneLine(m.last_attempt.log) : '-',
+    m.last_attempt ? oneLine(m.last_attempt.tls ? `${m.last_attempt.log} [TLS: ${m.last_attempt.tls}]` : m.last_attempt.log) : '-',
   ]);
   const more = list.more > 0 ? `… and ${list.more} more (raise --limit)\n` : '';
   return table(headers, rows, new Set([4])) + more;

@@ -64,6 +64,10 @@ export const configSchema = z.strictObject({
       servers: z.array(z.string()).default([]).describe('resolvers to ask ("127.0.0.1", "[::1]:5353", "10.0.0.2:53"); empty: the system\'s'),
       timeout_ms: z.number().int().min(100).max(60_000).default(5000).describe('per-query timeout'),
       tries: z.number().int().min(1).max(10).default(2).describe('attempts per query'),
+      dnssec: z
+        .boolean()
+        .default(false)
+        .describe('trust the AD bit of dns.servers (a validating resolver such as unbound, on a trusted path): DANE TLSA records of MX hosts are enforced'),
     })
     .prefault({}),
   domains: z
@@ -155,6 +159,28 @@ export const configSchema = z.strictObject({
         .describe(
           'limits of single destinations of the job engine: an MX set ("mx1.example.net,mx2.example.net", sorted host names) or a webhook URL origin ("https://hooks.example.com")',
         ),
+      mta_sts: z
+        .strictObject({
+          enabled: z
+            .boolean()
+            .default(true)
+            .describe('honour the MTA-STS policies (RFC 8461) recipient domains publish: enforce defers rather than send in clear or to an unlisted MX'),
+          ca_file: z
+            .string()
+            .default('')
+            .describe('PEM file of CA certificates trusted besides the system roots, for policy hosts and MX certificates (private PKI, tests)'),
+          port: port.default(443).describe('HTTPS port of the policy hosts (443; other values only for test set-ups)'),
+          allow_private: z.boolean().default(false).describe('fetch policies from private, loopback and other special-purpose addresses too'),
+          fetch_timeout_ms: z.number().int().min(100).max(60_000).default(10_000).describe('the whole fetch of one policy (size is capped at 64 KiB)'),
+          recheck_seconds: z
+            .number()
+            .int()
+            .min(1)
+            .max(86_400)
+            .default(300)
+            .describe("how long a domain's _mta-sts TXT answer is reused before it is asked again"),
+        })
+        .prefault({}),
       bounce_rules: z.string().default('').describe('reply classification rules file (empty: the bundled config/bounce-rules)'),
       shaping: z
         .boolean()

@@ -138,8 +138,8 @@ export interface QueuedMessage {
   attempts: number;
   created_at: string;
   next_attempt_at: string;
-  /** The last attempt's log line: why it waits. */
-  last_attempt: { time: string; status: string; log: string } | null;
+  /** The last attempt's log line: why it waits; `tls`: its session's TLS and policy ("TLSv1.3 mta-sts enforce verified"). */
+  last_attempt: { time: string; status: string; log: string; tls?: string | undefined } | null;
 }
 
 export interface ListQuery {

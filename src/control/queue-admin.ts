@@ -403,6 +403,12 @@ function stateOf(m: MessageRecord, now: number): QueueState {
   return m.status === 'Deferred' ? 'deferred' : 'scheduled';
 }
 
+/** An attempt's TLS as the operator reads it: "TLSv1.3 mta-sts/enforce verified", "clear text opportunistic". */
+export function tlsText(tls: NonNullable<MessageRecord['attempts'][number]['tls']>): string {
+  const policy = tls.mode ? `${tls.policy}/${tls.mode}` : tls.policy;
+  return `${tls.version ?? 'clear text'} ${policy} ${tls.verified ? 'verified' : 'unverified'}`;
+}
+
 function present({ message: m, state }: Queued): QueuedMessage {
   const last = m.attempts.at(-1);
   return {
@@ -416,7 +422,7 @@ function present({ message: m, state }: Queued): QueuedMessage {
     attempts: m.attempts.length,
     created_at: m.createdAt,
     next_attempt_at: m.dueAt,
-    last_attempt: last ? { time: last.time, status: last.status, log: last.log } : null,
+    last_attempt: last ? { time: last.time, status: last.status, log: last.log, ...(last.tls ? { tls: tlsText(last.tls) } : {}) } : null,
   };
 }
 

@@ -1,4 +1,5 @@
 import { classify, enhancedCodeOf, type BounceRule, type Classification, type Outcome } from '../bounce/rules.ts';
+import { DnsUnavailableError } from '../domains/resolver.ts';
 import type { DkimSigner } from '../domains/signer.ts';
 import type { DomainsRepo } from '../store/domains-repo.ts';
 import type { MessagesRepo } from '../store/messages-repo.ts';
@@ -8,9 +9,11 @@ import { domainOf } from '../util/email.ts';
 import { retryHintMs } from '../bounce/retry-hint.ts';
 import { BodyDigests } from './body-digests.ts';
 import { RecentBodies } from './recent-bodies.ts';
-import type { Router } from './router.ts';
+import type { Hop, Router } from './router.ts';
 import type { SendReply, SmtpPool } from './smtp-pool.ts';
-import type { TlsOutcome } from './tls-outcome.ts';
+import type { TlsOutcome, TlsReportSink } from './tls-outcome.ts';
+import type { SessionTls } from './tls-policy/session-tls.ts';
+import type { TlsPlan, TlsPolicies } from './tls-policy/tls-policies.ts';
 
 /** What one delivery attempt of one message came to. */
 export interface Attempt {
@@ -29,6 +32,18 @@ export interface Attempt {
   source?: string | undefined;
   /** The TLS the session had and the policy that governed it; absent when no session was had. */
   tls?: TlsOutcome | undefined;
+}
+
+/** What delivery does about TLS besides sending: the receivers' policies, reporting, counting. */
+export interface DelivererOptions {
+  /** The receiving domains' TLS policies (MTA-STS, DANE); absent: every hop as configured (delivery.tls). */
+  tlsPolicies?: TlsPolicies | undefined;
+  /** Where each session's TLS result goes (TLS reporting, RFC 8460). */
+  tlsReports?: TlsReportSink | undefined;
+  /** Told each attempt's TLS outcome (the metrics). */
+  onTls?: ((outcome: TlsOutcome) => void) | undefined;
+  /** Traffic shaping: the messages one connection to an MX host carries at most, when its provider says. */
+  shaping?: { messagesPerConnection(host: string): number | undefined } | undefined;
 }
 
 /**
@@ -50,8 +65,7 @@ export class Deliverer {
     private readonly verpToken: (messageId: string) => string,
     /** What signing needs of each body, kept so that a body is hashed once for all its sends. */
     private readonly digests = new BodyDigests(),
-    /** Traffic shaping: the messages one connection to an MX host carries at most, when its provider says. */
-    private readonly shaping?: { messagesPerConnection(host: string): number | undefined },
+    private readonly options: DelivererOptions = {},
   ) {
     this.bodies = new RecentBodies(
       (bodyId) => this.messages.body(bodyId),
@@ -81,8 +95,12 @@ export class Deliverer {
   async attempt(message: MessageRecord): Promise<Attempt> {
     const domain = await this.domains.get(message.domainId);
     if (!domain) return internal('bounced', 'InvalidSender', `sender domain ${message.domain} no longer exists`);
-    const route = await this.router.hops(domainOf(message.recipient));
-    if (!Array.isArray(route)) return internal(route.permanent ? 'bounced' : 'deferred', route.classification, route.text);
+    const recipientDomain = domainOf(message.recipient);
+    const found = await this.router.hops(recipientDomain);
+    if (!Array.isArray(found)) return internal(found.permanent ? 'bounced' : 'deferred', found.classification, found.text);
+    const plan = await this.plan(recipientDomain, found);
+    if (!('hops' in plan)) return plan;
+    const route = plan.hops;
 
     let content: Buffer[];
     try {
@@ -93,9 +111,16 @@ export class Deliverer {
     // A DSN of ours goes out with the null return path, so that nothing answers it (RFC 5321 §4.5.5).
     const from = message.isBounceNotification ? '' : returnPath(message, domain, this.verpToken);
     let last: { reply: SendReply; host: string } | null = null;
+    let tls: TlsOutcome | undefined;
     for (const hop of route) {
-      const reply = await this.pool.send(hop, from, message.recipient, content, { messagesPerConnection: this.shaping?.messagesPerConnection(hop.name) });
+      const reply = await this.pool.send(hop, from, message.recipient, content, {
+        messagesPerConnection: this.options.shaping?.messagesPerConnection(hop.name),
+      });
       last = { reply, host: hop.name };
+      if (reply.tls) {
+        tls = tlsOutcome(hop, reply.tls);
+        this.report(recipientDomain, hop, reply.tls, plan);
+      }
       if (reply.kind === 'unsupported') {
         // Permanent: another MX host of the same domain is run by the same operator, as a rule.
         return {
@@ -106,6 +131,7 @@ export class Deliverer {
           response: reply.text,
           command: 'MAIL FROM',
           host: hop.name,
+          ...this.counted(tls),
         };
       }
       if (reply.kind === 'connection') {
@@ -125,6 +151,7 @@ export class Deliverer {
         command: reply.command,
         hintMs: verdict.outcome === 'deferred' ? retryHintMs(reply.text) : undefined,
         host: hop.name,
+        ...this.counted(tls),
       };
     }
     const reply = last!.reply;
@@ -137,11 +164,76 @@ export class Deliverer {
         response: `${reply.code} ${reply.text}`,
         command: reply.command,
         host: last!.host,
+        ...this.counted(tls),
       };
     }
     const classification: Classification =
       reply.kind === 'connection' && reply.tlsMissing ? 'PolicyRelated' : /ETIMEDOUT|timeout/i.test(reply.text) ? 'NoAnswerFromHost' : 'BadConnection';
-    return { ...internal('deferred', classification, reply.text), host: last!.host };
+    return { ...internal('deferred', classification, reply.text), host: last!.host, ...this.counted(tls) };
+  }
+
+  /**
+   * The hops under the receiving domain's TLS policies, or the deferral when the policies leave
+   * none: never a fallback to a host the policy does not list, nor to clear text.
+   */
+  private async plan(domain: string, hops: Hop[]): Promise<TlsPlan | Attempt> {
+    const policies = this.options.tlsPolicies;
+    if (!policies?.active) return { hops, refused: [], unavailable: null };
+    let plan: TlsPlan;
+    try {
+      plan = await policies.plan(domain, hops);
+    } catch (err) {
+      if (err instanceof DnsUnavailableError) return internal('deferred', 'DNSFailure', `${domain}: ${err.message} (DNSSEC check of its MX)`);
+      throw err;
+    }
+    for (const r of plan.refused) {
+      this.options.tlsReports?.record({
+        ...r.report,
+        receivingMxHostname: r.hop.name,
+        receivingIp: r.hop.address,
+        sendingMtaIp: null,
+        success: false,
+        failure: { type: r.failure, detail: r.detail },
+      });
+    }
+    if (plan.hops.length > 0) return plan;
+    const why = [...new Set(plan.refused.map((r) => r.detail))].join('; ');
+    return {
+      ...internal('deferred', 'PolicyRelated', `TLS policy of ${domain} leaves no MX host to deliver to: ${why}`),
+      host: plan.refused[0]?.hop.name ?? null,
+    };
+  }
+
+  /** One session's result for TLS reporting: a session counts once, however many messages it carries. */
+  private report(domain: string, hop: Hop, tls: SessionTls, plan: TlsPlan): void {
+    const sink = this.options.tlsReports;
+    // TLS switched off and no policy: nothing was tried, nothing to report.
+    if (!sink || !tls.fresh || (!hop.policy && hop.tls === 'off')) return;
+    const policy = hop.policy?.report ?? { policyDomain: domain, policyType: 'no-policy-found' as const, policyStrings: [] };
+    const announced = !hop.policy && plan.unavailable;
+    const failure = announced
+      ? { type: plan.unavailable!.failure, detail: plan.unavailable!.detail }
+      : hop.policy
+        ? tls.failure
+        : tls.version
+          ? undefined
+          : tls.failure;
+    sink.record({
+      ...policy,
+      ...(announced ? { policyType: 'sts' as const } : {}),
+      receivingMxHostname: hop.name,
+      receivingIp: tls.remoteAddress ?? hop.address,
+      sendingMtaIp: null,
+      success: failure === undefined,
+      ...(failure ? { failure } : {}),
+    });
+  }
+
+  /** The attempt's TLS outcome, counted once (the metrics). */
+  private counted(tls: TlsOutcome | undefined): { tls?: TlsOutcome } {
+    if (!tls) return {};
+    this.options.onTls?.(tls);
+    return { tls };
   }
 
   /**
@@ -164,6 +256,14 @@ export class Deliverer {
  */
 export function announcedSend(message: MessageRecord): boolean {
   return !message.sandbox && message.attempts.length === 0 && Date.parse(message.dueAt) <= Date.parse(message.createdAt);
+}
+
+/** The TLS a session had, under the policy of its hop: DANE, MTA-STS, else opportunistic (none when TLS is off). */
+export function tlsOutcome(hop: Hop, tls: SessionTls): TlsOutcome {
+  const policy = hop.policy;
+  if (policy?.kind === 'dane') return { policy: 'dane', version: tls.version, verified: tls.verified };
+  if (policy?.kind === 'mta-sts') return { policy: 'mta-sts', mode: policy.mode, version: tls.version, verified: tls.verified && policy.listed };
+  return { policy: hop.tls === 'off' ? 'none' : 'opportunistic', version: tls.version, verified: tls.verified };
 }
 
 /** VERP return path: bounces+<message token>@<return-path subdomain>.<domain>. */

@@ -3,6 +3,7 @@ import type { Classification } from '../bounce/rules.ts';
 import { DnsUnavailableError, type DnsResolver } from '../domains/resolver.ts';
 import { Lru } from '../util/lru.ts';
 import type { Clock } from '../util/time.ts';
+import type { HopPolicy } from './tls-policy/tls-policies.ts';
 
 export type TlsPolicy = 'required' | 'opportunistic' | 'off';
 
@@ -12,6 +13,10 @@ export interface Hop {
   address: string;
   port: number;
   tls: TlsPolicy;
+  /** A transport or smarthost host, not an MX host: the receiving domain's TLS policies do not apply. */
+  relay?: true | undefined;
+  /** The receiving domain's TLS policy for this hop (MTA-STS, DANE), set by TlsPolicies.plan. */
+  policy?: HopPolicy | undefined;
 }
 
 /** Why a destination has no hop to try. */
@@ -128,7 +133,7 @@ export class Router {
   private async resolve(domain: string): Promise<Hop[] | RouteFailure> {
     const fixed = this.options.transport[domain] ?? this.options.smarthost;
     try {
-      if (fixed) return await this.hostHops(fixed.host, fixed.port, fixed.tls ?? this.options.tls);
+      if (fixed) return (await this.hostHops(fixed.host, fixed.port, fixed.tls ?? this.options.tls)).map((hop) => ({ ...hop, relay: true as const }));
       const mx = await this.resolver.mx(domain);
       if (mx.some((r) => r.exchange === '' || r.exchange === '.')) {
         return { permanent: true, classification: 'BadDomain', text: `${domain} does not accept mail (null MX, RFC 7505)` };

@@ -1,7 +1,10 @@
+import { createSecureContext, rootCertificates, type SecureContext, type TLSSocket } from 'node:tls';
 import SMTPConnection from 'nodemailer/lib/smtp-connection';
 import { chunksStream } from '../util/chunks-stream.ts';
 import { needsSmtpUtf8 } from '../util/email.ts';
 import type { Hop } from './router.ts';
+import { checkSession, TlsPolicyError, type SessionTls } from './tls-policy/session-tls.ts';
+import { enforced } from './tls-policy/tls-policies.ts';
 
 export interface PoolOptions {
   /** EHLO name. */
@@ -13,6 +16,8 @@ export interface PoolOptions {
   tlsRejectUnauthorized: boolean;
   /** A session parked longer than this is checked with RSET before reuse (default 2 s). */
   probeAfterMs?: number;
+  /** PEM certificates trusted besides the system's roots when checking MX certificates (a private PKI, tests). */
+  extraCa?: string | null | undefined;
 }
 
 /** How one send goes out: from which delivery source, and how many messages its session may carry. */
@@ -23,12 +28,13 @@ export interface SendVia {
   messagesPerConnection?: number | undefined;
 }
 
-/** What the server answered for one recipient, or why there was no answer. */
-export type SendReply =
+/** What the server answered for one recipient, or why there was no answer; `tls`: what TLS the session had. */
+export type SendReply = (
   | { kind: 'reply'; code: number; text: string; command: string }
   | { kind: 'connection'; text: string; tlsMissing: boolean }
   /** Not sent: the hop lacks an extension the message needs (SMTPUTF8); `text` begins with the enhanced code. */
-  | { kind: 'unsupported'; enhanced: string; text: string };
+  | { kind: 'unsupported'; enhanced: string; text: string }
+) & { tls?: SessionTls | undefined };
 
 interface Session {
   key: string;
@@ -36,6 +42,7 @@ interface Session {
   sent: number;
   idleTimer: NodeJS.Timeout | null;
   parkedAt: number;
+  tls: SessionTls;
 }
 
 /**
@@ -56,8 +63,13 @@ export class SmtpPool {
   /** Every connection not yet ended, parked or in use: close() must reach them all. */
   private readonly live = new Set<SMTPConnection>();
   private closed = false;
+  /** With extra CA certificates: the TLS contexts trusting them, made once (each holds every root), for strict hops and the others. */
+  private readonly contexts: { strict: SecureContext; other: SecureContext } | null;
 
-  constructor(private readonly options: PoolOptions) {}
+  constructor(private readonly options: PoolOptions) {
+    const ca = options.extraCa ? [...rootCertificates, options.extraCa] : null;
+    this.contexts = ca ? { strict: createSecureContext({ ca, minVersion: 'TLSv1.2' }), other: createSecureContext({ ca }) } : null;
+  }
 
   /**
    * Sends `message` from `from` to one recipient over a session with `hop`: one buffer, or parts
@@ -69,13 +81,24 @@ export class SmtpPool {
     try {
       session = (await this.take(hop)) ?? (await this.open(hop));
     } catch (err) {
-      return connectionFailure(err);
+      if (err instanceof TlsPolicyError) return { kind: 'connection', text: err.message, tlsMissing: true, tls: err.tls };
+      const failure = connectionFailure(err);
+      // No STARTTLS where a policy needs it: a TLS failure to report, not an unreachable host.
+      if (hop.policy && failure.kind === 'connection' && failure.tlsMissing) return { ...failure, tls: checkSession(null, hop, {}, Date.now()) };
+      return failure;
     }
+    const tls = session.tls;
+    if (tls.fresh) session.tls = { ...tls, fresh: false };
     // A UTF-8 address may only go to a server that offers SMTPUTF8 (RFC 6531 §3.2); nodemailer
     // would send it anyway. We do not downgrade: the local part has no ASCII form to fall back to.
     if ((needsSmtpUtf8(to) || needsSmtpUtf8(from)) && !extensionsOf(session.connection).includes('SMTPUTF8')) {
       this.park(session);
-      return { kind: 'unsupported', enhanced: '5.6.7', text: `5.6.7 next hop ${hop.name} does not support SMTPUTF8, which the address ${to} needs (RFC 6531)` };
+      return {
+        kind: 'unsupported',
+        enhanced: '5.6.7',
+        text: `5.6.7 next hop ${hop.name} does not support SMTPUTF8, which the address ${to} needs (RFC 6531)`,
+        tls,
+      };
     }
     try {
       const info = await new Promise<SMTPConnection.SentMessageInfo>((resolve, reject) =>
@@ -86,10 +109,10 @@ export class SmtpPool {
       session.sent += 1;
       const reply = replyOf(info.response, 'DATA');
       this.park(session, via.messagesPerConnection);
-      return reply;
+      return { ...reply, tls };
     } catch (err) {
       this.discard(session);
-      return failureOf(err);
+      return { ...failureOf(err), tls };
     }
   }
 
@@ -125,18 +148,25 @@ export class SmtpPool {
   }
 
   private async open(hop: Hop): Promise<Session> {
+    // Under an enforced policy (MTA-STS enforce, DANE) TLS is required and the certificate is
+    // checked here once the session is up (checkSession), before any MAIL FROM.
+    const strict = enforced(hop.policy);
     const connection = new SMTPConnection({
       host: hop.address,
       port: hop.port,
       name: this.options.hostname,
       secure: false,
-      ignoreTLS: hop.tls === 'off',
-      requireTLS: hop.tls === 'required',
-      opportunisticTLS: hop.tls === 'opportunistic',
+      ignoreTLS: hop.tls === 'off' && !strict,
+      requireTLS: hop.tls === 'required' || strict,
+      opportunisticTLS: hop.tls === 'opportunistic' && !strict,
       connectionTimeout: this.options.connectTimeoutMs,
       greetingTimeout: this.options.connectTimeoutMs,
       socketTimeout: this.options.commandTimeoutMs,
-      tls: { servername: isName(hop.name) ? hop.name : undefined, rejectUnauthorized: this.options.tlsRejectUnauthorized },
+      tls: {
+        servername: isName(hop.name) ? hop.name : undefined,
+        rejectUnauthorized: hop.policy ? false : this.options.tlsRejectUnauthorized,
+        ...(this.contexts ? { secureContext: strict ? this.contexts.strict : this.contexts.other } : strict ? { minVersion: 'TLSv1.2' as const } : {}),
+      },
     });
     // Errors after a session is parked must not crash the process; they close the session.
     connection.on('error', () => undefined);
@@ -149,7 +179,13 @@ export class SmtpPool {
         resolve();
       });
     });
-    const session: Session = { key: key(hop), connection, sent: 0, idleTimer: null, parkedAt: 0 };
+    const socket = (connection as unknown as { _socket?: TLSSocket | null })._socket ?? null;
+    const tls = checkSession(connection.secure ? socket : null, hop, { remoteAddress: socket?.remoteAddress, localAddress: socket?.localAddress }, Date.now());
+    if (strict && !tls.verified) {
+      connection.close();
+      throw new TlsPolicyError(tls);
+    }
+    const session: Session = { key: key(hop), connection, sent: 0, idleTimer: null, parkedAt: 0, tls };
     // A parked session the server closes is forgotten at once.
     connection.once('end', () => this.forget(session));
     return session;
@@ -192,7 +228,8 @@ export class SmtpPool {
   }
 }
 
-const key = (hop: Hop) => `${hop.address}:${hop.port}`;
+/** Sessions are shared by hops under the same policy: one checked for nothing never carries mail that needs verified TLS. */
+const key = (hop: Hop) => `${hop.address}:${hop.port}${hop.policy ? `|${hop.policy.kind === 'dane' ? 'dane' : `sts-${hop.policy.mode}`}` : ''}`;
 const isName = (host: string) => /[a-z]/i.test(host) && !host.includes(':');
 
 /** The extensions the server listed in its EHLO reply (nodemailer keeps them on a private field). */

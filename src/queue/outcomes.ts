@@ -101,7 +101,10 @@ export class Outcomes {
       if (current.dueAt !== taken.dueAt || current.status !== taken.status) return null;
       const base = { ...current, updatedAt: iso(now), sentAt: current.sentAt ?? (attempt.smtpCode > 0 ? iso(now) : null) };
       const log = attempt.host ? `${attempt.host}: ${attempt.response}` : attempt.response;
-      const withAttempt = (status: string) => ({ ...base, attempts: [...current.attempts, { time: iso(now), log, status }] });
+      const withAttempt = (status: string) => ({
+        ...base,
+        attempts: [...current.attempts, { time: iso(now), log, status, ...(attempt.tls ? { tls: attempt.tls } : {}) }],
+      });
       const data = attemptData(attempt);
       const suppress = (reason: string, source: 'bounce' | 'failure') =>
         this.suppressions.inForce(stored, now)

@@ -247,6 +247,8 @@ export interface DeliveryAttemptRecord {
   time: string;
   log: string;
   status: string;
+  /** The TLS of the attempt's session and its policy (delivery/tls-outcome.ts TlsOutcome); absent without a session. */
+  tls?: { policy: string; mode?: string | undefined; version: string | null; verified: boolean } | undefined;
 }
 
 /**

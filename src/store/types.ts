@@ -51,6 +51,8 @@ export const FAMILIES = [
   'messageHits',
   // TLS reporting (RFC 8460): each node's counts of the sessions it made, by day and policy.
   'tlsReports',
+  // MTA-STS policies of recipient domains, as fetched (each node fetches and keeps its own).
+  'mtaStsPolicies',
 ] as const;
 export type Family = (typeof FAMILIES)[number];
 

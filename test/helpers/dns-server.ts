@@ -4,7 +4,9 @@ import dns2, { Packet } from 'dns2';
 
 /**
  * A real DNS server on 127.0.0.1 (the `dns2` package) serving a zone the test edits while it
- * runs: TXT, CNAME and MX records, NXDOMAIN for unknown names, SERVFAIL while `failing`.
+ * runs: TXT, CNAME, MX, A and TLSA records, NXDOMAIN for unknown names, SERVFAIL while `failing`.
+ * With `ad` set it answers as a validating resolver does for a signed zone (the AD bit), except
+ * for the names in `insecureNames`.
  * UDP and TCP listen on the same port, so Node's resolver, given `127.0.0.1:<port>`, can fall
  * back to TCP on a truncated answer.
  */
@@ -20,7 +22,19 @@ export interface ZoneValues {
   MX: MxValue[];
   /** IPv4 addresses (MX hosts on loopback: 127.0.0.x). */
   A: string[];
+  /** TLSA records (RFC 6698) at `_<port>._tcp.<host>`; dns2 has no encoder for them, so RDATA is written here. */
+  TLSA: TlsaValue[];
 }
+
+export interface TlsaValue {
+  usage: number;
+  selector: number;
+  matching: number;
+  /** The certificate association data. */
+  data: Buffer;
+}
+
+const TYPE_TLSA = 52;
 
 export type RecordType = keyof ZoneValues;
 
@@ -39,6 +53,7 @@ const TYPE_NAMES: Record<number, RecordType> = {
   [Packet.TYPE.CNAME]: 'CNAME',
   [Packet.TYPE.MX]: 'MX',
   [Packet.TYPE.A]: 'A',
+  [TYPE_TLSA]: 'TLSA',
 };
 
 /** DNS names compare case-insensitively and without the root dot. */
@@ -99,6 +114,10 @@ export interface TestDnsServer {
   failingNames: Set<string>;
   /** Every question asked, as `TYPE name`, in order (tests clear it to count). */
   queries: string[];
+  /** While true answers carry the AD bit (DNSSEC validated), as from a validating resolver. */
+  ad: boolean;
+  /** Names (lower-case, no trailing dot) answered without the AD bit while `ad` is set: an unsigned zone. */
+  insecureNames: Set<string>;
   close(): Promise<void>;
 }
 
@@ -113,12 +132,17 @@ export function txtChunks(value: string): string[] {
 
 export async function startDnsServer(): Promise<TestDnsServer> {
   const zone = new Zone();
-  const state = { failing: false, queries: [] as string[] };
+  const state = { failing: false, queries: [] as string[], ad: false };
   const failingNames = new Set<string>();
+  const insecureNames = new Set<string>();
 
   const answer = (request: Packet): Packet => {
     const response = Packet.createResponseFromRequest(request);
     response.header.aa = 1;
+    // dns2's bundled types omit the AD bit its runtime encodes (RFC 4035 §3.2.3).
+    (response.header as unknown as { ad: number }).ad = state.ad && request.questions.every((q) => !insecureNames.has(key(q.name))) ? 1 : 0;
+    // Only what dns2 can encode goes back: no EDNS OPT record in the answer.
+    response.additionals = [];
     for (const question of request.questions) {
       const type = TYPE_NAMES[question.type];
       state.queries.push(`${type ?? question.type} ${key(question.name)}`);
@@ -148,6 +172,12 @@ export async function startDnsServer(): Promise<TestDnsServer> {
         for (const mx of zone.get(question.name, 'MX') ?? []) {
           response.answers.push(Packet.createResourceFromQuestion(question, { ...base, exchange: mx.exchange, priority: mx.priority }));
         }
+      } else if (type === 'TLSA') {
+        for (const t of zone.get(question.name, 'TLSA') ?? []) {
+          const data = Buffer.concat([Buffer.from([t.usage, t.selector, t.matching]), t.data]);
+          // dns2 writes the `data` Buffer of a type it has no encoder for as the RDATA (its types say string).
+          response.answers.push(new Packet.Resource({ ...base, type: TYPE_TLSA, class: Packet.CLASS.IN, data: data as unknown as string }));
+        }
       }
       // A known name without records of the asked type: NOERROR with no answers (NODATA).
     }
@@ -165,6 +195,13 @@ export async function startDnsServer(): Promise<TestDnsServer> {
     port,
     address: `127.0.0.1:${port}`,
     failingNames,
+    insecureNames,
+    get ad() {
+      return state.ad;
+    },
+    set ad(value: boolean) {
+      state.ad = value;
+    },
     get failing() {
       return state.failing;
     },

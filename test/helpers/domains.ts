@@ -56,7 +56,7 @@ export async function startDomainBed(config: ConfigInput = {}, options: { logLin
       ...(options.dir ? { dir: options.dir } : {}),
       config: {
         ...config,
-        dns: { servers: [dns.address], timeout_ms: 500, tries: 1 },
+        dns: { ...config.dns, servers: [dns.address], timeout_ms: 500, tries: 1 },
         server: { hostname: HOSTNAME, sending_ips: [SENDING_IP] },
       },
     });
