@@ -17,14 +17,20 @@ import {
 } from './listener.ts';
 import type { Accepted, InboundPolicy } from '../inbound/policy.ts';
 import type { HeaderSummary, Intake } from '../inbound/intake.ts';
-import type { DataSpool } from '../message/spool.ts';
+import type { Arrival, ArrivalCheck } from '../inbound/authentication.ts';
+import { dmarcAction, type DmarcMode } from '../inbound/dmarc-policy.ts';
+import { withTraceFields } from '../inbound/trace-fields.ts';
+import type { DataSpool, SpooledMessage } from '../message/spool.ts';
 import type { InboundRepo } from '../store/inbound-repo.ts';
+import type { InboundAuthentication } from '../store/records.ts';
 import { newId } from '../util/ids.ts';
 
 export interface InboundOptions extends ListenerOptions {
   port: number;
   /** The socket bound at host:port by the daemon's bind phase, taken over here. */
   bound?: BoundSocket;
+  /** `smtp.inbound.dmarc_policy` (default monitor: the verdict is only recorded). */
+  dmarcPolicy?: DmarcMode;
 }
 
 export interface InboundDeps extends ListenerDeps {
@@ -33,6 +39,13 @@ export interface InboundDeps extends ListenerDeps {
   repo: InboundRepo;
   /** A spool for one message's DATA (written to the store as it arrives past 1 MiB). */
   newSpool: () => DataSpool;
+  /**
+   * SPF, DKIM, DMARC, ARC and spamd of a message for routes, once at the end of DATA; `parts`
+   * gives its bytes as received, afresh at each call. Absent: mail is stored unchecked.
+   */
+  checkArrival?: (parts: () => AsyncIterable<Buffer>, arrival: Arrival) => Promise<ArrivalCheck>;
+  /** A number in [0, 100) per message, for DMARC's pct= sampling (tests fix it). */
+  sample?: () => number;
   observer?: InboundObserver;
 }
 
@@ -151,11 +164,26 @@ function inboundRole(options: InboundOptions, deps: InboundDeps): ListenerRole<I
       log.info({ ...transaction(session, state), verdict: 'refused', reason }, 'inbound message');
     },
 
-    async store(data, session, state) {
+    async store(data, session, state, spool) {
       const fields = transaction(session, state);
       const stored = Buffer.isBuffer(data)
         ? { bodyId: newId(), head: data, size: data.length, chunks: chunked(data), spooled: 0 }
         : { bodyId: data.bodyId, head: data.head, size: data.size, chunks: [data.head, ...data.tail], spooled: data.written };
+      let authentication: InboundAuthentication | undefined;
+      // Mail for routes is checked here, once; bounces and complaints carry their own proof (VERP, the report's sender).
+      if (deps.checkArrival && state.accepted.some((a) => a.kind === 'route')) {
+        const arrival = { ip: session.remoteAddress, helo: session.hostNameAppearsAs ?? '', sender: fields.sender };
+        const checked = await deps.checkArrival(() => received(data, deps.repo), arrival);
+        const dmarc = checked.authentication.dmarc;
+        const action = dmarcAction(options.dmarcPolicy ?? 'monitor', dmarc, deps.sample ? deps.sample() : Math.random() * 100);
+        if (action.kind === 'reject') {
+          await spool.discard();
+          log.info({ ...fields, verdict: 'rejected', reason: action.reason, dmarc: dmarc?.result }, 'inbound message');
+          return reply(550, `5.7.1 ${printable(action.reason, 400)}`);
+        }
+        authentication = { ...checked.authentication, action: action.kind };
+        stored.chunks = traced(stored.chunks, checked.header, options.hostname);
+      }
       const record = await intake.store({
         id: newId(),
         bodyId: stored.bodyId,
@@ -165,9 +193,14 @@ function inboundRole(options: InboundOptions, deps: InboundDeps): ListenerRole<I
         size: stored.size,
         headers: summary(stored.head),
         tail: deps.repo.chunkOps(stored.bodyId, stored.chunks, stored.spooled),
+        ...(authentication ? { authentication } : {}),
       });
       const size = stored.size;
-      log.info({ ...fields, inbound_id: record.id, size, verdict: 'accepted', kinds: [...new Set(state.accepted.map((a) => a.kind))] }, 'inbound message');
+      const checks = authentication ? { dmarc: authentication.dmarc?.result ?? null, action: authentication.action } : {};
+      log.info(
+        { ...fields, inbound_id: record.id, size, verdict: 'accepted', kinds: [...new Set(state.accepted.map((a) => a.kind))], ...checks },
+        'inbound message',
+      );
       // Bounces and complaints are taken in before the answer; a failure leaves them for the next start.
       await intake
         .takeIn(record)
@@ -177,6 +210,32 @@ function inboundRole(options: InboundOptions, deps: InboundDeps): ListenerRole<I
 
     settled: (result) => observer?.message(result),
   };
+}
+
+/** The message's bytes as received: in memory, or its header block, the chunks spooled to the store, then the rest. */
+async function* received(data: Buffer | SpooledMessage, repo: InboundRepo): AsyncGenerator<Buffer> {
+  if (Buffer.isBuffer(data)) {
+    yield data;
+    return;
+  }
+  yield data.head;
+  if (data.written > 0) yield* repo.body(data.bodyId);
+  yield* data.tail;
+}
+
+/** The chunks to store with the trace fields on top of the first (which holds the header block, or begins with it). */
+function traced(chunks: Buffer[], trace: string, hostname: string): Buffer[] {
+  const first = chunks[0]!;
+  const end = headerBlockEnd(first);
+  return [withTraceFields(first.subarray(0, end), trace, hostname), ...(end < first.length ? [first.subarray(end)] : []), ...chunks.slice(1)];
+}
+
+/** Where the header block ends (after its empty line), or the buffer's length when it holds no body. */
+function headerBlockEnd(buffer: Buffer): number {
+  const crlf = buffer.indexOf('\r\n\r\n');
+  const lf = buffer.indexOf('\n\n');
+  if (crlf >= 0 && (lf < 0 || crlf < lf)) return crlf + 4;
+  return lf >= 0 ? lf + 2 : buffer.length;
 }
 
 /** From, Subject and Message-ID of the header block (unfolded, as sent). */
