@@ -26,6 +26,13 @@ export interface AccountRecord {
   monthlyCredit?: number;
   /** When a sub account was soft-deleted. */
   deletedAt?: string | null;
+  /**
+   * The header From of its mail submitted over SMTP: `own` (absent: the default) must be at a
+   * domain the credential may send from; `any` lets it be anywhere (forwarding set-ups: the
+   * message is signed with the MAIL FROM domain and may not align for DMARC). Set by the operator
+   * (`postilion accounts smtp-header-from`), not by the API.
+   */
+  smtpHeaderFrom?: 'own' | 'any';
   createdAt: string;
   updatedAt: string;
 }
