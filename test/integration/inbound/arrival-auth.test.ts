@@ -18,7 +18,7 @@ const SELECTOR = 'mail';
 const { privateKey, publicKey } = generateKeyPairSync('rsa', { modulusLength: 2048 });
 const DKIM_RECORD = `v=DKIM1; k=rsa; p=${publicKey.export({ type: 'spki', format: 'der' }).toString('base64')}`;
 
-function message(from: string, subject: string): Buffer {
+function message(from: string, subject: string, body = 'Hello there.'): Buffer {
   return Buffer.from(
     [
       `From: Alice <${from}>`,
@@ -27,7 +27,7 @@ function message(from: string, subject: string): Buffer {
       `Message-ID: <${subject.replace(/\W/g, '')}@${SENDER}>`,
       'Date: Fri, 27 Nov 2026 10:00:00 +0000',
       '',
-      'Hello there.',
+      body,
       '',
     ].join('\r\n'),
   );
@@ -140,6 +140,18 @@ for (const mode of ['enforce', 'monitor'] as const)
         const stored = (await repo.head(record!.bodyId, 64 * 1024)).toString('latin1');
         expect(stored).to.match(/^Received-SPF: none .*\r\nAuthentication-Results: mx\.postilion\.test;/s);
         expect(stored).to.contain('DKIM-Signature:');
+      });
+
+      it('enforce: a message past 1 MiB, written to the store as it arrives, is checked as received (its DKIM body hash passes)', async () => {
+        const body = Array.from({ length: 24_000 }, (_, i) => `line ${i} of a long message, long enough to be spooled`).join('\r\n');
+        const raw = await signed(message(`alice@${SENDER}`, 'Large', body));
+        expect(raw.length).to.be.greaterThan(1024 * 1024);
+        const accepted = await send('bounces@elsewhere.test', raw);
+        expect(accepted.code, accepted.text).to.equal(250);
+        await receiver.until((r) => r.length === 1);
+        const p = receiver.received[0]!.payload!;
+        expect(p.data.headers['Authentication-Results']).to.contain('dkim=pass').and.contain('dmarc=pass');
+        expect(p.data.plain_body as string).to.contain('line 23999 of a long message');
       });
 
       it('enforce: marks mail failing p=quarantine in the payload; a forged Authentication-Results of ours is dropped', async () => {
