@@ -23,6 +23,7 @@ import { withTraceFields } from '../inbound/trace-fields.ts';
 import type { DataSpool, SpooledMessage } from '../message/spool.ts';
 import type { InboundRepo } from '../store/inbound-repo.ts';
 import type { InboundAuthentication } from '../store/records.ts';
+import { Gate } from '../util/gate.ts';
 import { newId } from '../util/ids.ts';
 
 export interface InboundOptions extends ListenerOptions {
@@ -56,6 +57,8 @@ export interface InboundDeps extends ListenerDeps {
 export interface InboundObserver extends ListenerObserver {
   recipient(verdict: Accepted['kind'] | 'refused' | 'deferred'): void;
   message(result: 'accepted' | 'rejected' | 'deferred'): void;
+  /** A message for routes checked at arrival: its DMARC result (`unchecked` when none) and the action taken. */
+  dmarc?(result: string, action: 'accept' | 'quarantine' | 'reject'): void;
 }
 
 /** The listener's name in metrics. */
@@ -64,6 +67,9 @@ const LISTENER = 'inbound';
 interface InboundSession extends ListenerSession {
   accepted: Accepted[];
 }
+
+/** Checks at arrival of messages spooled to the store (past 1 MiB) running at once. */
+const MAX_SPOOLED_CHECKS = 2;
 
 /** Bytes of a chunk of a small message stored in its record's batch. */
 const CHUNK_BYTES = 256 * 1024;
@@ -97,6 +103,9 @@ export class InboundListener extends SmtpListeners {
 
 function inboundRole(options: InboundOptions, deps: InboundDeps): ListenerRole<InboundSession> {
   const { policy, intake, log, observer } = deps;
+  // A message past 1 MiB is read back from the store to be checked: a few at a time, so that many
+  // large ones arriving together do not all have their chunks in memory at once.
+  const spooledChecks = new Gate(MAX_SPOOLED_CHECKS);
   const transaction = (session: SMTPServerSession, state: InboundSession) => ({
     client: session.remoteAddress,
     sender: session.envelope.mailFrom ? session.envelope.mailFrom.address : '',
@@ -173,9 +182,11 @@ function inboundRole(options: InboundOptions, deps: InboundDeps): ListenerRole<I
       // Mail for routes is checked here, once; bounces and complaints carry their own proof (VERP, the report's sender).
       if (deps.checkArrival && state.accepted.some((a) => a.kind === 'route')) {
         const arrival = { ip: session.remoteAddress, helo: session.hostNameAppearsAs ?? '', sender: fields.sender };
-        const checked = await deps.checkArrival(() => received(data, deps.repo), arrival);
+        const check = () => deps.checkArrival!(() => received(data, deps.repo), arrival);
+        const checked = Buffer.isBuffer(data) ? await check() : await spooledChecks.run(check);
         const dmarc = checked.authentication.dmarc;
         const action = dmarcAction(options.dmarcPolicy ?? 'monitor', dmarc, deps.sample ? deps.sample() : Math.random() * 100);
+        observer?.dmarc?.(dmarc ? dmarc.result : 'unchecked', action.kind);
         if (action.kind === 'reject') {
           await spool.discard();
           log.info({ ...fields, verdict: 'rejected', reason: action.reason, dmarc: dmarc?.result }, 'inbound message');

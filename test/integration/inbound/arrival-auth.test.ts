@@ -119,6 +119,8 @@ for (const mode of ['enforce', 'monitor'] as const)
         const refused = await send('bounces@elsewhere.test', message(`alice@${SENDER}`, 'Forged'));
         expect(refused.code).to.equal(550);
         expect(refused.text).to.match(/5\.7\.1 .*DMARC policy of sender\.test \(p=reject\)/);
+        const metrics = await (await fetch(`${bed.server.daemon.parts.metrics.url}/metrics`)).text();
+        expect(metrics).to.match(/^postilion_inbound_dmarc_total\{result="fail",action="reject"\} 1$/m);
 
         const accepted = await send('bounces@elsewhere.test', await signed(message(`alice@${SENDER}`, 'Signed')));
         expect(accepted.code, accepted.text).to.equal(250);
