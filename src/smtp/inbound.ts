@@ -45,8 +45,6 @@ export interface InboundDeps extends ListenerDeps {
    * gives its bytes as received, afresh at each call. Absent: mail is stored unchecked.
    */
   checkArrival?: (parts: () => AsyncIterable<Buffer>, arrival: Arrival) => Promise<ArrivalCheck>;
-  /** A number in [0, 100) per message, for DMARC's pct= sampling (tests fix it). */
-  sample?: () => number;
   observer?: InboundObserver;
 }
 
@@ -185,7 +183,7 @@ function inboundRole(options: InboundOptions, deps: InboundDeps): ListenerRole<I
         const check = () => deps.checkArrival!(() => received(data, deps.repo), arrival);
         const checked = Buffer.isBuffer(data) ? await check() : await spooledChecks.run(check);
         const dmarc = checked.authentication.dmarc;
-        const action = dmarcAction(options.dmarcPolicy ?? 'monitor', dmarc, deps.sample ? deps.sample() : Math.random() * 100);
+        const action = dmarcAction(options.dmarcPolicy ?? 'monitor', dmarc, Math.random() * 100);
         observer?.dmarc?.(dmarc ? dmarc.result : 'unchecked', action.kind);
         if (action.kind === 'reject') {
           await spool.discard();
