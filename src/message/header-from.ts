@@ -18,8 +18,9 @@ export function headerFromAddresses(head: Buffer): Array<{ address: string; vali
   if (fields.length !== 1) return null;
   // The field's bytes as sent: UTF-8 under SMTPUTF8 (RFC 6532), else ASCII.
   const value = Buffer.from(fields[0]!.slice(fields[0]!.indexOf(':') + 1), 'latin1').toString('utf8');
-  const mailboxes = addressparser(value, { flatten: true }) as Array<{ address?: string }>;
-  return mailboxes.slice(0, MAX_FROM_ADDRESSES + 1).map((m) => ascii(m.address ?? ''));
+  const mailboxes = addressparser(value, { flatten: true }) as Array<{ name?: string; address?: string }>;
+  // A word without @ comes back as a name: it is named as written.
+  return mailboxes.slice(0, MAX_FROM_ADDRESSES + 1).map((m) => (m.address ? ascii(m.address) : { address: m.name ?? '', valid: false }));
 }
 
 function ascii(address: string): { address: string; valid: boolean } {
