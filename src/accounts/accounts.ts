@@ -151,6 +151,15 @@ export class Accounts {
     return this.inFamily(id, async () => this.rewrite(await this.require(id), patch));
   }
 
+  /** The operator's setting of the header From its SMTP mail may have (AccountRecord.smtpHeaderFrom). */
+  async setSmtpHeaderFrom(id: string, value: 'own' | 'any'): Promise<AccountRecord> {
+    return this.inFamily(id, async () => {
+      const updated: AccountRecord = { ...(await this.require(id)), smtpHeaderFrom: value, updatedAt: iso(this.clock.now()) };
+      await this.store.commit(this.repo.putAccount(updated));
+      return updated;
+    });
+  }
+
   /** Writes `account` with `patch` applied; the caller holds the family's lock (inFamily) and read `account` under it. */
   async rewrite(account: AccountRecord, patch: AccountPatch): Promise<AccountRecord> {
     const updated: AccountRecord = { ...account, ...patch, updatedAt: iso(this.clock.now()) };

@@ -1,7 +1,7 @@
 import type { LateBounce } from './commands.ts';
 import { resolve } from 'node:path';
 import { HttpClient, type SignedPost } from '../delivery/http.ts';
-import { authenticationResults } from '../inbound/authentication.ts';
+import { authenticationResults, checkArrival } from '../inbound/authentication.ts';
 import { Intake } from '../inbound/intake.ts';
 import { InboundPolicy } from '../inbound/policy.ts';
 import { readBounce, readComplaint, Reports } from '../inbound/reports.ts';
@@ -101,6 +101,7 @@ export class InboundAssembly implements Assembly {
     if (!config.smtp.inbound.enabled) return;
     const i = config.smtp.inbound;
     const s = config.smtp.submission;
+    const spamd = i.spamd ? hostPort(i.spamd) : null;
     const certPath = resolve(config.keys.dir, s.cert);
     const tls = await loadOrCreateCertificate(certPath, resolve(config.keys.dir, s.key), config.server.hostname);
     if (tls.created) log.info({ cert: certPath, hostname: config.server.hostname }, 'self-signed SMTP certificate created');
@@ -118,6 +119,7 @@ export class InboundAssembly implements Assembly {
         maxConnectionsPerAddress: i.max_connections_per_address,
         graceMs: config.shutdown.grace_seconds * 1000,
         deadlines: { commandMs: config.smtp.command_deadline_seconds * 1000, dataMs: config.smtp.data_deadline_seconds * 1000 },
+        dmarcPolicy: i.dmarc_policy,
       },
       {
         policy: new InboundPolicy({
@@ -128,6 +130,12 @@ export class InboundAssembly implements Assembly {
         intake: this.intake,
         repo: core.inboundRepo,
         newSpool: () => new DataSpool(core.store, core.messagesRepo),
+        checkArrival: (parts, arrival) =>
+          checkArrival(parts, arrival, {
+            hostname: config.server.hostname,
+            resolver: core.resolver,
+            ...(spamd ? { spamScore: (raw: readonly Buffer[]) => spamdScore(spamd, raw) } : {}),
+          }),
         log,
         observer: metrics.inbound,
         storage,

@@ -46,5 +46,16 @@ export function accountCommands(program: Command, io: CliIo): Command {
       const a = await onAdmin(program, (admin) => admin.unsuspendAccount({ account: id }));
       io.out(`${a.id}\t${a.status}\n`);
     });
+  accounts
+    .command('smtp-header-from')
+    .description(
+      "own (the default): the header From of the account's mail submitted over SMTP must be at a domain its credential may send from (550 5.7.1 otherwise), so what Postilion signs aligns for DMARC; any: it may be anywhere (forwarding set-ups; such mail is signed with the MAIL FROM domain and may fail DMARC)",
+    )
+    .argument('<id>', 'account id')
+    .argument('<own|any>', 'the setting')
+    .action(async (id: string, value: string) => {
+      const a = await onAdmin(program, (admin) => admin.setSmtpHeaderFrom({ account: id, smtp_header_from: value }));
+      io.out(`${a.id}\tsmtp_header_from=${a.smtp_header_from}\n`);
+    });
   return accounts;
 }

@@ -130,6 +130,7 @@ export const RELOAD: Readonly<Record<string, ReloadRule>> = {
   'smtp.inbound.max_recipients': 'restart',
   'smtp.inbound.max_connections_per_address': 'restart',
   'smtp.inbound.spamd': 'restart',
+  'smtp.inbound.dmarc_policy': 'restart',
   'events.retention_days': 'restart',
   'webhooks.concurrency': 'restart',
   'webhooks.per_origin': 'restart',

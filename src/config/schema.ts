@@ -392,6 +392,12 @@ export const configSchema = z.strictObject({
             .nullable()
             .default(null)
             .describe('SpamAssassin spamd (host:port) that scores mail forwarded to routes (spam_score); null: every score is 0'),
+          dmarc_policy: z
+            .enum(['monitor', 'enforce'])
+            .default('monitor')
+            .describe(
+              "what the MX does with mail for routes that fails its sender's DMARC: monitor records the verdict; enforce refuses p=reject failures at the end of DATA (550 5.7.1) and marks p=quarantine ones in the route payload (quarantine: true)",
+            ),
         })
         .prefault({}),
       command_deadline_seconds: z

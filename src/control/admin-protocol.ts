@@ -16,6 +16,8 @@ export interface AdminOperations extends ResourceOperations {
   suspendAccount(input: SuspendAccountInput): Promise<AccountView>;
   /** Back to active (sub accounts suspended with it too); its held mail goes out. */
   unsuspendAccount(input: AccountInput): Promise<AccountView>;
+  /** Whether the header From of the account's SMTP mail must be at its credential's domains (`own`) or may be anywhere (`any`). */
+  setSmtpHeaderFrom(input: SmtpHeaderFromInput): Promise<SmtpHeaderFromView>;
   /** The one answer that holds a secret: the CLI prints it once; nobody logs it. */
   createKey(input: NewKeyInput): Promise<CreatedKey>;
   listKeys(input: AccountInput): Promise<{ keys: KeyView[] }>;
@@ -46,6 +48,17 @@ export interface AccountView {
   parent_account_id: string | null;
   /** Why it is suspended, and by whom (null when it is not suspended in its own right). */
   suspension: { reason: string; at: string; by: string } | null;
+}
+
+export interface SmtpHeaderFromInput {
+  account: string;
+  /** `own` or `any`. */
+  smtp_header_from: string;
+}
+
+export interface SmtpHeaderFromView {
+  id: string;
+  smtp_header_from: 'own' | 'any';
 }
 
 export interface SuspendAccountInput {
@@ -123,6 +136,7 @@ export const ADMIN_INPUTS = {
   listAccounts: z.strictObject({}),
   suspendAccount: z.strictObject({ account: text, reason: text }),
   unsuspendAccount: accountInput,
+  setSmtpHeaderFrom: z.strictObject({ account: text, smtp_header_from: text }),
   createKey: z.strictObject({
     account: text,
     label: text,

@@ -16,6 +16,8 @@ import type {
   NewDomainInput,
   NewKeyInput,
   RotationView,
+  SmtpHeaderFromInput,
+  SmtpHeaderFromView,
   SuspendAccountInput,
   VerifyDomainInput,
 } from './admin-protocol.ts';
@@ -101,6 +103,10 @@ export class ControlClient implements QueueOperations, AdminOperations, DoctorRe
 
   unsuspendAccount(input: AccountInput): Promise<AccountView> {
     return this.admin('unsuspendAccount', input);
+  }
+
+  setSmtpHeaderFrom(input: SmtpHeaderFromInput): Promise<SmtpHeaderFromView> {
+    return this.admin('setSmtpHeaderFrom', input);
   }
 
   createKey(input: NewKeyInput): Promise<CreatedKey> {

@@ -24,6 +24,8 @@ import type {
   NewKeyInput,
   RecordView,
   RotationView,
+  SmtpHeaderFromInput,
+  SmtpHeaderFromView,
   SuspendAccountInput,
   VerifyDomainInput,
 } from './admin-protocol.ts';
@@ -66,6 +68,13 @@ export class CoreAdmin extends ResourceAdmin implements AdminOperations {
 
   async unsuspendAccount(input: AccountInput): Promise<AccountView> {
     return account(await this.s.accountStatuses.unsuspend(await this.account(input.account), 'operator'));
+  }
+
+  async setSmtpHeaderFrom(input: SmtpHeaderFromInput): Promise<SmtpHeaderFromView> {
+    const value = input.smtp_header_from;
+    if (value !== 'own' && value !== 'any') throw badRequest(`"${value}" is neither own nor any`);
+    const updated = await this.s.accounts.setSmtpHeaderFrom(await this.account(input.account), value);
+    return { id: updated.id, smtp_header_from: updated.smtpHeaderFrom ?? 'own' };
   }
 
   async createKey(input: NewKeyInput): Promise<CreatedKey> {

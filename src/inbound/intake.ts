@@ -3,7 +3,7 @@ import type { EventRecorder } from '../events/recorder.ts';
 import type { WriteOp } from '../store/group-commit.ts';
 import type { InboundRepo } from '../store/inbound-repo.ts';
 import { newJob, type JobsRepo } from '../store/jobs-repo.ts';
-import type { InboundRecord, JobRecord } from '../store/records.ts';
+import type { InboundAuthentication, InboundRecord, JobRecord } from '../store/records.ts';
 import type { Store } from '../store/store.ts';
 import { iso, type Clock } from '../util/time.ts';
 import type { Accepted } from './policy.ts';
@@ -50,6 +50,8 @@ export interface Received {
   headers: HeaderSummary;
   /** The chunks not yet written (the spool's tail), stored in the record's batch. */
   tail: WriteOp[];
+  /** What the checks at arrival found (mail for routes). */
+  authentication?: InboundAuthentication;
 }
 
 /**
@@ -78,6 +80,7 @@ export class Intake {
       subject: r.headers.subject,
       messageIdHeader: r.headers.messageId,
       state: pending ? 'pending' : 'done',
+      ...(r.authentication ? { authentication: r.authentication } : {}),
     };
     const ops: WriteOp[] = [...r.tail, ...this.d.repo.put(record)];
     const jobs = await this.routeJobs(record, now);

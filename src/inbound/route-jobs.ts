@@ -18,9 +18,12 @@ export interface RouteJobsDeps {
   disable(id: string): Promise<boolean>;
   counters: TargetCounters;
   repo: InboundRepo;
-  /** The Authentication-Results value of an inbound message (SPF, DKIM, DMARC), or null; `raw`: its stored chunks. */
+  /**
+   * For a message stored before arrival checks (its record has no `authentication`): the
+   * Authentication-Results value (SPF, DKIM, DMARC), or null; `raw`: its stored chunks.
+   */
   authenticate(raw: readonly Buffer[], arrival: Arrival): Promise<string | null>;
-  /** The spam score (0 when no spamd is configured). */
+  /** For such a message too: the spam score (0 when no spamd is configured). */
   spamScore(raw: readonly Buffer[]): Promise<number>;
   /** Payloads built at once (default 1): a 25 MiB message takes about 100 MB while its payload is built. */
   maxBuilding?: number;
@@ -28,8 +31,9 @@ export interface RouteJobsDeps {
 
 /**
  * Routes as the targets of the engine's `route` HTTP jobs: 12 attempts over ≈11 hours; the body
- * is the `message.routing` payload, built from the stored message when the POST is made. A job
- * whose inbound message is gone (retention) is dropped.
+ * is the `message.routing` payload, built from the stored message when the POST is made, with
+ * the authentication and spam score checked once at its arrival (every attempt says the same,
+ * whatever DNS says by then). A job whose inbound message is gone (retention) is dropped.
  */
 export function routeTargets(d: RouteJobsDeps): HttpTargets {
   const gate = new Gate(d.maxBuilding ?? 1);
@@ -46,7 +50,10 @@ export function routeTargets(d: RouteJobsDeps): HttpTargets {
       return gate.run(async () => {
         // The stored chunks, never joined: each reader streams them.
         let raw: Buffer[] | null = await collect(d.repo.body(record.bodyId));
-        const [auth, spam] = await Promise.all([route.headers ? d.authenticate(raw, arrivalOf(record)) : Promise.resolve(null), d.spamScore(raw)]);
+        const checked = record.authentication;
+        const [auth, spam] = checked
+          ? [checked.results, checked.spamScore]
+          : await Promise.all([route.headers ? d.authenticate(raw, arrivalOf(record)) : Promise.resolve(null), d.spamScore(raw)]);
         const mail = await parseRouted(raw);
         // Parsed: the message may go while the payload is made.
         // eslint-disable-next-line no-useless-assignment -- drops the last reference to the raw chunks, which the collector may take back
@@ -61,6 +68,7 @@ export function routeTargets(d: RouteJobsDeps): HttpTargets {
             receivedAt: nanoseconds(record.receivedAt),
             recipients: job.recipients ?? [],
             spamScore: spam,
+            quarantine: checked?.action === 'quarantine',
           },
           auth,
         );

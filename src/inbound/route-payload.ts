@@ -22,6 +22,8 @@ export interface RouteMessage {
   /** The recipients this POST is for: the one matched, or all of them when the route groups. */
   recipients: string[];
   spamScore: number;
+  /** `smtp.inbound.dmarc_policy: enforce` found it failing its sender's `p=quarantine` (or a sampled-out `p=reject`). */
+  quarantine?: boolean;
 }
 
 /** Text of a plain body looked at for the quoted reply: past this the rest is kept as it is. */
@@ -65,6 +67,8 @@ export function routePayload(mail: ParsedMail, route: RouteOptions, m: RouteMess
     plain_body: plain,
     reply_from_plain_body: route.stripReplies ? stripReply(plain) : '',
   };
+  // Only when set: the reference's payload has no such key, and its consumers see it only on mail to put aside.
+  if (m.quarantine) data.quarantine = true;
   if (route.attachments) {
     data.attachments = mail.attachments.map((a) => ({
       filename: a.filename ?? '',

@@ -6,6 +6,7 @@ import { AppError, badRequest, forbidden } from '../util/errors.ts';
 import { newId } from '../util/ids.ts';
 import type { Clock } from '../util/time.ts';
 import type { Acceptor, NewMessage, StoredBody } from './accept.ts';
+import { headerFromAddresses, MAX_FROM_ADDRESSES } from './header-from.ts';
 import { newMessageId } from './message-id.ts';
 import { prepareSubmitted, type SubmittedOptions } from './submitted.ts';
 import type { SpooledMessage, DataSpool } from './spool.ts';
@@ -56,6 +57,33 @@ export class Relay {
     if (relayer.domains !== null && !relayer.domains.includes(domain.name)) throw forbidden(`this credential may not send from ${domain.name}`);
     if (!domain.dns.valid) throw forbidden(`the DNS records of sender domain ${domain.name} are not valid yet; publish them and check again`);
     return domain;
+  }
+
+  /**
+   * The domain of the message's header From when the credential may send from it (as for MAIL
+   * FROM), so that what Postilion signs aligns for DMARC; null when the message has no single
+   * From field (accept() refuses it). Every address of the field must be at that one domain.
+   * Throws a 403 AppError naming the address otherwise.
+   */
+  async headerFromDomain(relayer: Relayer, head: Buffer): Promise<DomainRecord | null> {
+    const addresses = headerFromAddresses(head);
+    if (addresses === null) return null;
+    if (addresses.length === 0) throw forbidden('the From header names no address');
+    if (addresses.length > MAX_FROM_ADDRESSES) throw forbidden(`the From header names more than ${MAX_FROM_ADDRESSES} addresses`);
+    let found: DomainRecord | null = null;
+    for (const { address, valid } of addresses) {
+      if (!valid) throw forbidden(`the From header address ${printable(address)} is not a valid address`);
+      let domain: DomainRecord;
+      try {
+        domain = await this.senderDomain(relayer, address);
+      } catch (err) {
+        if (!isClientError(err)) throw err;
+        throw forbidden(`the From header must be at a domain this credential may send from: ${err.message}`);
+      }
+      if (found && found.id !== domain.id) throw forbidden('the From header names addresses at more than one domain');
+      found = domain;
+    }
+    return found;
   }
 
   /**

@@ -70,6 +70,13 @@ export class Metrics {
     registers: [this.registry],
   });
 
+  readonly inboundDmarc = new Counter({
+    name: 'postilion_inbound_dmarc_total',
+    help: 'Mail for routes checked at arrival, by its DMARC result (pass, fail, none, temperror, permerror; unchecked: no single From address, or the checks did not finish) and what smtp.inbound.dmarc_policy did (accept, quarantine: marked in the payload, reject: 550 5.7.1).',
+    labelNames: ['result', 'action'] as const,
+    registers: [this.registry],
+  });
+
   readonly httpDeliveries = new Counter({
     name: 'postilion_http_deliveries_total',
     help: 'Attempts at webhook deliveries and route POSTs, by kind (webhook, route) and outcome (delivered: 2xx; retry: refused, tried again later; failed: the last attempt failed; unreachable: the endpoint answered nothing, the job waits for it; held: its target is disabled; dropped: its target, or what it was about, is gone).',
@@ -110,6 +117,7 @@ export class Metrics {
     command: (listener, command, result) => this.smtpCommands.inc({ listener, command, result }),
     recipient: (verdict) => this.inboundRecipients.inc({ listener: 'inbound', verdict }),
     message: (result) => this.inboundMessages.inc({ listener: 'inbound', result }),
+    dmarc: (result, action) => this.inboundDmarc.inc({ result, action }),
   };
 
   readonly storeCommitDuration = new Histogram({

@@ -17,14 +17,21 @@ import {
 } from './listener.ts';
 import type { Accepted, InboundPolicy } from '../inbound/policy.ts';
 import type { HeaderSummary, Intake } from '../inbound/intake.ts';
-import type { DataSpool } from '../message/spool.ts';
+import type { Arrival, ArrivalCheck } from '../inbound/authentication.ts';
+import { dmarcAction, type DmarcMode } from '../inbound/dmarc-policy.ts';
+import { withTraceFields } from '../inbound/trace-fields.ts';
+import type { DataSpool, SpooledMessage } from '../message/spool.ts';
 import type { InboundRepo } from '../store/inbound-repo.ts';
+import type { InboundAuthentication } from '../store/records.ts';
+import { Gate } from '../util/gate.ts';
 import { newId } from '../util/ids.ts';
 
 export interface InboundOptions extends ListenerOptions {
   port: number;
   /** The socket bound at host:port by the daemon's bind phase, taken over here. */
   bound?: BoundSocket;
+  /** `smtp.inbound.dmarc_policy` (default monitor: the verdict is only recorded). */
+  dmarcPolicy?: DmarcMode;
 }
 
 export interface InboundDeps extends ListenerDeps {
@@ -33,6 +40,11 @@ export interface InboundDeps extends ListenerDeps {
   repo: InboundRepo;
   /** A spool for one message's DATA (written to the store as it arrives past 1 MiB). */
   newSpool: () => DataSpool;
+  /**
+   * SPF, DKIM, DMARC, ARC and spamd of a message for routes, once at the end of DATA; `parts`
+   * gives its bytes as received, afresh at each call. Absent: mail is stored unchecked.
+   */
+  checkArrival?: (parts: () => AsyncIterable<Buffer>, arrival: Arrival) => Promise<ArrivalCheck>;
   observer?: InboundObserver;
 }
 
@@ -43,6 +55,8 @@ export interface InboundDeps extends ListenerDeps {
 export interface InboundObserver extends ListenerObserver {
   recipient(verdict: Accepted['kind'] | 'refused' | 'deferred'): void;
   message(result: 'accepted' | 'rejected' | 'deferred'): void;
+  /** A message for routes checked at arrival: its DMARC result (`unchecked` when none) and the action taken. */
+  dmarc?(result: string, action: 'accept' | 'quarantine' | 'reject'): void;
 }
 
 /** The listener's name in metrics. */
@@ -51,6 +65,9 @@ const LISTENER = 'inbound';
 interface InboundSession extends ListenerSession {
   accepted: Accepted[];
 }
+
+/** Checks at arrival of messages spooled to the store (past 1 MiB) running at once. */
+const MAX_SPOOLED_CHECKS = 2;
 
 /** Bytes of a chunk of a small message stored in its record's batch. */
 const CHUNK_BYTES = 256 * 1024;
@@ -84,6 +101,9 @@ export class InboundListener extends SmtpListeners {
 
 function inboundRole(options: InboundOptions, deps: InboundDeps): ListenerRole<InboundSession> {
   const { policy, intake, log, observer } = deps;
+  // A message past 1 MiB is read back from the store to be checked: a few at a time, so that many
+  // large ones arriving together do not all have their chunks in memory at once.
+  const spooledChecks = new Gate(MAX_SPOOLED_CHECKS);
   const transaction = (session: SMTPServerSession, state: InboundSession) => ({
     client: session.remoteAddress,
     sender: session.envelope.mailFrom ? session.envelope.mailFrom.address : '',
@@ -151,11 +171,28 @@ function inboundRole(options: InboundOptions, deps: InboundDeps): ListenerRole<I
       log.info({ ...transaction(session, state), verdict: 'refused', reason }, 'inbound message');
     },
 
-    async store(data, session, state) {
+    async store(data, session, state, spool) {
       const fields = transaction(session, state);
       const stored = Buffer.isBuffer(data)
         ? { bodyId: newId(), head: data, size: data.length, chunks: chunked(data), spooled: 0 }
         : { bodyId: data.bodyId, head: data.head, size: data.size, chunks: [data.head, ...data.tail], spooled: data.written };
+      let authentication: InboundAuthentication | undefined;
+      // Mail for routes is checked here, once; bounces and complaints carry their own proof (VERP, the report's sender).
+      if (deps.checkArrival && state.accepted.some((a) => a.kind === 'route')) {
+        const arrival = { ip: session.remoteAddress, helo: session.hostNameAppearsAs ?? '', sender: fields.sender };
+        const check = () => deps.checkArrival!(() => received(data, deps.repo), arrival);
+        const checked = Buffer.isBuffer(data) ? await check() : await spooledChecks.run(check);
+        const dmarc = checked.authentication.dmarc;
+        const action = dmarcAction(options.dmarcPolicy ?? 'monitor', dmarc, Math.random() * 100);
+        observer?.dmarc?.(dmarc ? dmarc.result : 'unchecked', action.kind);
+        if (action.kind === 'reject') {
+          await spool.discard();
+          log.info({ ...fields, verdict: 'rejected', reason: action.reason, dmarc: dmarc?.result }, 'inbound message');
+          return reply(550, `5.7.1 ${printable(action.reason, 400)}`);
+        }
+        authentication = { ...checked.authentication, action: action.kind };
+        stored.chunks = traced(stored.chunks, checked.header, options.hostname);
+      }
       const record = await intake.store({
         id: newId(),
         bodyId: stored.bodyId,
@@ -165,9 +202,14 @@ function inboundRole(options: InboundOptions, deps: InboundDeps): ListenerRole<I
         size: stored.size,
         headers: summary(stored.head),
         tail: deps.repo.chunkOps(stored.bodyId, stored.chunks, stored.spooled),
+        ...(authentication ? { authentication } : {}),
       });
       const size = stored.size;
-      log.info({ ...fields, inbound_id: record.id, size, verdict: 'accepted', kinds: [...new Set(state.accepted.map((a) => a.kind))] }, 'inbound message');
+      const checks = authentication ? { dmarc: authentication.dmarc?.result ?? null, action: authentication.action } : {};
+      log.info(
+        { ...fields, inbound_id: record.id, size, verdict: 'accepted', kinds: [...new Set(state.accepted.map((a) => a.kind))], ...checks },
+        'inbound message',
+      );
       // Bounces and complaints are taken in before the answer; a failure leaves them for the next start.
       await intake
         .takeIn(record)
@@ -177,6 +219,32 @@ function inboundRole(options: InboundOptions, deps: InboundDeps): ListenerRole<I
 
     settled: (result) => observer?.message(result),
   };
+}
+
+/** The message's bytes as received: in memory, or its header block, the chunks spooled to the store, then the rest. */
+async function* received(data: Buffer | SpooledMessage, repo: InboundRepo): AsyncGenerator<Buffer> {
+  if (Buffer.isBuffer(data)) {
+    yield data;
+    return;
+  }
+  yield data.head;
+  if (data.written > 0) yield* repo.body(data.bodyId);
+  yield* data.tail;
+}
+
+/** The chunks to store with the trace fields on top of the first (which holds the header block, or begins with it). */
+function traced(chunks: Buffer[], trace: string, hostname: string): Buffer[] {
+  const first = chunks[0]!;
+  const end = headerBlockEnd(first);
+  return [withTraceFields(first.subarray(0, end), trace, hostname), ...(end < first.length ? [first.subarray(end)] : []), ...chunks.slice(1)];
+}
+
+/** Where the header block ends (after its empty line), or the buffer's length when it holds no body. */
+function headerBlockEnd(buffer: Buffer): number {
+  const crlf = buffer.indexOf('\r\n\r\n');
+  const lf = buffer.indexOf('\n\n');
+  if (crlf >= 0 && (lf < 0 || crlf < lf)) return crlf + 4;
+  return lf >= 0 ? lf + 2 : buffer.length;
 }
 
 /** From, Subject and Message-ID of the header block (unfolded, as sent). */

@@ -61,7 +61,7 @@ interface SubmissionSession extends ListenerSession {
 /**
  * The submission listeners (smtp-server): STARTTLS and implicit TLS, AUTH PLAIN/LOGIN with SMTP
  * credentials, only after TLS except from the configured local clients (loopback by default). MAIL FROM must be a domain the credential may
- * use; DATA is accepted through the Relay and answered 250 only once it is durably stored.
+ * use, and so must the header From unless the account is set to allow any (forwarding); DATA is accepted through the Relay and answered 250 only once it is durably stored.
  */
 export class SubmissionListeners extends SmtpListeners {
   static async start(options: SubmissionOptions, deps: SubmissionDeps): Promise<SubmissionListeners> {
@@ -191,9 +191,20 @@ function submissionRole(options: SubmissionOptions, deps: SubmissionDeps, secure
 
     async store(raw, session, state, spool) {
       const user = session.user as SessionUser;
-      const domain = state.domain!;
       const from = session.envelope.mailFrom ? session.envelope.mailFrom.address : '';
       const to = session.envelope.rcptTo.map((r) => r.address);
+      let domain = state.domain!;
+      // What Postilion signs aligns for DMARC: the header From at a domain of the credential, the message signed with it.
+      if (user.relayer.account.smtpHeaderFrom !== 'any') {
+        try {
+          domain = (await relay.headerFromDomain(user.relayer, Buffer.isBuffer(raw) ? raw : raw.head)) ?? domain;
+        } catch (err) {
+          await spool.discard();
+          if (!isClientError(err)) throw err;
+          log.info({ account_id: user.relayer.account.id, client: session.remoteAddress, reason: err.message }, 'SMTP message refused');
+          return reply(550, `5.7.1 ${printable(err.message, 300)}`);
+        }
+      }
       try {
         const client = { helo: session.hostNameAppearsAs ?? '', address: session.remoteAddress, tls: session.secure };
         const accepted = await relay.accept(user.relayer, domain, from, to, raw, client);

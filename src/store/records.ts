@@ -26,6 +26,13 @@ export interface AccountRecord {
   monthlyCredit?: number;
   /** When a sub account was soft-deleted. */
   deletedAt?: string | null;
+  /**
+   * The header From of its mail submitted over SMTP: `own` (absent: the default) must be at a
+   * domain the credential may send from; `any` lets it be anywhere (forwarding set-ups: the
+   * message is signed with the MAIL FROM domain and may not align for DMARC). Set by the operator
+   * (`postilion accounts smtp-header-from`), not by the API.
+   */
+  smtpHeaderFrom?: 'own' | 'any';
   createdAt: string;
   updatedAt: string;
 }
@@ -413,6 +420,36 @@ export interface InboundRecord {
   subject: string;
   messageIdHeader: string;
   state: 'pending' | 'done';
+  /**
+   * SPF, DKIM, DMARC and ARC (and spamd's score) as checked once at arrival; route POSTs use it.
+   * Absent on records stored before arrival checks (and on bounces and complaints, not checked).
+   */
+  authentication?: InboundAuthentication;
+}
+
+/** What the checks at arrival found, stored with the inbound message. */
+export interface InboundAuthentication {
+  /** The `Authentication-Results` value (RFC 8601, unfolded); null when the checks could not run. */
+  results: string | null;
+  /** The `Received-SPF` value (RFC 7208 §9.1, unfolded); null when SPF was not checked. */
+  receivedSpf: string | null;
+  /** DMARC of the header From's domain; null when not evaluated (no single From address, checks failed). */
+  dmarc: DmarcVerdict | null;
+  /** What `smtp.inbound.dmarc_policy` made of it: `quarantine` is marked in the route payload. */
+  action: 'accept' | 'quarantine';
+  /** spamd's score; 0 when no spamd is configured or it could not say. */
+  spamScore: number;
+}
+
+export interface DmarcVerdict {
+  /** pass, fail, none, temperror, permerror (RFC 8601 §2.7.1 values). */
+  result: string;
+  /** The header From's domain (its organizational domain when no record exists). */
+  domain: string;
+  /** The policy that applies to it (`sp` for a subdomain when published), null without a record. */
+  policy: 'none' | 'quarantine' | 'reject' | null;
+  /** `pct=` of the record (100 when absent). */
+  pct: number;
 }
 
 /**

@@ -33,6 +33,7 @@ const CHANGED: Record<string, unknown> = {
   'api.idempotency.purge_schedule': '*/7 * * * *',
   'smtp.submission.plain_auth_from': ['10.0.0.0/8'],
   'smtp.inbound.spamd': '127.0.0.1:783',
+  'smtp.inbound.dmarc_policy': 'enforce',
   'webhooks.allow_networks': ['10.0.0.0/8'],
   'tracking.link_scheme': 'http',
   'billing.currency': 'eur',
