@@ -38,8 +38,14 @@ export class CountersRepo implements BatchJournal {
   /** Set once the log is read back at open, cleared on close: folds in the background only meanwhile. */
   private timer: NodeJS.Timeout | null = null;
 
-  /** The counters of this node's store (hand them to Store.open: they are its journal); `view`: see CountersRepo.published. */
-  constructor(private readonly view: { rows: FamilyApi; caughtUp: () => Promise<void> } | null = null) {
+  /**
+   * The counters of this node's store (hand them to Store.open: they are its journal); `view`: see
+   * CountersRepo.published; `foldIntervalMs`: how often the log is folded in the background (tests).
+   */
+  constructor(
+    private readonly view: { rows: FamilyApi; caughtUp: () => Promise<void> } | null = null,
+    private readonly foldIntervalMs = FOLD_INTERVAL_MS,
+  ) {
     this.cache = new CounterCache((keys) => this.rows.getMany(keys) as Promise<Array<Counts | undefined>>);
     this.log = new CounterLog(this.cache, () => this.foldSoon(), expandCount);
   }
@@ -159,7 +165,7 @@ export class CountersRepo implements BatchJournal {
   async opened(store: Store): Promise<void> {
     this.store = store;
     for await (const [key, value] of store.levels.counterLog.iterator()) this.log.logged(key, value as LogEntry);
-    this.timer = setInterval(() => this.foldSoon(), FOLD_INTERVAL_MS);
+    this.timer = setInterval(() => this.foldSoon(), this.foldIntervalMs);
     this.timer.unref();
   }
 

@@ -79,7 +79,10 @@ export async function startServer(options: TestServerOptions = {}): Promise<Test
     },
     // A free port: tests run daemons side by side, and 9464 may be taken.
     metrics: { port: 0, ...options.config?.metrics },
-    tracking: { port: 0, ...options.config?.tracking },
+    // Off unless a test configures it (`tracking: {}` is enough; then on port 0): the listener is
+    // a worker thread, which from the sources loads tsx and its modules anew, most of the cost of
+    // a daemon's start. Links and the pixel are rewritten in mail all the same.
+    tracking: { port: 0, ...(options.config?.tracking ? {} : { enabled: false }), ...options.config?.tracking },
   };
   const config = validateConfig(input, 'test');
   let announced = '';

@@ -45,6 +45,7 @@ describe('cluster: reads on any node (publication)', function () {
     await db.close();
     const shared = {
       webhooks: { allow_networks: ['127.0.0.0/8'] },
+      tracking: {},
       api: { rate_limits: { general: { per_second: 1000, burst: 10_000 }, statistics: { per_second: 1000, burst: 10_000 } } },
     };
     a = await startMessageBed({ ...shared, cluster: clusterConfig('node-a') });

@@ -90,7 +90,8 @@ describe('SIGHUP reload: every key of the example configuration is applied or na
   let server: TestServer;
 
   before(async () => {
-    server = await startServer();
+    // With the tracking listener (the test harness leaves it off unless asked): it must stay where it is.
+    server = await startServer({ config: { tracking: {} } });
   });
   after(async () => {
     await server?.stop();

@@ -30,7 +30,8 @@ describe('metrics listener', function () {
 
   beforeEach(async () => {
     sink = await startSink();
-    bed = await startMessageBed({ ...POLLING, delivery: { enabled: true, mx_port: sink.port } });
+    // With every listener of a default daemon, the tracking thread too (the harness leaves it off unless asked): /readyz counts it.
+    bed = await startMessageBed({ ...POLLING, tracking: {}, delivery: { enabled: true, mx_port: sink.port } });
     for (const domain of ['example.org', 'example.net']) {
       bed.dns.zone.set(domain, 'MX', [{ exchange: `mx1.${domain}`, priority: 10 }]);
       bed.dns.zone.set(`mx1.${domain}`, 'A', ['127.0.0.1']);

@@ -17,7 +17,7 @@ describe('tracking listener thread', function () {
   let base: string;
 
   beforeEach(async () => {
-    bed = await startMessageBed({ api: { rate_limits: { general: { per_second: 1000, burst: 10_000 } } } });
+    bed = await startMessageBed({ api: { rate_limits: { general: { per_second: 1000, burst: 10_000 } } }, tracking: {} });
     base = bed.server.daemon.parts.tracking.url!;
   });
 

@@ -27,7 +27,10 @@ describe('open and click tracking', function () {
   let base: string;
 
   beforeEach(async () => {
-    bed = await startMessageBed({ api: { rate_limits: { general: { per_second: 1000, burst: 10_000 }, statistics: { per_second: 1000, burst: 1000 } } } });
+    bed = await startMessageBed({
+      api: { rate_limits: { general: { per_second: 1000, burst: 10_000 }, statistics: { per_second: 1000, burst: 1000 } } },
+      tracking: {},
+    });
     base = bed.server.daemon.parts.tracking.url!;
   });
 

@@ -26,6 +26,7 @@ describe('tracking of SMTP-submitted mail', function () {
       api: { rate_limits: { general: { per_second: 1000, burst: 100_000 } } },
       delivery: { enabled: true, mx_port: sink.port },
       smtp: { submission: { enabled: true, plain_auth_from: ['127.0.0.1/32'] } },
+      tracking: {},
     });
     for (const domain of ['example.org', 'example.net']) {
       bed.dns.zone.set(domain, 'MX', [{ exchange: `mx1.${domain}`, priority: 10 }]);

@@ -67,13 +67,16 @@ describe('store recovery after a failed write', () => {
   });
 });
 
+/** The fold timer's interval here (1 s in the daemon): three turns of it in well under a second. */
+const FOLD_MS = 200;
+
 describe('the counters fold while writes fail', () => {
   let dir: string;
   let store: Store;
   let counters: CountersRepo;
   beforeEach(async () => {
     dir = mkdtempSync(join(tmpdir(), 'postilion-recover-fold-'));
-    counters = new CountersRepo();
+    counters = new CountersRepo(null, FOLD_MS);
     store = await Store.open(dir, { journal: counters });
   });
   afterEach(async () => {
@@ -92,8 +95,8 @@ describe('the counters fold while writes fail', () => {
       store.injectFault((ops) => (ops.some((op) => op.family === 'counters' && op.type === 'put') ? new Error('IO error: No space left on device') : null));
       expect(await counters.fold().catch((err: unknown) => err)).to.be.instanceOf(Error);
       await store.commit([{ type: 'add', family: 'counters', key: 'acct:1', value: { d: 4 } }]).catch(() => undefined);
-      // Three turns of the fold timer (1 s): no fold is tried while the store has a failed write.
-      await new Promise((r) => setTimeout(r, 3200));
+      // Three turns of the fold timer: no fold is tried while the store has a failed write.
+      await new Promise((r) => setTimeout(r, 3 * FOLD_MS + 200));
       expect(warnings.filter((w) => w.includes('folding'))).to.have.length.at.most(1);
       store.injectFault(null);
       await store.recover();
