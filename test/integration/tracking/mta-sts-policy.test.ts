@@ -12,7 +12,10 @@ describe('the published MTA-STS policy (mta_sts_policy) on the tracking and API 
 
   before(async () => {
     server = await startServer({
-      config: { mta_sts_policy: { domains: { 'example.com': { mode: 'enforce', mx: ['mx1.example.com', '*.mx.example.net'], max_age_seconds: 86400 } } } },
+      config: {
+        tracking: {},
+        mta_sts_policy: { domains: { 'example.com': { mode: 'enforce', mx: ['mx1.example.com', '*.mx.example.net'], max_age_seconds: 86400 } } },
+      },
     });
   });
   after(async () => server?.stop());
