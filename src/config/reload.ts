@@ -49,6 +49,10 @@ export const RELOAD: Readonly<Record<string, ReloadRule>> = {
   'delivery.retry.max_delay_seconds': 'restart',
   'delivery.retry.max_age_hours': 'restart',
   'delivery.retry.jitter': 'restart',
+  'delivery.sources': 'restart',
+  'delivery.pools': 'restart',
+  'delivery.default_pool': 'restart',
+  'delivery.account_pools': 'restart',
   // A node joins (or leaves) the cluster only at a start.
   'cluster.database_url': 'restart',
   'cluster.database_url_file': 'restart',
