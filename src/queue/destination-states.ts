@@ -1,5 +1,6 @@
 import type { Clock } from '../util/time.ts';
 import type { DestinationLimits } from './job-kind.ts';
+import { splitLane } from './lane.ts';
 
 /** A destination's rate tokens: `tokens` as of `at` (ms). */
 export interface RateBucket {
@@ -42,9 +43,9 @@ export class DestinationStates {
     this.suspended = new Set(suspended);
   }
 
-  /** The destination's own limits, if the operator set any. */
+  /** The destination's own limits, if the operator set any; a lane (source/destination) has its destination's, unless named itself. */
   limitsOf(destination: string): DestinationLimits | undefined {
-    return this.limits[destination];
+    return this.limits[destination] ?? this.limits[splitLane(destination).destination];
   }
 
   /** Takes a token of the destination's rate: 0 when taken, else the ms until one is there. */
@@ -54,12 +55,12 @@ export class DestinationStates {
 
   /** Suspended by the operator, or paused as down. */
   held(destination: string, now: number): boolean {
-    return this.suspended.has(destination) || (this.paused.get(destination) ?? 0) > now;
+    return this.isSuspended(destination) || (this.paused.get(destination) ?? 0) > now;
   }
 
   /** Paused as down, and not suspended: jobs read for it now are parked (JobKind.setAside). */
   down(destination: string, now: number): boolean {
-    return !this.suspended.has(destination) && (this.paused.get(destination) ?? 0) > now;
+    return !this.isSuspended(destination) && (this.paused.get(destination) ?? 0) > now;
   }
 
   suspend(destination: string): void {
@@ -71,8 +72,9 @@ export class DestinationStates {
     return this.suspended.delete(destination);
   }
 
+  /** Suspended itself, or, a lane, with its destination: suspending a destination holds every source's lane of it. */
   isSuspended(destination: string): boolean {
-    return this.suspended.has(destination);
+    return this.suspended.has(destination) || (this.suspended.size > 0 && this.suspended.has(splitLane(destination).destination));
   }
 
   /** No job starts before `untilMs`; false when the destination was paused as long already. */
@@ -92,7 +94,7 @@ export class DestinationStates {
     for (const [destination, until] of this.paused) {
       if (until > now) continue;
       this.paused.delete(destination);
-      if (this.suspended.has(destination)) continue;
+      if (this.isSuspended(destination)) continue;
       ended(destination);
     }
   }
