@@ -6,6 +6,10 @@ import { ConfigError } from '../config/load.ts';
 import { announcedSend, Deliverer } from '../delivery/deliverer.ts';
 import { Router, routerOptions } from '../delivery/router.ts';
 import { SmtpPool } from '../delivery/smtp-pool.ts';
+import { SourceSet } from '../delivery/sources/sources.ts';
+import { WarmupCounter } from '../delivery/sources/warmup-counter.ts';
+import { SourceCountsRepo } from '../store/source-counts-repo.ts';
+import { SourceChoice } from '../queue/source-choice.ts';
 import { DeliveryQueue } from '../queue/delivery-queue.ts';
 import { DsnSender } from '../queue/dsn-sender.ts';
 import { HeldMail } from '../queue/held-mail.ts';
@@ -19,6 +23,8 @@ interface Delivery {
   router: Router;
   pool: SmtpPool;
   held: HeldMail;
+  /** Null when no delivery source is configured. */
+  sources: Sources | null;
 }
 
 /**
@@ -71,12 +77,15 @@ export class MailAssembly implements Assembly {
       log,
       (dueMs) => engine.notify(dueMs),
     );
+    const sources = buildSources(d, core, log);
+    const choice = sources?.choice;
     const queue = new DeliveryQueue(deliverer, this.outcomes, core.suppressions, { get: (id) => core.messages.current(id) }, core.clock, log, {
       held,
       engine,
       writer: jobs.writer,
+      ...(choice ? { sources: choice } : {}),
     });
-    engine.register(messageKind(core.messagesRepo, queue, (domain) => router.mxSet(domain)));
+    engine.register(messageKind(core.messagesRepo, queue, (domain) => router.mxSet(domain), choice ? (message) => choice.choose(message) : undefined));
     signals.on('accounts.activated', (ids) => {
       void held.release(ids).catch((err: unknown) => log.error({ err, account_ids: ids }, 'could not release held mail'));
     });
@@ -88,12 +97,15 @@ export class MailAssembly implements Assembly {
       deliverer.remember(bodies, sends);
       for (const record of records) engine.notify(Date.parse(record.dueAt));
     });
-    this.delivery = { router, pool, held };
+    this.delivery = { router, pool, held, sources };
   }
 
   async start(): Promise<void> {
     if (!this.delivery) return;
     const { log } = this.ctx;
+    const { sources } = this.delivery;
+    // Before the engine starts (it comes later in the daemon's list): a restart keeps the day's counts.
+    if (sources) await sources.counter.load(sources.set.all());
     void this.delivery.held.releaseActive().catch((err: unknown) => log.error({ err }, 'could not release the held mail of active accounts'));
     log.info({ rules: this.bounceRules.length, concurrency: this.ctx.config.delivery.concurrency }, 'delivery started');
   }
@@ -101,6 +113,32 @@ export class MailAssembly implements Assembly {
   async drain(): Promise<void> {
     this.delivery?.pool.close();
   }
+
+  /** After the engine stopped (close runs up the list): the day's last warm-up counts are written. */
+  async close(): Promise<void> {
+    await this.delivery?.sources?.counter.flush();
+  }
+}
+
+interface Sources {
+  set: SourceSet;
+  counter: WarmupCounter;
+  choice: SourceChoice;
+}
+
+/** The delivery sources, their warm-up counts and the choice of a message's source; null when none is configured. */
+function buildSources(d: Context['config']['delivery'], core: Context['core'], log: Context['log']): Sources | null {
+  const set = SourceSet.fromConfig(d);
+  if (!set) return null;
+  const counter = new WarmupCounter(new SourceCountsRepo(core.store), core.clock, log);
+  const choice = new SourceChoice(set, counter, d.account_pools, {
+    account: (id) => core.accountsRepo.getAccount(id),
+    messages: core.messages,
+    repo: core.messagesRepo,
+    clock: core.clock,
+    log,
+  });
+  return { set, counter, choice };
 }
 
 /** The reply classification rules; a file that cannot be read or parsed stops the start. */

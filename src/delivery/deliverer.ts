@@ -10,6 +10,8 @@ import { BodyDigests } from './body-digests.ts';
 import { RecentBodies } from './recent-bodies.ts';
 import type { Router } from './router.ts';
 import type { SendReply, SmtpPool } from './smtp-pool.ts';
+import type { Source } from './sources/sources.ts';
+import { isIP } from 'node:net';
 import type { TlsOutcome } from './tls-outcome.ts';
 
 /** What one delivery attempt of one message came to. */
@@ -76,11 +78,24 @@ export class Deliverer {
     this.bodies.release(bodyId);
   }
 
-  async attempt(message: MessageRecord): Promise<Attempt> {
+  /** One attempt; with `source` (delivery.sources), from its address and EHLO name, and named in the attempt. */
+  async attempt(message: MessageRecord, source?: Source): Promise<Attempt> {
+    const attempt = await this.attemptFrom(message, source);
+    return source ? { ...attempt, source: source.name } : attempt;
+  }
+
+  private async attemptFrom(message: MessageRecord, source: Source | undefined): Promise<Attempt> {
     const domain = await this.domains.get(message.domainId);
     if (!domain) return internal('bounced', 'InvalidSender', `sender domain ${message.domain} no longer exists`);
-    const route = await this.router.hops(domainOf(message.recipient));
-    if (!Array.isArray(route)) return internal(route.permanent ? 'bounced' : 'deferred', route.classification, route.text);
+    const found = await this.router.hops(domainOf(message.recipient));
+    if (!Array.isArray(found)) return internal(found.permanent ? 'bounced' : 'deferred', found.classification, found.text);
+    const route = source ? reachableFrom(found, source) : found;
+    if (route.length === 0)
+      return internal(
+        'deferred',
+        'BadConnection',
+        `no host of ${domainOf(message.recipient)} has an IPv${source!.family} address to reach from source ${source!.name}`,
+      );
 
     let content: Buffer[];
     try {
@@ -92,7 +107,7 @@ export class Deliverer {
     const from = message.isBounceNotification ? '' : returnPath(message, domain, this.verpToken);
     let last: { reply: SendReply; host: string } | null = null;
     for (const hop of route) {
-      const reply = await this.pool.send(hop, from, message.recipient, content);
+      const reply = await this.pool.send(hop, from, message.recipient, content, source ? { source } : {});
       last = { reply, host: hop.name };
       if (reply.kind === 'unsupported') {
         // Permanent: another MX host of the same domain is run by the same operator, as a rule.
@@ -167,6 +182,14 @@ export function announcedSend(message: MessageRecord): boolean {
 /** VERP return path: bounces+<message token>@<return-path subdomain>.<domain>. */
 export function returnPath(message: MessageRecord, domain: DomainRecord, token: (messageId: string) => string): string {
   return `bounces+${token(message.id)}@${domain.returnPathSubdomain}.${domain.name}`;
+}
+
+/** The hops a source can reach: those of its address family (a host given by name is left to the connection). */
+function reachableFrom<H extends { address: string }>(hops: H[], source: Source): H[] {
+  return hops.filter((hop) => {
+    const family = isIP(hop.address);
+    return family === 0 || family === source.family;
+  });
 }
 
 function internal(outcome: Outcome, classification: Classification, text: string): Attempt {

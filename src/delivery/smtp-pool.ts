@@ -64,11 +64,10 @@ export class SmtpPool {
    * written one after another (nodemailer's data stream fixes line ends and stuffs dots across
    * them as it does within one buffer).
    */
-  // eslint-disable-next-line @typescript-eslint/no-unused-vars -- `via` is honoured by the sources and shaping work
   async send(hop: Hop, from: string, to: string, message: Buffer | readonly Buffer[], via: SendVia = {}): Promise<SendReply> {
     let session: Session;
     try {
-      session = (await this.take(hop)) ?? (await this.open(hop));
+      session = (await this.take(hop, via)) ?? (await this.open(hop, via));
     } catch (err) {
       return connectionFailure(err);
     }
@@ -109,9 +108,9 @@ export class SmtpPool {
   }
 
   /** The most recently parked usable session with the hop, if any. */
-  private async take(hop: Hop): Promise<Session | undefined> {
+  private async take(hop: Hop, via: SendVia): Promise<Session | undefined> {
     for (;;) {
-      const session = this.idle.get(key(hop))?.pop();
+      const session = this.idle.get(key(hop, via))?.pop();
       if (!session) return undefined;
       if (session.idleTimer) clearTimeout(session.idleTimer);
       session.idleTimer = null;
@@ -125,11 +124,13 @@ export class SmtpPool {
     }
   }
 
-  private async open(hop: Hop): Promise<Session> {
+  private async open(hop: Hop, via: SendVia): Promise<Session> {
     const connection = new SMTPConnection({
       host: hop.address,
       port: hop.port,
-      name: this.options.hostname,
+      // A delivery source: the session binds to its address and greets with its name.
+      name: via.source?.ehlo ?? this.options.hostname,
+      ...(via.source ? { localAddress: via.source.address } : {}),
       secure: false,
       ignoreTLS: hop.tls === 'off',
       requireTLS: hop.tls === 'required',
@@ -150,7 +151,7 @@ export class SmtpPool {
         resolve();
       });
     });
-    const session: Session = { key: key(hop), connection, sent: 0, idleTimer: null, parkedAt: 0 };
+    const session: Session = { key: key(hop, via), connection, sent: 0, idleTimer: null, parkedAt: 0 };
     // A parked session the server closes is forgotten at once.
     connection.once('end', () => this.forget(session));
     return session;
@@ -192,7 +193,8 @@ export class SmtpPool {
   }
 }
 
-const key = (hop: Hop) => `${hop.address}:${hop.port}`;
+/** Sessions are kept per hop and per source: one from another source is another client to the receiver. */
+const key = (hop: Hop, via: SendVia) => (via.source ? `${via.source.name}|${hop.address}:${hop.port}` : `${hop.address}:${hop.port}`);
 const isName = (host: string) => /[a-z]/i.test(host) && !host.includes(':');
 
 /** The extensions the server listed in its EHLO reply (nodemailer keeps them on a private field). */

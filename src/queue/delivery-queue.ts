@@ -7,6 +7,7 @@ import type { Clock } from '../util/time.ts';
 import type { Outcomes, SuppressionList } from './outcomes.ts';
 import type { HeldMail } from './held-mail.ts';
 import { OutcomeWriter } from './outcome-writer.ts';
+import type { SourceChoice } from './source-choice.ts';
 
 /**
  * What happens to one due message: its account not active → held (queue/held-mail.ts); expired → failed; sandbox → simulated; a suppressed
@@ -27,6 +28,8 @@ export class DeliveryQueue {
       engine?: { notify(dueMs: number): void };
       /** Writes outcomes the store refused again until it takes them (shared with the other job kinds; the daemon gives up on them at a stop). */
       writer?: OutcomeWriter;
+      /** With delivery sources configured: the lane's source, counted against its warm-up cap (absent: no sources). */
+      sources?: Pick<SourceChoice, 'admit' | 'postpone'>;
     } = {},
   ) {
     this.writer = links.writer ?? new OutcomeWriter();
@@ -90,9 +93,17 @@ export class DeliveryQueue {
       log.info({ status: current?.status ?? null }, 'message changed since it was taken; not sent');
       return;
     }
+    const admission = this.links.sources ? await this.links.sources.admit(message, destination) : { source: null };
+    if ('waitUntilMs' in admission) {
+      transactionDone();
+      const next = await this.links.sources!.postpone(message, admission.waitUntilMs);
+      log.info({ next_attempt_at: next?.dueAt }, `not sent: ${admission.reason}`);
+      if (next) this.links.engine?.notify(Date.parse(next.dueAt));
+      return;
+    }
     let attempt: Attempt;
     try {
-      attempt = await this.deliverer.attempt(message);
+      attempt = await this.deliverer.attempt(message, admission.source ?? undefined);
     } catch (err) {
       log.error({ err }, 'delivery attempt failed unexpectedly; deferred');
       attempt = {

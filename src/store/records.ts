@@ -26,6 +26,8 @@ export interface AccountRecord {
   monthlyCredit?: number;
   /** When a sub account was soft-deleted. */
   deletedAt?: string | null;
+  /** The delivery pool (delivery.pools) its mail leaves from, set by the operator; absent or null: the configured one. */
+  deliveryPool?: string | null;
   createdAt: string;
   updatedAt: string;
 }
