@@ -16,6 +16,8 @@ export interface AdminOperations extends ResourceOperations {
   suspendAccount(input: SuspendAccountInput): Promise<AccountView>;
   /** Back to active (sub accounts suspended with it too); its held mail goes out. */
   unsuspendAccount(input: AccountInput): Promise<AccountView>;
+  /** The delivery pool (delivery.pools) the account's mail leaves from; null: the configured one. Stored, not an API field. */
+  setAccountPool(input: AccountPoolInput): Promise<AccountView>;
   /** The one answer that holds a secret: the CLI prints it once; nobody logs it. */
   createKey(input: NewKeyInput): Promise<CreatedKey>;
   listKeys(input: AccountInput): Promise<{ keys: KeyView[] }>;
@@ -46,6 +48,13 @@ export interface AccountView {
   parent_account_id: string | null;
   /** Why it is suspended, and by whom (null when it is not suspended in its own right). */
   suspension: { reason: string; at: string; by: string } | null;
+  /** The delivery pool set for it (`accounts pool`); null: the configured one. */
+  delivery_pool: string | null;
+}
+
+export interface AccountPoolInput {
+  account: string;
+  pool: string | null;
 }
 
 export interface SuspendAccountInput {
@@ -123,6 +132,7 @@ export const ADMIN_INPUTS = {
   listAccounts: z.strictObject({}),
   suspendAccount: z.strictObject({ account: text, reason: text }),
   unsuspendAccount: accountInput,
+  setAccountPool: z.strictObject({ account: text, pool: text.max(100).nullable() }),
   createKey: z.strictObject({
     account: text,
     label: text,

@@ -3,6 +3,7 @@ import { connect } from 'node:net';
 import type { DomainRecord } from '../store/records.ts';
 import { AppError } from '../util/errors.ts';
 import type {
+  AccountPoolInput,
   AccountView,
   AdminOperation,
   AdminOperations,
@@ -101,6 +102,10 @@ export class ControlClient implements QueueOperations, AdminOperations, DoctorRe
 
   unsuspendAccount(input: AccountInput): Promise<AccountView> {
     return this.admin('unsuspendAccount', input);
+  }
+
+  setAccountPool(input: AccountPoolInput): Promise<AccountView> {
+    return this.admin('setAccountPool', input);
   }
 
   createKey(input: NewKeyInput): Promise<CreatedKey> {
