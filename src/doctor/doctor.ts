@@ -19,6 +19,7 @@ import { checkListeners, type DaemonState } from './listeners.ts';
 import { createLookups, type Lookups } from './lookups.ts';
 import { checkSendingIps } from './reverse-dns.ts';
 import { checkServedCertificates } from './served-certificates.ts';
+import { checkSources } from './sources.ts';
 import { checkStorage } from './storage.ts';
 
 /** Domains checked at once. */
@@ -62,6 +63,7 @@ export async function runDoctor(input: DoctorInput): Promise<Check[]> {
     listeners,
     checkServedCertificates(config, state, input.now),
     checkSendingIps(config.server.sending_ips, config.server.hostname, lookups),
+    checkSources(config.delivery.sources, input.identity, lookups, input.now),
     checkCluster(config),
     checkDomains(input, reads, lookups),
   ]);
