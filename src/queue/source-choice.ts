@@ -10,8 +10,8 @@ import type { AccountRecord, MessageRecord } from '../store/records.ts';
 import { iso, type Clock } from '../util/time.ts';
 import { splitLane } from './lane.ts';
 
-/** A message over its source's cap, with another source of its pool under its own, is filed again after this long (ms). */
-export const REFILE_MS = 1000;
+/** A message over its source's cap, with another source of its pool under its own, is filed again after this long (ms): at once; the choice passes over sources at their caps. */
+export const REFILE_MS = 0;
 
 /** Whether a message may go out from its lane's source now, or until when it waits. */
 export type Admission = { source: Source } | { source: null } | { waitUntilMs: number; reason: string };
