@@ -37,6 +37,16 @@ describe('delivery sources and pools', function () {
     await sink?.close();
   });
 
+  /** `postilion …` with a configuration file naming the test's data directory (the daemon answers on its control socket). */
+  async function cli(...args: string[]): Promise<{ code: number; out: string; err: string }> {
+    const configPath = join(bed.server.dir, 'postilion.yaml');
+    writeFileSync(configPath, `data:\n  dir: ${join(bed.server.dir, 'data')}\nkeys:\n  dir: ${join(bed.server.dir, 'keys')}\nlog:\n  level: silent\n`);
+    let out = '';
+    let err = '';
+    const code = await main(['node', 'postilion', '--config', configPath, ...args], { out: (t) => (out += t), err: (t) => (err += t) });
+    return { code, out, err };
+  }
+
   async function send(n: number): Promise<string[]> {
     const res = await bed.send({ recipients: Array.from({ length: n }, (_, i) => ({ email: `r${i}@example.org` })) });
     expect(res.status, JSON.stringify(res.body)).to.equal(202);
@@ -93,14 +103,6 @@ describe('delivery sources and pools', function () {
 
   it('`postilion accounts pool` sets the pool on the running daemon; a sub account without one sends from its parent’s', async () => {
     await setUp({ pools: { pa: { a: 1 }, pb: { b: 1 } }, default_pool: 'pa' });
-    const configPath = join(bed.server.dir, 'postilion.yaml');
-    writeFileSync(configPath, `data:\n  dir: ${join(bed.server.dir, 'data')}\nkeys:\n  dir: ${join(bed.server.dir, 'keys')}\nlog:\n  level: silent\n`);
-    const cli = async (...args: string[]) => {
-      let out = '';
-      let err = '';
-      const code = await main(['node', 'postilion', '--config', configPath, ...args], { out: (t) => (out += t), err: (t) => (err += t) });
-      return { code, out, err };
-    };
     const child = await sendingChild(bed, 'Customer', 'customer.example.com');
     const set = await cli('accounts', 'pool', bed.server.accountId, 'pb');
     expect(set, set.err).to.deep.include({ code: 0, out: `${bed.server.accountId}\tpb\n` });
@@ -115,6 +117,26 @@ describe('delivery sources and pools', function () {
     expect(cleared.out).to.equal(`${bed.server.accountId}\t-\n`);
     expect((await child.send(['c2@example.org'])).status).to.equal(202);
     expect((await sink.waitFor(2))[1]!.client.address).to.equal('127.0.0.2');
+  });
+
+  it('queue suspend of a destination holds every source’s lane of it; <source>/<domain> holds one lane', async () => {
+    await setUp({ pools: { both: { a: 1, b: 1 } }, default_pool: 'both' });
+    const all = await cli('queue', 'suspend', 'example.org');
+    expect(all.code, all.err).to.equal(0);
+    // 12 messages: each source is drawn for some of them (all from one: 1 in 2,048).
+    await send(12);
+    await new Promise((r) => setTimeout(r, 300));
+    expect(sink.received).to.have.length(0);
+    // One lane only: b's mail goes, a's waits.
+    expect((await cli('queue', 'suspend', 'a/example.org')).code).to.equal(0);
+    expect((await cli('queue', 'resume', 'example.org')).code).to.equal(0);
+    await new Promise((r) => setTimeout(r, 500));
+    const fromB = sink.received.length;
+    expect(fromB).to.be.greaterThan(0);
+    expect(sink.received.every((m) => m.client.address === '127.0.0.3')).to.equal(true);
+    expect((await cli('queue', 'resume', 'a/example.org')).code).to.equal(0);
+    await sink.waitFor(12);
+    expect(sink.received.slice(fromB).every((m) => m.client.address === '127.0.0.2')).to.equal(true);
   });
 
   it('holds mail over a warm-up cap for the next day, never bounces it; the day’s count survives a restart', async () => {
