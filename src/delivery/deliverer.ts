@@ -122,7 +122,8 @@ export class Deliverer {
         };
       }
       if (reply.kind === 'connection') {
-        if (!reply.tlsMissing) this.router.markUnreachable(hop);
+        // A source whose address this host does not have fails on our side: the host is not to blame.
+        if (!reply.tlsMissing && !(source && /EADDRNOTAVAIL/.test(reply.text))) this.router.markUnreachable(hop);
         continue;
       }
       // A host that turns us away before the envelope (421 greeting): try the next one.
