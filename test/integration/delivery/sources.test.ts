@@ -145,8 +145,10 @@ describe('delivery sources and pools', function () {
     const ids = await send(3);
     await sink.waitFor(2);
     // The third waits, unattempted, for the next day (UTC).
-    const waiting = ids.map(async (id) => (await bed.read(id)).status);
-    expect((await Promise.all(waiting)).sort()).to.deep.equal(['Delivered', 'Delivered', 'Received']);
+    // (The sink has the two before their outcomes are written: wait for those.)
+    const statuses = async () => (await Promise.all(ids.map(async (id) => (await bed.read(id)).status))).sort();
+    for (let i = 0; i < 100 && (await statuses()).filter((x) => x === 'Delivered').length < 2; i++) await new Promise((r) => setTimeout(r, 50));
+    expect(await statuses()).to.deep.equal(['Delivered', 'Delivered', 'Received']);
     const held = (await Promise.all(ids.map((id) => bed.read(id)))).find((m) => m.status === 'Received')!;
     expect(held.num_attempts ?? held.delivery_attempts.length).to.equal(0);
     // The day's count is on disk: a restart does not give the source its cap again.
