@@ -40,13 +40,17 @@ export class DeliveryQueue {
   /**
    * `transactionDone` is called once no connection is used any more (the engine's slot).
    * `destination`: the engine's (MX set, transport or smarthost host), named on the log lines;
-   * absent, the recipient domain.
+   * absent, the recipient domain. 'withdrawn': not attempted and nothing written (its source is at its
+   * warm-up cap and another of its pool has room); the engine reads it again at once.
    */
-  async process(message: MessageRecord, transactionDone: () => void = () => undefined, destination?: string): Promise<void> {
+  async process(message: MessageRecord, transactionDone: () => void = () => undefined, destination?: string): Promise<void | 'withdrawn'> {
+    let result: void | 'withdrawn' = undefined;
     try {
-      await this.handle(message, transactionDone, destination ?? domainOf(message.recipient));
+      result = await this.handle(message, transactionDone, destination ?? domainOf(message.recipient));
+      return result;
     } finally {
-      if (announcedSend(message)) this.deliverer.done(message.bodyId);
+      // A job withdrawn is run again: that run lets the body's hold go.
+      if (result !== 'withdrawn' && announcedSend(message)) this.deliverer.done(message.bodyId);
     }
   }
 
@@ -59,7 +63,7 @@ export class DeliveryQueue {
     );
   }
 
-  private async handle(message: MessageRecord, transactionDone: () => void, destination: string): Promise<void> {
+  private async handle(message: MessageRecord, transactionDone: () => void, destination: string): Promise<void | 'withdrawn'> {
     const now = this.clock.now();
     const log = this.log.child({ message_id: message.id, account_id: message.accountId, destination, recipient_domain: domainOf(message.recipient) });
     // First: a suspended account's mail is neither sent, nor simulated, nor failed while it waits.
@@ -94,6 +98,12 @@ export class DeliveryQueue {
       return;
     }
     const admission = this.links.sources ? await this.links.sources.admit(message, destination) : { source: null };
+    if ('refile' in admission) {
+      // Nothing written: the engine reads the job again at once, and files it under a source with room.
+      transactionDone();
+      log.info(`not sent now: ${admission.refile}`);
+      return 'withdrawn';
+    }
     if ('waitUntilMs' in admission) {
       transactionDone();
       const next = await this.links.sources!.postpone(message, admission.waitUntilMs);

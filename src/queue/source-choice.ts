@@ -10,11 +10,15 @@ import type { AccountRecord, MessageRecord } from '../store/records.ts';
 import { iso, type Clock } from '../util/time.ts';
 import { splitLane } from './lane.ts';
 
-/** A message over its source's cap, with another source of its pool under its own, is filed again after this long (ms): at once; the choice passes over sources at their caps. */
-export const REFILE_MS = 0;
-
 /** Whether a message may go out from its lane's source now, or until when it waits. */
-export type Admission = { source: Source } | { source: null } | { waitUntilMs: number; reason: string };
+export type Admission =
+  | { source: Source }
+  /** The lane has no source (none configured, or sandbox mail). */
+  | { source: null }
+  /** Over the cap, and another source of the pool has room: the job is filed again at once (the choice passes over sources at their caps). */
+  | { refile: string }
+  /** Every source of the pool is at its cap: not before the next day. */
+  | { waitUntilMs: number; reason: string };
 
 /**
  * Which source a message leaves from. Its pool: the one its account has in the store (`postilion
@@ -25,7 +29,7 @@ export type Admission = { source: Source } | { source: null } | { waitUntilMs: n
  *
  * The cap is counted when the attempt starts (`admit`): a message filed under a source that
  * reached its cap meanwhile is not sent, but filed again, under another source of its pool that
- * has room, or the next day (UTC) when none has. Never bounced.
+ * has room (at once: nothing is written), or the next day (UTC) when none has. Never bounced.
  */
 export class SourceChoice {
   /** Stored pool names no longer configured, warned about once. */
@@ -82,9 +86,8 @@ export class SourceChoice {
     const now = this.links.clock.now();
     const { members } = await this.poolOf(message.accountId);
     const other = members.some((m) => m.source !== source && this.counter.remaining(m.source) > 0);
-    return other
-      ? { waitUntilMs: now + REFILE_MS, reason: `source ${source.name} reached its warm-up cap for today; filed again under another source of its pool` }
-      : { waitUntilMs: nextDayMs(now), reason: `every source of its pool reached its warm-up cap for today; waits for the next day (UTC)` };
+    if (other) return { refile: `source ${source.name} reached its warm-up cap for today; filed again under another source of its pool` };
+    return { waitUntilMs: nextDayMs(now), reason: 'every source of its pool reached its warm-up cap for today; waits for the next day (UTC)' };
   }
 
   /**

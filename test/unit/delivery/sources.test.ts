@@ -126,8 +126,7 @@ describe('delivery sources: pools, weights, warm-up caps', () => {
       sent.set('b', 2);
       for (let i = 0; i < 20; i++) expect(await c.choose(message(`m${i}`, OTHER))).to.equal('a');
       expect(await c.admit(message('m', OTHER), 'b/mx.example.org')).to.deep.equal({
-        waitUntilMs: now,
-        reason: 'source b reached its warm-up cap for today; filed again under another source of its pool',
+        refile: 'source b reached its warm-up cap for today; filed again under another source of its pool',
       });
       // A pool of b alone: the next day.
       accounts.get(OTHER)!.deliveryPool = null;
