@@ -30,6 +30,7 @@ export type AccountPatch = Partial<
     | 'messageMetadataRetention'
     | 'messageDataRetention'
     | 'monthlyCredit'
+    | 'deliveryPool'
   >
 >;
 

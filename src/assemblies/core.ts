@@ -149,7 +149,10 @@ export interface Core extends Data {
 }
 
 export function identityOf(config: Config): Identity {
-  return { hostname: config.server.hostname, sendingIps: config.server.sending_ips, dmarcRecord: config.domains.dmarc_record };
+  // The delivery sources' addresses are addresses mail leaves from: the SPF record authorises them too.
+  const sources = Object.values(config.delivery.sources).map((s) => s.address);
+  const sendingIps = [...new Set([...config.server.sending_ips, ...sources])];
+  return { hostname: config.server.hostname, sendingIps, dmarcRecord: config.domains.dmarc_record };
 }
 
 export function storageSettings(config: Config): StorageSettings {

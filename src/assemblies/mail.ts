@@ -17,6 +17,10 @@ import { MtaStsRepo } from '../store/mta-sts-repo.ts';
 import type { Config } from '../config/schema.ts';
 import type { Core } from './core.ts';
 import type { Logger } from 'pino';
+import { SourceSet } from '../delivery/sources/sources.ts';
+import { WarmupCounter } from '../delivery/sources/warmup-counter.ts';
+import { SourceCountsRepo } from '../store/source-counts-repo.ts';
+import { SourceChoice } from '../queue/source-choice.ts';
 import { DeliveryQueue } from '../queue/delivery-queue.ts';
 import { DsnSender } from '../queue/dsn-sender.ts';
 import { HeldMail } from '../queue/held-mail.ts';
@@ -34,6 +38,8 @@ interface Delivery {
   router: Router;
   pool: SmtpPool;
   held: HeldMail;
+  /** Null when no delivery source is configured. */
+  sources: Sources | null;
 }
 
 /**
@@ -109,6 +115,8 @@ export class MailAssembly implements Assembly {
       log,
       (dueMs) => engine.notify(dueMs),
     );
+    const sources = buildSources(d, core, log);
+    const choice = sources?.choice;
     const queue = new DeliveryQueue(deliverer, this.outcomes, core.suppressions, { get: (id) => core.messages.current(id) }, core.clock, log, {
       held,
       engine,
@@ -119,8 +127,9 @@ export class MailAssembly implements Assembly {
             count: (provider, rule, action) => ctx.metrics.shapingThrottles.inc({ provider, rule, action }),
           })
         : undefined,
+      ...(choice ? { sources: choice } : {}),
     });
-    engine.register(messageKind(core.messagesRepo, queue, (domain) => router.mxSet(domain)));
+    engine.register(messageKind(core.messagesRepo, queue, (domain) => router.mxSet(domain), choice ? (message) => choice.choose(message) : undefined));
     signals.on('accounts.activated', (ids) => {
       void held.release(ids).catch((err: unknown) => log.error({ err, account_ids: ids }, 'could not release held mail'));
     });
@@ -132,13 +141,16 @@ export class MailAssembly implements Assembly {
       deliverer.remember(bodies, sends);
       for (const record of records) engine.notify(Date.parse(record.dueAt));
     });
-    this.delivery = { router, pool, held };
+    this.delivery = { router, pool, held, sources };
   }
 
   async start(): Promise<void> {
     if (!this.delivery) return;
     const { log } = this.ctx;
     this.startTlsReports();
+    const { sources } = this.delivery;
+    // Before the engine starts (it comes later in the daemon's list): a restart keeps the day's counts.
+    if (sources) await sources.counter.load(sources.set.all());
     void this.delivery.held.releaseActive().catch((err: unknown) => log.error({ err }, 'could not release the held mail of active accounts'));
     log.info({ rules: this.bounceRules.length, concurrency: this.ctx.config.delivery.concurrency }, 'delivery started');
   }
@@ -178,6 +190,11 @@ export class MailAssembly implements Assembly {
     }
     // The sessions of the deliveries that ended in the drain are counted before the store closes.
     await this.tlsReports?.flush().catch((err: unknown) => this.ctx.log.error({ err }, 'TLS session counts could not be written'));
+  }
+
+  /** After the engine stopped (close runs up the list): the day's last warm-up counts are written. */
+  async close(): Promise<void> {
+    await this.delivery?.sources?.counter.flush();
   }
 }
 
@@ -249,6 +266,27 @@ function readCaFile(file: string): string | null {
   } catch (err) {
     throw new ConfigError(`delivery.mta_sts.ca_file: cannot read ${file}: ${(err as Error).message}`);
   }
+}
+
+interface Sources {
+  set: SourceSet;
+  counter: WarmupCounter;
+  choice: SourceChoice;
+}
+
+/** The delivery sources, their warm-up counts and the choice of a message's source; null when none is configured. */
+function buildSources(d: Context['config']['delivery'], core: Context['core'], log: Context['log']): Sources | null {
+  const set = SourceSet.fromConfig(d);
+  if (!set) return null;
+  const counter = new WarmupCounter(new SourceCountsRepo(core.store), core.clock, log);
+  const choice = new SourceChoice(set, counter, d.account_pools, {
+    account: (id) => core.accountsRepo.getAccount(id),
+    messages: core.messages,
+    repo: core.messagesRepo,
+    clock: core.clock,
+    log,
+  });
+  return { set, counter, choice };
 }
 
 /** The reply classification rules; a file that cannot be read or parsed stops the start. */

@@ -1,5 +1,6 @@
 import { Command } from 'commander';
 import { onAdmin } from './admin.ts';
+import { badRequest } from '../util/errors.ts';
 import type { CliIo } from './io.ts';
 
 /** `postilion accounts …`: on the running daemon, or on the store when it is stopped. */
@@ -56,6 +57,19 @@ export function accountCommands(program: Command, io: CliIo): Command {
     .action(async (id: string, value: string) => {
       const a = await onAdmin(program, (admin) => admin.setSmtpHeaderFrom({ account: id, smtp_header_from: value }));
       io.out(`${a.id}\tsmtp_header_from=${a.smtp_header_from}\n`);
+    });
+  accounts
+    .command('pool')
+    .description(
+      "set the delivery pool (delivery.pools) an account's mail leaves from, kept in the store (every node, every start); its sub accounts without one of their own send from it too",
+    )
+    .argument('<id>', 'account id')
+    .argument('[pool]', 'pool name; none with --clear')
+    .option('--clear', 'forget the pool set here: delivery.account_pools or the default pool applies again')
+    .action(async (id: string, pool: string | undefined, opts: { clear?: boolean }) => {
+      if (opts.clear ? pool !== undefined : pool === undefined) throw badRequest('give a pool name, or --clear (not both)');
+      const a = await onAdmin(program, (admin) => admin.setAccountPool({ account: id, pool: opts.clear ? null : pool! }));
+      io.out(`${a.id}\t${a.delivery_pool ?? '-'}\n`);
     });
   return accounts;
 }

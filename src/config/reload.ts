@@ -72,6 +72,10 @@ export const RELOAD: Readonly<Record<string, ReloadRule>> = {
   'mta_sts_policy.domains': 'live',
   'mta_sts_policy.check_port': 'live',
   'mta_sts_policy.check_ca_file': 'live',
+  'delivery.sources': 'restart',
+  'delivery.pools': 'restart',
+  'delivery.default_pool': 'restart',
+  'delivery.account_pools': 'restart',
   // A node joins (or leaves) the cluster only at a start.
   'cluster.database_url': 'restart',
   'cluster.database_url_file': 'restart',

@@ -4,6 +4,7 @@ import { z } from 'zod';
 import { parseCidr } from '../util/cidr.ts';
 import { isLabel, isValidDomain, normalizeDomain } from '../util/domain-name.ts';
 import { DEFAULT_DATA_DIR } from './source.ts';
+import { checkSourceReferences, sourcesShape } from './sources-schema.ts';
 
 /**
  * The one typed configuration. Every option has its default and description here;
@@ -198,7 +199,9 @@ export const configSchema = z.strictObject({
           jitter: z.number().min(0).max(0.5).default(0.2).describe('random spread of each wait (0.2 = ±20 %)'),
         })
         .prefault({}),
+      ...sourcesShape,
     })
+    .superRefine(checkSourceReferences)
     .prefault({}),
   tls_reporting: z
     .strictObject({

@@ -18,6 +18,7 @@ const LOG_LINES: {
   [K in AdminOperation]?: (result: Awaited<ReturnType<AdminOperations[K]>>, input: Parameters<AdminOperations[K]>[0]) => [Record<string, unknown>, string];
 } = {
   createAccount: (a) => [{ account_id: a.id }, 'operator created an account'],
+  setAccountPool: (a) => [{ account_id: a.id, pool: a.delivery_pool }, "operator set an account's delivery pool"],
   createKey: (c: CreatedKey) => [{ account_id: c.key.account_id, key_id: c.key.id, kind: c.key.kind }, 'operator created an API key'],
   deleteKey: (k: KeyView) => [{ account_id: k.account_id, key_id: k.id }, 'operator deleted an API key'],
   addDomain: (d: DomainView) => [{ account_id: d.account_id, domain: d.name }, 'operator added a domain'],

@@ -18,6 +18,8 @@ export interface AdminOperations extends ResourceOperations {
   unsuspendAccount(input: AccountInput): Promise<AccountView>;
   /** Whether the header From of the account's SMTP mail must be at its credential's domains (`own`) or may be anywhere (`any`). */
   setSmtpHeaderFrom(input: SmtpHeaderFromInput): Promise<SmtpHeaderFromView>;
+  /** The delivery pool (delivery.pools) the account's mail leaves from; null: the configured one. Stored, not an API field. */
+  setAccountPool(input: AccountPoolInput): Promise<AccountView>;
   /** The one answer that holds a secret: the CLI prints it once; nobody logs it. */
   createKey(input: NewKeyInput): Promise<CreatedKey>;
   listKeys(input: AccountInput): Promise<{ keys: KeyView[] }>;
@@ -48,6 +50,13 @@ export interface AccountView {
   parent_account_id: string | null;
   /** Why it is suspended, and by whom (null when it is not suspended in its own right). */
   suspension: { reason: string; at: string; by: string } | null;
+  /** The delivery pool set for it (`accounts pool`); null: the configured one. */
+  delivery_pool: string | null;
+}
+
+export interface AccountPoolInput {
+  account: string;
+  pool: string | null;
 }
 
 export interface SmtpHeaderFromInput {
@@ -137,6 +146,7 @@ export const ADMIN_INPUTS = {
   suspendAccount: z.strictObject({ account: text, reason: text }),
   unsuspendAccount: accountInput,
   setSmtpHeaderFrom: z.strictObject({ account: text, smtp_header_from: text }),
+  setAccountPool: z.strictObject({ account: text, pool: text.max(100).nullable() }),
   createKey: z.strictObject({
     account: text,
     label: text,

@@ -3,6 +3,7 @@ import { connect } from 'node:net';
 import type { DomainRecord } from '../store/records.ts';
 import { AppError } from '../util/errors.ts';
 import type {
+  AccountPoolInput,
   AccountView,
   AdminOperation,
   AdminOperations,
@@ -107,6 +108,10 @@ export class ControlClient implements QueueOperations, AdminOperations, DoctorRe
 
   setSmtpHeaderFrom(input: SmtpHeaderFromInput): Promise<SmtpHeaderFromView> {
     return this.admin('setSmtpHeaderFrom', input);
+  }
+
+  setAccountPool(input: AccountPoolInput): Promise<AccountView> {
+    return this.admin('setAccountPool', input);
   }
 
   createKey(input: NewKeyInput): Promise<CreatedKey> {

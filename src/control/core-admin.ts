@@ -11,6 +11,7 @@ import { DnsUnavailableError } from '../domains/resolver.ts';
 import { isUuid } from '../util/ids.ts';
 import { ResourceAdmin, type ResourceAdminServices } from './resource-admin.ts';
 import type {
+  AccountPoolInput,
   AccountView,
   AdminOperations,
   CreatedKey,
@@ -30,6 +31,7 @@ import type {
   VerifyDomainInput,
 } from './admin-protocol.ts';
 import type { AccountInput } from './resource-protocol.ts';
+import type { Config } from '../config/schema.ts';
 
 /** The domain services the operator's administration works on (a Core has them all). */
 export interface CoreAdminServices extends ResourceAdminServices {
@@ -38,6 +40,8 @@ export interface CoreAdminServices extends ResourceAdminServices {
   domains: Domains;
   dnsChecker: DnsChecker;
   rotator: Rotator;
+  /** The delivery pools an account may be given. */
+  config: Pick<Config, 'delivery'>;
 }
 
 /** What a key gets when the operator names no scope. */
@@ -75,6 +79,17 @@ export class CoreAdmin extends ResourceAdmin implements AdminOperations {
     if (value !== 'own' && value !== 'any') throw badRequest(`"${value}" is neither own nor any`);
     const updated = await this.s.accounts.setSmtpHeaderFrom(await this.account(input.account), value);
     return { id: updated.id, smtp_header_from: updated.smtpHeaderFrom ?? 'own' };
+  }
+
+  /** The account's delivery pool (delivery.pools), or back to the configured one (null); in the store, so every node and every start has it. */
+  async setAccountPool(input: AccountPoolInput): Promise<AccountView> {
+    const id = await this.account(input.account);
+    const { pool } = input;
+    if (pool !== null && !Object.hasOwn(this.s.config.delivery.pools, pool)) {
+      const known = Object.keys(this.s.config.delivery.pools);
+      throw badRequest(`no pool "${pool.slice(0, 100)}" in delivery.pools (${known.length > 0 ? `pools: ${known.join(', ')}` : 'none is configured'})`);
+    }
+    return account(await this.s.accounts.update(id, { deliveryPool: pool }));
   }
 
   async createKey(input: NewKeyInput): Promise<CreatedKey> {
@@ -175,6 +190,7 @@ const account = (a: AccountRecord): AccountView => ({
   status: a.status,
   parent_account_id: a.parentAccountId,
   suspension: a.suspension ?? null,
+  delivery_pool: a.deliveryPool ?? null,
 });
 
 const apiKey = (k: ApiKeyRecord): KeyView => ({

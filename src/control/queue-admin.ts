@@ -6,6 +6,7 @@ import type { MessagesRepo } from '../store/messages-repo.ts';
 import type { MessageRecord } from '../store/records.ts';
 import type { JobEngine, QueueSnapshot } from '../queue/engine.ts';
 import { purgedByOperator } from '../queue/outcomes.ts';
+import { splitLane } from '../queue/lane.ts';
 import { resolveDestination, type DeliveryRouting, type ResolvedDestination } from '../queue/destination-name.ts';
 import type { DueEntry, JobIndex } from '../store/job-index.ts';
 import type { JobsRepo } from '../store/jobs-repo.ts';
@@ -132,7 +133,8 @@ export class QueueAdmin implements QueueOperations {
     const routing = this.o.routing;
     if (!routing) throw new Error('queue admin built without the delivery routing');
     const engine = this.o.daemon?.engine ?? null;
-    const inMemory = new Set((engine?.destinations() ?? []).map((d) => d.destination));
+    // A destination whose mail is filed under lanes (source/destination) is known by its lanes.
+    const inMemory = new Set((engine?.destinations() ?? []).flatMap((d) => [d.destination, splitLane(d.destination).destination]));
     const configured = new Set(routing.configured);
     return resolveDestination(name, {
       transport: routing.transport,

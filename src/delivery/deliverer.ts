@@ -14,6 +14,8 @@ import type { SendReply, SmtpPool } from './smtp-pool.ts';
 import type { TlsOutcome, TlsReportSink } from './tls-outcome.ts';
 import type { SessionTls } from './tls-policy/session-tls.ts';
 import type { TlsPlan, TlsPolicies } from './tls-policy/tls-policies.ts';
+import type { Source } from './sources/sources.ts';
+import { isIP } from 'node:net';
 
 /** What one delivery attempt of one message came to. */
 export interface Attempt {
@@ -92,13 +94,22 @@ export class Deliverer {
     this.bodies.release(bodyId);
   }
 
-  async attempt(message: MessageRecord): Promise<Attempt> {
+  /** One attempt; with `source` (delivery.sources), from its address and EHLO name, and named in the attempt. */
+  async attempt(message: MessageRecord, source?: Source): Promise<Attempt> {
+    const attempt = await this.attemptFrom(message, source);
+    return source ? { ...attempt, source: source.name } : attempt;
+  }
+
+  private async attemptFrom(message: MessageRecord, source: Source | undefined): Promise<Attempt> {
     const domain = await this.domains.get(message.domainId);
     if (!domain) return internal('bounced', 'InvalidSender', `sender domain ${message.domain} no longer exists`);
     const recipientDomain = domainOf(message.recipient);
     const found = await this.router.hops(recipientDomain);
     if (!Array.isArray(found)) return internal(found.permanent ? 'bounced' : 'deferred', found.classification, found.text);
-    const plan = await this.plan(recipientDomain, found);
+    const reachable = source ? reachableFrom(found, source) : found;
+    if (reachable.length === 0)
+      return internal('deferred', 'BadConnection', `no host of ${recipientDomain} has an IPv${source!.family} address to reach from source ${source!.name}`);
+    const plan = await this.plan(recipientDomain, reachable);
     if (!('hops' in plan)) return plan;
     const route = plan.hops;
 
@@ -114,6 +125,7 @@ export class Deliverer {
     let tls: TlsOutcome | undefined;
     for (const hop of route) {
       const reply = await this.pool.send(hop, from, message.recipient, content, {
+        ...(source ? { source } : {}),
         messagesPerConnection: this.options.shaping?.messagesPerConnection(hop.name),
       });
       last = { reply, host: hop.name };
@@ -135,7 +147,8 @@ export class Deliverer {
         };
       }
       if (reply.kind === 'connection') {
-        if (!reply.tlsMissing) this.router.markUnreachable(hop);
+        // A source whose address this host does not have fails on our side: the host is not to blame.
+        if (!reply.tlsMissing && !(source && /EADDRNOTAVAIL/.test(reply.text))) this.router.markUnreachable(hop);
         continue;
       }
       // A host that turns us away before the envelope (421 greeting): try the next one.
@@ -269,6 +282,14 @@ export function tlsOutcome(hop: Hop, tls: SessionTls): TlsOutcome {
 /** VERP return path: bounces+<message token>@<return-path subdomain>.<domain>. */
 export function returnPath(message: MessageRecord, domain: DomainRecord, token: (messageId: string) => string): string {
   return `bounces+${token(message.id)}@${domain.returnPathSubdomain}.${domain.name}`;
+}
+
+/** The hops a source can reach: those of its address family (a host given by name is left to the connection). */
+function reachableFrom<H extends { address: string }>(hops: H[], source: Source): H[] {
+  return hops.filter((hop) => {
+    const family = isIP(hop.address);
+    return family === 0 || family === source.family;
+  });
 }
 
 function internal(outcome: Outcome, classification: Classification, text: string): Attempt {

@@ -79,7 +79,7 @@ export class SmtpPool {
   async send(hop: Hop, from: string, to: string, message: Buffer | readonly Buffer[], via: SendVia = {}): Promise<SendReply> {
     let session: Session;
     try {
-      session = (await this.take(hop)) ?? (await this.open(hop));
+      session = (await this.take(hop, via)) ?? (await this.open(hop, via));
     } catch (err) {
       if (err instanceof TlsPolicyError) return { kind: 'connection', text: err.message, tlsMissing: true, tls: err.tls };
       const failure = connectionFailure(err);
@@ -131,9 +131,9 @@ export class SmtpPool {
   }
 
   /** The most recently parked usable session with the hop, if any. */
-  private async take(hop: Hop): Promise<Session | undefined> {
+  private async take(hop: Hop, via: SendVia): Promise<Session | undefined> {
     for (;;) {
-      const session = this.idle.get(key(hop))?.pop();
+      const session = this.idle.get(key(hop, via))?.pop();
       if (!session) return undefined;
       if (session.idleTimer) clearTimeout(session.idleTimer);
       session.idleTimer = null;
@@ -147,14 +147,16 @@ export class SmtpPool {
     }
   }
 
-  private async open(hop: Hop): Promise<Session> {
+  private async open(hop: Hop, via: SendVia): Promise<Session> {
     // Under an enforced policy (MTA-STS enforce, DANE) TLS is required and the certificate is
     // checked here once the session is up (checkSession), before any MAIL FROM.
     const strict = enforced(hop.policy);
     const connection = new SMTPConnection({
       host: hop.address,
       port: hop.port,
-      name: this.options.hostname,
+      // A delivery source: the session binds to its address and greets with its name.
+      name: via.source?.ehlo ?? this.options.hostname,
+      ...(via.source ? { localAddress: via.source.address } : {}),
       secure: false,
       ignoreTLS: hop.tls === 'off' && !strict,
       requireTLS: hop.tls === 'required' || strict,
@@ -185,7 +187,7 @@ export class SmtpPool {
       connection.close();
       throw new TlsPolicyError(tls);
     }
-    const session: Session = { key: key(hop), connection, sent: 0, idleTimer: null, parkedAt: 0, tls };
+    const session: Session = { key: key(hop, via), connection, sent: 0, idleTimer: null, parkedAt: 0, tls };
     // A parked session the server closes is forgotten at once.
     connection.once('end', () => this.forget(session));
     return session;
@@ -228,8 +230,12 @@ export class SmtpPool {
   }
 }
 
-/** Sessions are shared by hops under the same policy: one checked for nothing never carries mail that needs verified TLS. */
-const key = (hop: Hop) => `${hop.address}:${hop.port}${hop.policy ? `|${hop.policy.kind === 'dane' ? 'dane' : `sts-${hop.policy.mode}`}` : ''}`;
+/**
+ * Sessions are kept per hop, per source (one from another source is another client to the
+ * receiver) and per policy (one checked for nothing never carries mail that needs verified TLS).
+ */
+const key = (hop: Hop, via: SendVia) =>
+  `${via.source ? `${via.source.name}|` : ''}${hop.address}:${hop.port}${hop.policy ? `|${hop.policy.kind === 'dane' ? 'dane' : `sts-${hop.policy.mode}`}` : ''}`;
 const isName = (host: string) => /[a-z]/i.test(host) && !host.includes(':');
 
 /** The extensions the server listed in its EHLO reply (nodemailer keeps them on a private field). */

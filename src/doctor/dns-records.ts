@@ -39,7 +39,9 @@ export function recordProblem(record: ExpectedRecord, values: string[], identity
       if (spf.length === 0) return `no SPF record at ${host}: publish TXT "${content}"`;
       if (spf.length > 1) return `${spf.length} SPF records at ${host} (${quoted(spf)}): receivers treat several as a permanent error; merge them`;
       if (!spfAuthorizes(values, identity)) {
-        const us = identity.sendingIps.length > 0 ? identity.sendingIps.join(', ') : `a:${identity.hostname}`;
+        // Each address on its own: a delivery source added later is the one missing, as a rule.
+        const missing = identity.sendingIps.filter((ip) => !spfAuthorizes(values, { ...identity, sendingIps: [ip] }));
+        const us = identity.sendingIps.length > 0 ? missing.join(', ') : `a:${identity.hostname}`;
         return `the SPF record "${spf[0]}" does not authorise this server (${us}): publish "${content}" or merge it in`;
       }
       return null;

@@ -20,6 +20,7 @@ import { createLookups, type Lookups } from './lookups.ts';
 import { checkMtaStsPolicies } from './mta-sts.ts';
 import { checkSendingIps } from './reverse-dns.ts';
 import { checkServedCertificates } from './served-certificates.ts';
+import { checkSources } from './sources.ts';
 import { checkStorage } from './storage.ts';
 
 /** Domains checked at once. */
@@ -63,6 +64,7 @@ export async function runDoctor(input: DoctorInput): Promise<Check[]> {
     listeners,
     checkServedCertificates(config, state, input.now),
     checkSendingIps(config.server.sending_ips, config.server.hostname, lookups),
+    checkSources(config.delivery.sources, input.identity, lookups, input.now),
     checkCluster(config),
     checkMtaStsPolicies(config, lookups),
     checkDomains(input, reads, lookups),

@@ -18,14 +18,14 @@ function sameAddress(a: string, b: string): boolean {
  * it has no PTR, a PTR naming another host, a hostname that does not resolve back to it, or DNS
  * cannot be asked. `forward` is null when it was not asked (the PTR already failed).
  */
-export function judgePtr(ip: string, hostname: string, ptr: Answer, forward: Answer | null, via: string): Check {
+export function judgePtr(ip: string, hostname: string, ptr: Answer, forward: Answer | null, via: string, nameIs = 'server.hostname'): Check {
   const name = `ptr ${ip}`;
   const host = stripDot(hostname);
   const asked = `(asked ${via})`;
   if ('error' in ptr) return fail(name, `PTR of ${ip}: ${ptr.error} ${asked}`);
   if (ptr.values.length === 0)
     return fail(name, `${ip} has no PTR record: receivers refuse or junk mail from it; have its provider set the PTR to ${host} ${asked}`);
-  if (!ptr.values.includes(host)) return fail(name, `the PTR of ${ip} names ${ptr.values.join(', ')}, not server.hostname ${host} ${asked}`);
+  if (!ptr.values.includes(host)) return fail(name, `the PTR of ${ip} names ${ptr.values.join(', ')}, not ${nameIs} ${host} ${asked}`);
   if (forward === null) return fail(name, `${host} was not looked up`);
   if ('error' in forward) return fail(name, `PTR names ${host}, whose lookup failed: ${forward.error} ${asked}`);
   if (!forward.values.some((a) => sameAddress(a, ip))) {

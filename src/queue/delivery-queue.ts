@@ -7,6 +7,7 @@ import type { Clock } from '../util/time.ts';
 import type { Outcomes, SuppressionList } from './outcomes.ts';
 import type { HeldMail } from './held-mail.ts';
 import { OutcomeWriter } from './outcome-writer.ts';
+import type { SourceChoice } from './source-choice.ts';
 
 /**
  * What happens to one due message: its account not active → held (queue/held-mail.ts); expired → failed; sandbox → simulated; a suppressed
@@ -29,6 +30,8 @@ export class DeliveryQueue {
       writer?: OutcomeWriter;
       /** Told of each attempt's reply, with the lane it was filed under (traffic shaping: a throttling reply slows that lane). */
       replied?: (lane: string, attempt: Attempt, log: Logger) => void;
+      /** With delivery sources configured: the lane's source, counted against its warm-up cap (absent: no sources). */
+      sources?: Pick<SourceChoice, 'admit' | 'postpone'>;
     } = {},
   ) {
     this.writer = links.writer ?? new OutcomeWriter();
@@ -39,13 +42,17 @@ export class DeliveryQueue {
   /**
    * `transactionDone` is called once no connection is used any more (the engine's slot).
    * `destination`: the engine's (MX set, transport or smarthost host), named on the log lines;
-   * absent, the recipient domain.
+   * absent, the recipient domain. 'withdrawn': not attempted and nothing written (its source is at its
+   * warm-up cap and another of its pool has room); the engine reads it again at once.
    */
-  async process(message: MessageRecord, transactionDone: () => void = () => undefined, destination?: string): Promise<void> {
+  async process(message: MessageRecord, transactionDone: () => void = () => undefined, destination?: string): Promise<void | 'withdrawn'> {
+    let result: void | 'withdrawn' = undefined;
     try {
-      await this.handle(message, transactionDone, destination ?? domainOf(message.recipient));
+      result = await this.handle(message, transactionDone, destination ?? domainOf(message.recipient));
+      return result;
     } finally {
-      if (announcedSend(message)) this.deliverer.done(message.bodyId);
+      // A job withdrawn is run again: that run lets the body's hold go.
+      if (result !== 'withdrawn' && announcedSend(message)) this.deliverer.done(message.bodyId);
     }
   }
 
@@ -58,7 +65,7 @@ export class DeliveryQueue {
     );
   }
 
-  private async handle(message: MessageRecord, transactionDone: () => void, destination: string): Promise<void> {
+  private async handle(message: MessageRecord, transactionDone: () => void, destination: string): Promise<void | 'withdrawn'> {
     const now = this.clock.now();
     const log = this.log.child({ message_id: message.id, account_id: message.accountId, destination, recipient_domain: domainOf(message.recipient) });
     // First: a suspended account's mail is neither sent, nor simulated, nor failed while it waits.
@@ -92,9 +99,23 @@ export class DeliveryQueue {
       log.info({ status: current?.status ?? null }, 'message changed since it was taken; not sent');
       return;
     }
+    const admission = this.links.sources ? await this.links.sources.admit(message, destination) : { source: null };
+    if ('refile' in admission) {
+      // Nothing written: the engine reads the job again at once, and files it under a source with room.
+      transactionDone();
+      log.info(`not sent now: ${admission.refile}`);
+      return 'withdrawn';
+    }
+    if ('waitUntilMs' in admission) {
+      transactionDone();
+      const next = await this.links.sources!.postpone(message, admission.waitUntilMs);
+      log.info({ next_attempt_at: next?.dueAt }, `not sent: ${admission.reason}`);
+      if (next) this.links.engine?.notify(Date.parse(next.dueAt));
+      return;
+    }
     let attempt: Attempt;
     try {
-      attempt = await this.deliverer.attempt(message);
+      attempt = await this.deliverer.attempt(message, admission.source ?? undefined);
     } catch (err) {
       log.error({ err }, 'delivery attempt failed unexpectedly; deferred');
       attempt = {

@@ -4,6 +4,7 @@ import type { Router } from '../delivery/router.ts';
 import { isValidDomain, normalizeDomain } from '../util/domain-name.ts';
 import { badRequest, AppError } from '../util/errors.ts';
 import { isPrintable } from '../util/text.ts';
+import { laneOf, splitLane } from './lane.ts';
 
 /**
  * What an operator's name (`queue suspend example.org`) means to the job engine: the destination
@@ -100,6 +101,13 @@ export function parseDestinationName(text: string): ParsedName {
  * with what it could have meant.
  */
 export async function resolveDestination(text: string, facts: DestinationFacts): Promise<ResolvedDestination> {
+  // One source's lane of a destination (queue/lane.ts): `<source>/<name>`.
+  const lane = text.includes('://') ? null : splitLane(text.trim().toLowerCase());
+  if (lane?.source) {
+    if (!/^[a-z0-9][a-z0-9_-]{0,62}$/.test(lane.source)) throw badRequest(`"${lane.source.slice(0, 100)}" is not a source name (delivery.sources)`);
+    const inner = await resolveDestination(lane.destination, facts);
+    return { destination: laneOf(lane.source, inner.destination), via: inner.via };
+  }
   const parsed = parseDestinationName(text);
   if (parsed.kind === 'origin') return { destination: parsed.origin, via: 'origin' };
   const { name } = parsed;

@@ -1,5 +1,6 @@
 import type { Clock } from '../util/time.ts';
 import type { DestinationLimits } from './job-kind.ts';
+import { splitLane } from './lane.ts';
 import type { LaneLimits } from './shaping/lane-shaping.ts';
 
 /** A destination's rate tokens: `tokens` as of `at` (ms). */
@@ -45,9 +46,12 @@ export class DestinationStates {
     this.suspended = new Set(suspended);
   }
 
-  /** The destination's limits: the operator's own, if any, with shaping's. */
+  /**
+   * The destination's limits: the operator's own, if any (a lane, source/destination, has its
+   * destination's unless named itself), with shaping's.
+   */
   limitsOf(destination: string): DestinationLimits | undefined {
-    const own = this.limits[destination];
+    const own = this.limits[destination] ?? this.limits[splitLane(destination).destination];
     return this.shaping ? this.shaping.limitsOf(destination, own) : own;
   }
 
@@ -58,12 +62,12 @@ export class DestinationStates {
 
   /** Suspended by the operator, or paused as down. */
   held(destination: string, now: number): boolean {
-    return this.suspended.has(destination) || (this.paused.get(destination) ?? 0) > now;
+    return this.isSuspended(destination) || (this.paused.get(destination) ?? 0) > now;
   }
 
   /** Paused as down, and not suspended: jobs read for it now are parked (JobKind.setAside). */
   down(destination: string, now: number): boolean {
-    return !this.suspended.has(destination) && (this.paused.get(destination) ?? 0) > now;
+    return !this.isSuspended(destination) && (this.paused.get(destination) ?? 0) > now;
   }
 
   suspend(destination: string): void {
@@ -75,8 +79,9 @@ export class DestinationStates {
     return this.suspended.delete(destination);
   }
 
+  /** Suspended itself, or, a lane, with its destination: suspending a destination holds every source's lane of it. */
   isSuspended(destination: string): boolean {
-    return this.suspended.has(destination);
+    return this.suspended.has(destination) || (this.suspended.size > 0 && this.suspended.has(splitLane(destination).destination));
   }
 
   /** No job starts before `untilMs`; false when the destination was paused as long already. */
@@ -96,7 +101,7 @@ export class DestinationStates {
     for (const [destination, until] of this.paused) {
       if (until > now) continue;
       this.paused.delete(destination);
-      if (this.suspended.has(destination)) continue;
+      if (this.isSuspended(destination)) continue;
       ended(destination);
     }
   }

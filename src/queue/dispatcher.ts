@@ -8,6 +8,7 @@ import type { IndexReader } from './index-reader.ts';
 import type { LaneLimits } from './shaping/lane-shaping.ts';
 import type { DestinationLimits, DispatcherLimits, DispatcherName, JobKind } from './job-kind.ts';
 import { ReadyQueues, type QueueSnapshot } from './ready-queues.ts';
+import { splitLane } from './lane.ts';
 
 /**
  * A job whose destination could not be looked up is read again after this long (ms), its entry
@@ -299,12 +300,15 @@ export class Dispatcher implements Placer {
     }
   }
 
-  /** The ready jobs of a held destination are let go, not read again until it is no longer held. */
+  /** The ready jobs of a held destination (and of its lanes) are let go, not read again until it is no longer held. */
   private setAside(destination: string): void {
     for (const pool of Object.values(this.pools)) {
-      for (const item of pool.takeAll(destination) ?? []) {
-        this.links.claims.letGo(item);
-        this.links.claims.skip(item, destination);
+      for (const name of [...pool.ready.keys()]) {
+        if (name !== destination && splitLane(name).destination !== destination) continue;
+        for (const item of pool.takeAll(name) ?? []) {
+          this.links.claims.letGo(item);
+          this.links.claims.skip(item, name);
+        }
       }
     }
   }

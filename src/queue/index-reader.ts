@@ -2,6 +2,7 @@ import type { Logger } from 'pino';
 import { after, fromTime, startOf, type JobIndex, type JobKindName } from '../store/job-index.ts';
 import type { Claim, Ending, Fill, Placer, Visit } from './claim.ts';
 import type { DispatcherLimits, DispatcherName, JobKind } from './job-kind.ts';
+import { splitLane } from './lane.ts';
 
 /** Records read from the store at once while filling the ready queues. */
 const READ_AHEAD = 32;
@@ -143,7 +144,8 @@ export class IndexReader {
   unskip(destination: string): void {
     let any = false;
     for (const [ref, dest] of this.skipped) {
-      if (dest !== destination) continue;
+      // A destination resumed frees its lanes too (queue/lane.ts).
+      if (dest !== destination && splitLane(dest).destination !== destination) continue;
       this.skipped.delete(ref);
       any = true;
     }

@@ -4,6 +4,7 @@ import type { MessageRecord } from '../store/records.ts';
 import { domainOf } from '../util/email.ts';
 import type { DeliveryQueue } from './delivery-queue.ts';
 import type { JobKind } from './engine.ts';
+import { laneOf } from './lane.ts';
 
 /** How long the engine waits for an MX set before it files the message under its domain. */
 const DESTINATION_WAIT_MS = 2000;
@@ -16,7 +17,19 @@ export function messageKind(
   repo: Pick<MessagesRepo, 'get' | 'getManyCached'>,
   queue: Pick<DeliveryQueue, 'process'>,
   mxSet: (domain: string) => Promise<string>,
+  /** With delivery sources configured: the source of the message's next attempt; its lane is `<source>/<destination>` (queue/lane.ts). */
+  source?: (message: MessageRecord) => Promise<string>,
 ): JobKind<MessageRecord> {
+  const destinationOf = (message: MessageRecord): Promise<string> => {
+    const domain = domainOf(message.recipient);
+    // Sandbox mail is never sent: no need to ask DNS where it would go.
+    if (message.sandbox) return Promise.resolve(domain);
+    let timer: NodeJS.Timeout | undefined;
+    const late = new Promise<string>((resolve) => {
+      timer = setTimeout(() => resolve(domain), DESTINATION_WAIT_MS);
+    });
+    return Promise.race([mxSet(domain).catch(() => domain), late]).finally(() => clearTimeout(timer));
+  };
   return {
     name: 'message',
     dispatcher: 'smtp',
@@ -29,14 +42,8 @@ export function messageKind(
     },
     dueMs: (message) => Date.parse(message.dueAt),
     destination(message) {
-      const domain = domainOf(message.recipient);
-      // Sandbox mail is never sent: no need to ask DNS where it would go.
-      if (message.sandbox) return Promise.resolve(domain);
-      let timer: NodeJS.Timeout | undefined;
-      const late = new Promise<string>((resolve) => {
-        timer = setTimeout(() => resolve(domain), DESTINATION_WAIT_MS);
-      });
-      return Promise.race([mxSet(domain).catch(() => domain), late]).finally(() => clearTimeout(timer));
+      if (!source || message.sandbox) return destinationOf(message);
+      return Promise.all([source(message), destinationOf(message)]).then(([from, destination]) => laneOf(from, destination));
     },
     run: (message, release, destination) => queue.process(message, release, destination),
   };

@@ -33,6 +33,8 @@ export interface AccountRecord {
    * (`postilion accounts smtp-header-from`), not by the API.
    */
   smtpHeaderFrom?: 'own' | 'any';
+  /** The delivery pool (delivery.pools) its mail leaves from, set by the operator; absent or null: the configured one. */
+  deliveryPool?: string | null;
   createdAt: string;
   updatedAt: string;
 }

@@ -12,6 +12,8 @@ export interface Received {
   answered: boolean;
   /** Whether MAIL FROM carried the SMTPUTF8 parameter. */
   smtpUtf8: boolean;
+  /** The client's address (the source it sent from) and the name it gave in EHLO. */
+  client: { address: string; ehlo: string };
 }
 
 /** What the sink answers at RCPT TO: null accepts, an Error with responseCode refuses. */
@@ -92,6 +94,7 @@ export async function startSink(
           host,
           answered: false,
           smtpUtf8: session.envelope.smtpUtf8 === true,
+          client: { address: session.remoteAddress.replace(/^::ffff:/, ''), ehlo: session.hostNameAppearsAs },
         };
         sink.received.push(message);
         sink.held += 1;

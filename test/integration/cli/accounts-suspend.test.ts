@@ -88,6 +88,7 @@ describe('postilion accounts suspend and held mail', function () {
       status: 'parent-suspended',
       parent_account_id: bed.server.accountId,
       suspension: null,
+      delivery_pool: null,
     });
     expect(listed.find((a) => a.id === bed.server.accountId)).to.deep.include({ status: 'suspended', parent_account_id: null });
     const refused = await bed.api('GET', `/v2/accounts/${bed.server.accountId}`);

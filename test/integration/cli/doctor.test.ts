@@ -12,7 +12,7 @@ import { loadConfig } from '../../../src/config/load.ts';
 import type { Config } from '../../../src/config/schema.ts';
 import { identityOf, openCore } from '../../../src/assemblies/core.ts';
 import { Daemon } from '../../../src/daemon.ts';
-import { expectedRecords } from '../../../src/domains/records.ts';
+import { expectedRecords, spfRecord } from '../../../src/domains/records.ts';
 import { createLogger } from '../../../src/logging/logger.ts';
 import type { DomainRecord } from '../../../src/store/records.ts';
 import { publishRecords, startDnsServer, type TestDnsServer } from '../../helpers/dns-server.ts';
@@ -308,6 +308,32 @@ describe('postilion doctor (CLI)', function () {
     expect(parsed.status).to.equal('OK');
     expect(parsed.checks.map((c) => c.check)).to.deep.equal(names);
     expect(parsed.checks.every((c) => c.status === 'OK')).to.equal(true);
+  });
+
+  it("checks each delivery source: reverse DNS forward-confirmed to its EHLO name, its address in the SPF record; a domain's SPF names the source it misses", async () => {
+    const sources =
+      '  enabled: false\n  sources:\n    a: { address: 127.0.0.2, ehlo: a.mta.example.com }\n    b: { address: 127.0.0.3, ehlo: b.mta.example.com }';
+    writeFileSync(configPath, readFileSync(configPath, 'utf8').replace('  enabled: false', sources));
+    config = loadConfig({ path: configPath, env: {} }).config;
+    // The records domains add prints now: the SPF record names the sources too.
+    dns.zone.set(DOMAIN, 'TXT', [spfRecord(identityOf(config))]);
+    dns.zone.set('a.mta.example.com', 'A', ['127.0.0.2']);
+    front.ptr.set('127.0.0.2', ['a.mta.example.com']);
+    dns.zone.set('b.mta.example.com', 'A', ['127.0.0.9']);
+    front.ptr.set('127.0.0.3', ['b.mta.example.com']);
+    let run = await doctor();
+    expect(run.lines.get('source a')).to.deep.equal({
+      status: 'OK',
+      reason: `PTR a.mta.example.com, which resolves back to 127.0.0.2 (asked dns.servers ${front.address}); in the SPF record domains add prints`,
+    });
+    expect(run.lines.get('source b')!.status).to.equal('FAIL');
+    expect(run.lines.get('source b')!.reason).to.contain('b.mta.example.com resolves to 127.0.0.9, not 127.0.0.3: the reverse DNS is not forward-confirmed');
+    expect(run.lines.get(`dns ${DOMAIN} spf`)!.status).to.equal('OK');
+    // The domain's published SPF lacks source b's address: named.
+    dns.zone.set(DOMAIN, 'TXT', [`v=spf1 ip4:${SENDING_IP} ip4:127.0.0.2 ~all`]);
+    run = await doctor();
+    expect(run.lines.get(`dns ${DOMAIN} spf`)!.status).to.equal('FAIL');
+    expect(run.lines.get(`dns ${DOMAIN} spf`)!.reason).to.contain('does not authorise this server (127.0.0.3)');
   });
 
   it('names each failure of a broken set-up and exits 1', async () => {

@@ -45,6 +45,17 @@ const CHANGED: Record<string, unknown> = {
   'mta_sts_policy.check_ca_file': 'ca.pem',
   'cluster.database_url': 'postgres://db.example.org/postilion',
   'cluster.redis_url': 'redis://cache.example.org:6379',
+  'delivery.sources': { mta1: { address: '192.0.2.10', ehlo: 'mta1.example.org' } },
+  'delivery.pools': { bulk: { mta1: 1 } },
+  'delivery.default_pool': 'bulk',
+  'delivery.account_pools': { '0190a6c4-0000-7000-8000-000000000001': 'bulk' },
+};
+
+/** Keys whose changed value is valid only with others changed too (a pool names sources): those change along. */
+const ALONG: Record<string, string[]> = {
+  'delivery.pools': ['delivery.sources'],
+  'delivery.default_pool': ['delivery.sources', 'delivery.pools'],
+  'delivery.account_pools': ['delivery.sources', 'delivery.pools'],
 };
 
 function valueAt(config: unknown, key: string): unknown {
@@ -75,9 +86,10 @@ function changed(config: Config, key: string): Config {
           : typeof now === 'string'
             ? [`${now}x`, 'x']
             : [];
+  const along = (ALONG[key] ?? []).reduce<Config>((c, k) => withValue(c, k, CHANGED[k]) as Config, config);
   for (const candidate of candidates) {
     try {
-      return validateConfig(withValue(config, key, candidate), 'test');
+      return validateConfig(withValue(along, key, candidate), 'test');
     } catch {
       // Not valid for this key: the next candidate.
     }
@@ -117,7 +129,7 @@ describe('SIGHUP reload: every key of the example configuration is applied or na
       const report = server.daemon.reload(next);
       const running = server.daemon.runningConfig;
       const named = [...report.applied, ...report.restartNeededFor];
-      const mine = (k: string) => k === key || k.startsWith(`${key}.`);
+      const mine = (k: string) => [key, ...(ALONG[key] ?? [])].some((m) => k === m || k.startsWith(`${m}.`));
       // Only this key (or the keys under it) changed, and each is reported once.
       expect(
         named.filter((k) => !mine(k)),
