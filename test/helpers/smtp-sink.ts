@@ -25,6 +25,8 @@ export interface SmtpSink {
   received: Received[];
   /** Connections opened to the sink so far. */
   connections: number;
+  /** The client's address of each connection, in order. */
+  peers: string[];
   /** Replies for RCPT TO, by recipient address (attempt counts from 1 per address). */
   rcpt: RcptRule;
   /**
@@ -50,6 +52,7 @@ export async function startSink(
     port: 0,
     received: [],
     connections: 0,
+    peers: [],
     rcpt: () => null,
     hold: () => undefined,
     held: 0,
@@ -69,8 +72,9 @@ export async function startSink(
     ...(options.tls ? { key: options.tls.key, cert: options.tls.cert } : {}),
     logger: false,
     ...(options.hideSmtpUtf8 ? { hideSMTPUTF8: true } : {}),
-    onConnect(_session, callback) {
+    onConnect(session, callback) {
       sink.connections += 1;
+      sink.peers.push(session.remoteAddress);
       callback();
     },
     onRcptTo(address, _session, callback) {

@@ -1,8 +1,6 @@
 import { expect } from 'chai';
 import { createHash, X509Certificate } from 'node:crypto';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
-import { createServer, type Server } from 'node:https';
-import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { parseBounceRules } from '../../../src/bounce/rules.ts';
@@ -20,6 +18,7 @@ import { EventsRepo } from '../../../src/store/events-repo.ts';
 import { MtaStsRepo } from '../../../src/store/mta-sts-repo.ts';
 import type { MessageRecord } from '../../../src/store/records.ts';
 import { startMessageBed, type MessageBed } from '../../helpers/messages.ts';
+import { startPolicyHost, stsPolicy as policy, type PolicyHost } from '../../helpers/mta-sts-host.ts';
 import { startSink, type SmtpSink } from '../../helpers/smtp-sink.ts';
 import { startTestCa, type TestCa } from '../../helpers/tls.ts';
 
@@ -32,45 +31,6 @@ import { startTestCa, type TestCa } from '../../helpers/tls.ts';
 const POLLING = { api: { rate_limits: { general: { per_second: 1000, burst: 100_000 } } } };
 const RULES = parseBounceRules(`# none\n`);
 const uuidOf = (id: string) => id.slice(1, id.indexOf('@'));
-
-interface PolicyHost {
-  port: number;
-  /** Policy text per domain; absent: 404. */
-  policies: Map<string, string>;
-  /** Fetches per domain. */
-  fetches: Map<string, number>;
-  close(): Promise<void>;
-}
-
-async function startPolicyHost(ca: TestCa, domains: string[]): Promise<PolicyHost> {
-  const issued = await ca.issue(domains.map((d) => `mta-sts.${d}`));
-  const policies = new Map<string, string>();
-  const fetches = new Map<string, number>();
-  const server: Server = createServer({ key: issued.key, cert: issued.chain }, (req, res) => {
-    const domain = (req.headers.host ?? '').replace(/:\d+$/, '').replace(/^mta-sts\./, '');
-    fetches.set(domain, (fetches.get(domain) ?? 0) + 1);
-    const text = req.url === '/.well-known/mta-sts.txt' ? policies.get(domain) : undefined;
-    if (text === undefined) {
-      res.writeHead(404).end();
-      return;
-    }
-    res.writeHead(200, { 'content-type': 'text/plain' }).end(text);
-  });
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  return {
-    port: (server.address() as AddressInfo).port,
-    policies,
-    fetches,
-    close: () =>
-      new Promise<void>((resolve) => {
-        server.closeAllConnections();
-        server.close(() => resolve());
-      }),
-  };
-}
-
-const policy = (mode: string, mx: string[], maxAge = 86_400) =>
-  ['version: STSv1', `mode: ${mode}`, ...mx.map((m) => `mx: ${m}`), `max_age: ${maxAge}`, ''].join('\r\n');
 
 /** The DER of the first certificate of a PEM chain. */
 const derOf = (pem: string) => new X509Certificate(pem).raw;

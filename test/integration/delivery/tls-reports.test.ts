@@ -1,8 +1,6 @@
 import { expect } from 'chai';
 import { simpleParser } from 'mailparser';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
-import https from 'node:https';
-import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { gunzipSync } from 'node:zlib';
@@ -14,8 +12,9 @@ import { verifyDkim } from '../../helpers/domains.ts';
 import { startServer, type TestServer } from '../../helpers/harness.ts';
 import { startMessageBed, type MessageBed } from '../../helpers/messages.ts';
 import { startSink, type SmtpSink } from '../../helpers/smtp-sink.ts';
-import { makeTestCa, type TestCa } from '../../helpers/test-ca.ts';
+import { startTestCa, type TestCa } from '../../helpers/tls.ts';
 import { assertTlsReport } from '../../helpers/tlsrpt-schema.ts';
+import { startReportReceiver, type ReportReceiver } from '../../helpers/tlsrpt-receiver.ts';
 
 const DAY = 86_400_000;
 const POLLING = { api: { rate_limits: { general: { per_second: 1000, burst: 100_000 } } } };
@@ -37,43 +36,6 @@ function reportsOf(server: TestServer): TlsReports {
   const reports = server.daemon.parts.mail.tlsReports;
   expect(reports, 'tls_reporting is on').to.not.equal(null);
   return reports!;
-}
-
-interface Received {
-  contentType: string | undefined;
-  body: Buffer;
-}
-
-/** An HTTPS report receiver on loopback with a certificate of the test CA. */
-async function startReceiver(ca: TestCa, name: string): Promise<{ port: number; received: Received[]; status: number; close(): Promise<void> }> {
-  const leaf = await ca.issue([name]);
-  const state = { received: [] as Received[], status: 200 };
-  const server = https.createServer({ cert: leaf.cert, key: leaf.key }, (req, res) => {
-    const chunks: Buffer[] = [];
-    req.on('data', (c: Buffer) => chunks.push(c));
-    req.on('end', () => {
-      state.received.push({ contentType: req.headers['content-type'], body: Buffer.concat(chunks) });
-      res.writeHead(state.status, state.status === 302 ? { location: 'https://elsewhere.example/' } : {}).end();
-    });
-  });
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  return {
-    port: (server.address() as AddressInfo).port,
-    get received() {
-      return state.received;
-    },
-    get status() {
-      return state.status;
-    },
-    set status(value: number) {
-      state.status = value;
-    },
-    close: () =>
-      new Promise<void>((resolve) => {
-        server.closeAllConnections();
-        server.close(() => resolve());
-      }),
-  };
 }
 
 describe('TLS reporting (RFC 8460), end to end', function () {
@@ -171,14 +133,14 @@ describe('TLS reporting (RFC 8460), end to end', function () {
 
   describe('by HTTPS POST', () => {
     let ca: TestCa;
-    let receiver: Awaited<ReturnType<typeof startReceiver>>;
+    let receiver: ReportReceiver;
     let bed: MessageBed;
     let dir: string;
     let restarted: TestServer | null = null;
 
     before(async () => {
-      ca = await makeTestCa();
-      receiver = await startReceiver(ca, 'reports.example.net');
+      ca = await startTestCa();
+      receiver = await startReportReceiver(ca, 'reports.example.net');
       dir = mkdtempSync(join(tmpdir(), 'postilion-tlsrpt-'));
       writeFileSync(join(dir, 'ca.pem'), ca.cert);
       bed = await startMessageBed({

@@ -8,7 +8,7 @@ import { createLookups } from '../../../src/doctor/lookups.ts';
 import { checkMtaStsPolicies } from '../../../src/doctor/mta-sts.ts';
 import { startDnsServer, type TestDnsServer } from '../../helpers/dns-server.ts';
 import { startServer, type TestServer } from '../../helpers/harness.ts';
-import { makeTestCa } from '../../helpers/test-ca.ts';
+import { startTestCa } from '../../helpers/tls.ts';
 
 const POLICY = { mode: 'enforce' as const, mx: ['mx1.example.com'], max_age_seconds: 86400 };
 
@@ -21,7 +21,7 @@ describe('doctor: the published MTA-STS policy, its TXT records and MX hosts', f
 
   before(async () => {
     dir = mkdtempSync(join(tmpdir(), 'postilion-doctor-mta-sts-'));
-    const ca = await makeTestCa();
+    const ca = await startTestCa();
     const leaf = await ca.issue(['mta-sts.example.com']);
     mkdirSync(join(dir, 'keys', 'tls'), { recursive: true });
     writeFileSync(join(dir, 'keys', 'tls', 'api.crt'), leaf.cert);
