@@ -236,7 +236,8 @@ export class Deliverer {
       ...(announced ? { policyType: 'sts' as const } : {}),
       receivingMxHostname: hop.name,
       receivingIp: tls.remoteAddress ?? hop.address,
-      sendingMtaIp: null,
+      // The session's local address: the bound source's when there is one, else the one the kernel picked.
+      sendingMtaIp: tls.localAddress,
       success: failure === undefined,
       ...(failure ? { failure } : {}),
     });

@@ -84,7 +84,8 @@ export class SmtpPool {
       if (err instanceof TlsPolicyError) return { kind: 'connection', text: err.message, tlsMissing: true, tls: err.tls };
       const failure = connectionFailure(err);
       // No STARTTLS where a policy needs it: a TLS failure to report, not an unreachable host.
-      if (hop.policy && failure.kind === 'connection' && failure.tlsMissing) return { ...failure, tls: checkSession(null, hop, {}, Date.now()) };
+      if (hop.policy && failure.kind === 'connection' && failure.tlsMissing)
+        return { ...failure, tls: checkSession(null, hop, (err as SmtpError).addresses ?? {}, Date.now()) };
       return failure;
     }
     const tls = session.tls;
@@ -175,14 +176,16 @@ export class SmtpPool {
     this.live.add(connection);
     connection.once('end', () => this.live.delete(connection));
     await new Promise<void>((resolve, reject) => {
-      connection.once('error', reject);
+      // A session that failed (no STARTTLS where a policy needs it) is still reported with its addresses.
+      const failed = (err: SmtpError) => reject(Object.assign(err, { addresses: addressesOf(connection) }));
+      connection.once('error', failed);
       connection.connect(() => {
-        connection.removeListener('error', reject);
+        connection.removeListener('error', failed);
         resolve();
       });
     });
-    const socket = (connection as unknown as { _socket?: TLSSocket | null })._socket ?? null;
-    const tls = checkSession(connection.secure ? socket : null, hop, { remoteAddress: socket?.remoteAddress, localAddress: socket?.localAddress }, Date.now());
+    const socket = socketOf(connection);
+    const tls = checkSession(connection.secure ? socket : null, hop, addressesOf(connection), Date.now());
     if (strict && !tls.verified) {
       connection.close();
       throw new TlsPolicyError(tls);
@@ -238,6 +241,21 @@ const key = (hop: Hop, via: SendVia) =>
   `${via.source ? `${via.source.name}|` : ''}${hop.address}:${hop.port}${hop.policy ? `|${hop.policy.kind === 'dane' ? 'dane' : `sts-${hop.policy.mode}`}` : ''}`;
 const isName = (host: string) => /[a-z]/i.test(host) && !host.includes(':');
 
+/** The session's socket (nodemailer keeps it on a private field): plain, or TLS after STARTTLS. */
+function socketOf(connection: SMTPConnection): TLSSocket | null {
+  return (connection as unknown as { _socket?: TLSSocket | null })._socket || null;
+}
+
+/**
+ * The session's local and remote addresses: the local one is RFC 8460's sending-mta-ip. Node keeps
+ * a connected socket's addresses once read (nodemailer reads them on connect), so they are there
+ * after a failure closed it too.
+ */
+function addressesOf(connection: SMTPConnection): { remoteAddress?: string | undefined; localAddress?: string | undefined } {
+  const socket = socketOf(connection);
+  return { remoteAddress: socket?.remoteAddress, localAddress: socket?.localAddress };
+}
+
 /** The extensions the server listed in its EHLO reply (nodemailer keeps them on a private field). */
 function extensionsOf(connection: SMTPConnection): string[] {
   return (connection as unknown as { _supportedExtensions?: string[] })._supportedExtensions ?? [];
@@ -249,6 +267,8 @@ interface SmtpError extends Error {
   response?: string;
   command?: string;
   rejectedErrors?: SmtpError[];
+  /** Set by the pool on a failed connect: the session's addresses. */
+  addresses?: { remoteAddress?: string | undefined; localAddress?: string | undefined };
 }
 
 function replyOf(response: string | undefined, command: string): SendReply {

@@ -188,6 +188,9 @@ describe('outbound TLS policies: MTA-STS and DANE', function () {
       expect(attempt.tls).to.deep.equal({ policy: 'mta-sts', mode: 'enforce', version: null, verified: false });
       expect(plain.received.length).to.equal(before);
       expect(reports.map((r) => [r.success, r.failure?.type])).to.deep.equal([[false, 'starttls-not-supported']]);
+      // The failed session's addresses, though it was closed: sending-mta-ip is the one the sink saw.
+      expect(reports[0]).to.deep.include({ receivingIp: '127.0.0.3', sendingMtaIp: plain.peers.at(-1) });
+      expect(reports[0]!.sendingMtaIp).to.match(/^127\./);
     });
 
     it('enforce: defers when the certificate does not name the MX host, before any MAIL FROM', async () => {
