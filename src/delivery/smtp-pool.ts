@@ -84,8 +84,11 @@ export class SmtpPool {
       if (err instanceof TlsPolicyError) return { kind: 'connection', text: err.message, tlsMissing: true, tls: err.tls };
       const failure = connectionFailure(err);
       // No STARTTLS where a policy needs it: a TLS failure to report, not an unreachable host.
-      if (hop.policy && failure.kind === 'connection' && failure.tlsMissing)
-        return { ...failure, tls: checkSession(null, hop, (err as SmtpError).addresses ?? {}, Date.now()) };
+      if (hop.policy && failure.kind === 'connection' && failure.tlsMissing) {
+        const addresses = (err as SmtpError).addresses;
+        const local = addresses?.localAddress ?? via.source?.address;
+        return { ...failure, tls: checkSession(null, hop, { remoteAddress: addresses?.remoteAddress, localAddress: local }, Date.now()) };
+      }
       return failure;
     }
     const tls = session.tls;

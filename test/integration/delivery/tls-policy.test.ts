@@ -182,7 +182,8 @@ describe('outbound TLS policies: MTA-STS and DANE', function () {
     it('enforce: defers, never in clear text, when the MX does not offer STARTTLS', async () => {
       publish(bed, 'notls.test', ['mx.plain.test'], { id: 'b1', text: policy('enforce', ['mx.plain.test']) });
       const before = plain.received.length;
-      const attempt = await deliverer().attempt(await message('rcpt@notls.test'));
+      const d = deliverer();
+      const attempt = await d.attempt(await message('rcpt@notls.test'));
       expect(attempt.outcome).to.equal('deferred');
       expect(attempt.classification).to.equal('PolicyRelated');
       expect(attempt.tls).to.deep.equal({ policy: 'mta-sts', mode: 'enforce', version: null, verified: false });
@@ -191,6 +192,11 @@ describe('outbound TLS policies: MTA-STS and DANE', function () {
       // The failed session's addresses, though it was closed: sending-mta-ip is the one the sink saw.
       expect(reports[0]).to.deep.include({ receivingIp: '127.0.0.3', sendingMtaIp: plain.peers.at(-1) });
       expect(reports[0]!.sendingMtaIp).to.match(/^127\./);
+      // From a delivery source: its address.
+      const source = { name: 'b', address: '127.0.0.5', ehlo: 'b.postilion.test', family: 4 as const, warmup: null };
+      expect((await d.attempt(await message('other@notls.test'), source)).outcome).to.equal('deferred');
+      expect(plain.peers.at(-1)).to.equal('127.0.0.5');
+      expect(reports.map((r) => r.sendingMtaIp)).to.deep.equal([reports[0]!.sendingMtaIp, '127.0.0.5']);
     });
 
     it('enforce: defers when the certificate does not name the MX host, before any MAIL FROM', async () => {
