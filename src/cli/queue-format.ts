@@ -1,3 +1,4 @@
+import { attemptText } from '../control/protocol.ts';
 import type { DrainProgress, DrainResult, EngineFigures, PurgeResult, QueueList, QueueStatus, RetryResult, SuspendResult } from '../control/protocol.ts';
 
 /** How the queue commands print for people; `--json` prints the objects themselves. */
@@ -111,7 +112,7 @@ export function formatList(list: QueueList): string {
     m.state,
     String(m.attempts),
     when(m.next_attempt_at, now),
-    m.last_attempt ? oneLine(m.last_attempt.tls ? `${m.last_attempt.log} [TLS: ${m.last_attempt.tls}]` : m.last_attempt.log) : '-',
+    m.last_attempt ? oneLine(attemptText(m.last_attempt)) : '-',
   ]);
   const more = list.more > 0 ? `… and ${list.more} more (raise --limit)\n` : '';
   return table(headers, rows, new Set([4])) + more;

@@ -138,8 +138,11 @@ export interface QueuedMessage {
   attempts: number;
   created_at: string;
   next_attempt_at: string;
-  /** The last attempt's log line: why it waits; `tls`: its session's TLS and policy ("TLSv1.3 mta-sts enforce verified"). */
-  last_attempt: { time: string; status: string; log: string; tls?: string | undefined } | null;
+  /**
+   * The last attempt's log line: why it waits; `tls`: its session's TLS and policy ("TLSv1.3
+   * mta-sts enforce verified"); `source`: the delivery source it went out from.
+   */
+  last_attempt: { time: string; status: string; log: string; tls?: string | undefined; source?: string | undefined } | null;
 }
 
 export interface ListQuery {
@@ -239,3 +242,8 @@ export function controlSocketIn(dataDir: string): string {
  * no validation library.
  */
 export const adminPath = (operation: AdminOperation) => `/v1/admin/${operation}`;
+
+/** An attempt's log line with the source it went out from and its TLS, as the queue view and a message's trace print it. */
+export function attemptText(a: { log: string; source?: string | undefined; tls?: string | undefined }): string {
+  return `${a.log}${a.source ? ` [source: ${a.source}]` : ''}${a.tls ? ` [TLS: ${a.tls}]` : ''}`;
+}

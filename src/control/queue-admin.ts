@@ -424,7 +424,15 @@ function present({ message: m, state }: Queued): QueuedMessage {
     attempts: m.attempts.length,
     created_at: m.createdAt,
     next_attempt_at: m.dueAt,
-    last_attempt: last ? { time: last.time, status: last.status, log: last.log, ...(last.tls ? { tls: tlsText(last.tls) } : {}) } : null,
+    last_attempt: last
+      ? {
+          time: last.time,
+          status: last.status,
+          log: last.log,
+          ...(last.tls ? { tls: tlsText(last.tls) } : {}),
+          ...(last.source ? { source: last.source } : {}),
+        }
+      : null,
   };
 }
 

@@ -16,6 +16,7 @@ import { isEmailAddress } from '../util/email.ts';
 import { badRequest, notFound } from '../util/errors.ts';
 import { isUuid } from '../util/ids.ts';
 import { tlsText } from './queue-admin.ts';
+import { attemptText } from './protocol.ts';
 import type { Webhooks } from '../webhooks/webhooks.ts';
 import type {
   AccountInput,
@@ -181,7 +182,12 @@ export class ResourceAdmin implements ResourceOperations {
  */
 export function trace(m: MessageRecord, events: EventRecord[]): TraceEntry[] {
   const entries: TraceEntry[] = [
-    ...m.attempts.map((a): TraceEntry => ({ at: a.time, kind: 'attempt', what: a.status, detail: a.tls ? `${a.log} [TLS: ${tlsText(a.tls)}]` : a.log })),
+    ...m.attempts.map((a): TraceEntry => ({
+      at: a.time,
+      kind: 'attempt',
+      what: a.status,
+      detail: attemptText({ log: a.log, source: a.source, tls: a.tls ? tlsText(a.tls) : undefined }),
+    })),
     ...events.map((e): TraceEntry => ({ at: e.createdAt, kind: 'event', what: e.type, detail: eventDetail(e) })),
   ];
   return entries.sort((a, b) => Date.parse(a.at) - Date.parse(b.at) || (a.kind === b.kind ? 0 : a.kind === 'attempt' ? -1 : 1));

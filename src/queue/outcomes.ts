@@ -103,7 +103,10 @@ export class Outcomes {
       const log = attempt.host ? `${attempt.host}: ${attempt.response}` : attempt.response;
       const withAttempt = (status: string) => ({
         ...base,
-        attempts: [...current.attempts, { time: iso(now), log, status, ...(attempt.tls ? { tls: attempt.tls } : {}) }],
+        attempts: [
+          ...current.attempts,
+          { time: iso(now), log, status, ...(attempt.tls ? { tls: attempt.tls } : {}), ...(attempt.source ? { source: attempt.source } : {}) },
+        ],
       });
       const data = attemptData(attempt);
       const suppress = (reason: string, source: 'bounce' | 'failure') =>

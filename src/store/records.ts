@@ -258,6 +258,8 @@ export interface DeliveryAttemptRecord {
   status: string;
   /** The TLS of the attempt's session and its policy (delivery/tls-outcome.ts TlsOutcome); absent without a session. */
   tls?: { policy: string; mode?: string | undefined; version: string | null; verified: boolean } | undefined;
+  /** The delivery source (delivery.sources) the attempt went out from; absent when none is configured. */
+  source?: string | undefined;
 }
 
 /**

@@ -80,6 +80,10 @@ describe('delivery sources and pools', function () {
     expect([...byAddress.keys()].sort()).to.deep.equal(['127.0.0.2', '127.0.0.3']);
     const named = await sourcesOfEvents(ids);
     for (const m of got) expect(named.get(m.to[0]!), m.to[0]).to.equal(m.client.address === '127.0.0.2' ? 'a' : 'b');
+    // The message's trace names the source of its attempt too.
+    const shown = await cli('messages', 'show', ids[0]!.slice(1, ids[0]!.indexOf('@')));
+    expect(shown.code, shown.err).to.equal(0);
+    expect(shown.out).to.match(/Delivered.*\[source: [ab]\]/);
   });
 
   it("sends an account's mail from the pool set for it (config, then `accounts pool`, kept in the store)", async () => {
