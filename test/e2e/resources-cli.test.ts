@@ -200,7 +200,8 @@ describe('postilion: the API resources and messages show (CLI, daemon running)',
     shownWhileRunning = { id, text };
     expect(text.split('\n')[0]).to.equal(`message ${id}  Delivered  account ${daemon.account}`);
     expect(text).to.contain('from <hello@example.test> to <you@example.org>  subject "Where is it?"');
-    expect(text, text).to.match(/ attempt +Deferred +127\.0\.0\.1: 451 4\.7\.1 greylisted, try again\n/);
+    // Each attempt with the TLS its session had (here none: the smarthost is set to tls: off).
+    expect(text, text).to.match(/ attempt +Deferred +127\.0\.0\.1: 451 4\.7\.1 greylisted, try again \[TLS: clear text none unverified\]\n/);
     expect(text.trimEnd().split('\n').at(-1)).to.match(/ event +message\.delivered$/);
 
     // By the UUID alone, and by the Message-ID in the account named: the same.
