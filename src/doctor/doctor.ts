@@ -131,7 +131,23 @@ async function checkDomains(input: DoctorInput, source: DomainSource, lookups: L
     );
     checks.push(...results.flat());
   }
-  return checks;
+  const reporting = checkTlsReportingFrom(input.config.tls_reporting, read.domains);
+  return reporting ? [...checks, reporting] : checks;
+}
+
+/**
+ * With TLS reporting on, its reports by mail go out from `tls_reporting.from`: at a domain of this
+ * server, so that they are DKIM-signed (RFC 8460 §5.3); a report from elsewhere is not sent.
+ */
+export function checkTlsReportingFrom(t: Config['tls_reporting'], domains: readonly DomainRecord[]): Check | null {
+  if (!t.enabled) return null;
+  const at = t.from.lastIndexOf('@');
+  const name = at >= 0 ? t.from.slice(at + 1).toLowerCase() : '';
+  if (domains.some((d) => d.name.toLowerCase() === name)) return ok('tls-reporting', `reports by mail go out from ${t.from}, DKIM-signed by ${name}`);
+  return fail(
+    'tls-reporting',
+    `tls_reporting.from ${t.from} is not at a domain of this server: TLS reports by mail are not sent (add ${name || 'its domain'} with postilion domains add, or name an address at one)`,
+  );
 }
 
 /** Every domain record, from the running daemon or the stopped daemon's store, or why they could not be read. */
