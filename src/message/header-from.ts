@@ -11,7 +11,8 @@ export const MAX_FROM_ADDRESSES = 20;
  * the caller to refuse by name.
  */
 export function headerFromAddresses(head: Buffer): Array<{ address: string; valid: boolean }> | null {
-  const text = head.toString('latin1');
+  // Only the header block is read: the body may be megabytes.
+  const text = headerBlock(head).toString('latin1');
   const end = text.search(/\r?\n\r?\n/);
   const block = (end < 0 ? text : text.slice(0, end)).replace(/\r?\n[ \t]+/g, ' ');
   const fields = block.split(/\r?\n/).filter((line) => /^From[ \t]*:/i.test(line));
@@ -21,6 +22,12 @@ export function headerFromAddresses(head: Buffer): Array<{ address: string; vali
   const mailboxes = addressparser(value, { flatten: true }) as Array<{ name?: string; address?: string }>;
   // A word without @ comes back as a name: it is named as written.
   return mailboxes.slice(0, MAX_FROM_ADDRESSES + 1).map((m) => (m.address ? ascii(m.address) : { address: m.name ?? '', valid: false }));
+}
+
+/** The bytes up to the first empty line (CRLF CRLF, or bare LF LF), with that line's start. */
+function headerBlock(head: Buffer): Buffer {
+  const ends = [head.indexOf('\r\n\r\n'), head.indexOf('\n\n')].filter((at) => at >= 0);
+  return ends.length === 0 ? head : head.subarray(0, Math.min(...ends) + 2);
 }
 
 function ascii(address: string): { address: string; valid: boolean } {

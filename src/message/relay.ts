@@ -63,9 +63,10 @@ export class Relay {
    * The domain of the message's header From when the credential may send from it (as for MAIL
    * FROM), so that what Postilion signs aligns for DMARC; null when the message has no single
    * From field (accept() refuses it). Every address of the field must be at that one domain.
-   * Throws a 403 AppError naming the address otherwise.
+   * Throws a 403 AppError naming the address otherwise. `envelope`: the MAIL FROM domain, found
+   * for this credential already, so an address at it needs no second look-up.
    */
-  async headerFromDomain(relayer: Relayer, head: Buffer): Promise<DomainRecord | null> {
+  async headerFromDomain(relayer: Relayer, head: Buffer, envelope: DomainRecord | null = null): Promise<DomainRecord | null> {
     const addresses = headerFromAddresses(head);
     if (addresses === null) return null;
     if (addresses.length === 0) throw forbidden('the From header names no address');
@@ -74,6 +75,12 @@ export class Relay {
     for (const { address, valid } of addresses) {
       if (!valid) throw forbidden(`the From header address ${printable(address)} is not a valid address`);
       let domain: DomainRecord;
+      // At the MAIL FROM domain (as a rule): already found to be one the credential may send from.
+      if (envelope && domainOf(address) === envelope.name && isUtf8MailboxAddress(address)) {
+        if (found && found.id !== envelope.id) throw forbidden('the From header names addresses at more than one domain');
+        found = envelope;
+        continue;
+      }
       try {
         domain = await this.senderDomain(relayer, address);
       } catch (err) {

@@ -197,7 +197,7 @@ function submissionRole(options: SubmissionOptions, deps: SubmissionDeps, secure
       // What Postilion signs aligns for DMARC: the header From at a domain of the credential, the message signed with it.
       if (user.relayer.account.smtpHeaderFrom !== 'any') {
         try {
-          domain = (await relay.headerFromDomain(user.relayer, Buffer.isBuffer(raw) ? raw : raw.head)) ?? domain;
+          domain = (await relay.headerFromDomain(user.relayer, Buffer.isBuffer(raw) ? raw : raw.head, domain)) ?? domain;
         } catch (err) {
           await spool.discard();
           if (!isClientError(err)) throw err;

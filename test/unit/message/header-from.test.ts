@@ -21,6 +21,9 @@ describe('headerFromAddresses', () => {
 
   it('is null without a From field or with two (accept() refuses those), and never reads the body', () => {
     expect(headerFromAddresses(head('Subject: x'))).to.equal(null);
-    expect(headerFromAddresses(head('From: a@example.com', 'From: b@example.com'))).to.equal(null);
+    expect(headerFromAddresses(head('From: a@example.com', 'From: b@example.com'))).to.equal(null); // A From line in the body (after the empty line, CRLF or bare LF) is not a header field.
+    const body = (eol: string) => Buffer.from(['From: a@example.com', 'Subject: x', '', 'From: b@example.net', ''].join(eol));
+    expect(headerFromAddresses(body('\r\n'))).to.deep.equal([{ address: 'a@example.com', valid: true }]);
+    expect(headerFromAddresses(body('\n'))).to.deep.equal([{ address: 'a@example.com', valid: true }]);
   });
 });
