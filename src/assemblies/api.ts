@@ -34,6 +34,7 @@ export class ApiAssembly implements Assembly {
     this.rateLimiter = new RateLimiter(config.api.rate_limits, core.clock, ctx.limits?.buckets);
     this.refusalLimiter = new RefusalLimiter(config.api.auth_failures, core.clock, ctx.limits?.buckets);
     this.settings = apiSettings(config);
+    countPolicies(ctx.metrics, config);
   }
 
   async start(): Promise<void> {
@@ -103,6 +104,7 @@ export class ApiAssembly implements Assembly {
       this.refusalLimiter.configure(config.api.auth_failures);
       this.ctx.core.idempotency.configure(config.api.idempotency);
       this.settings = apiSettings(config);
+      countPolicies(this.ctx.metrics, config);
       if (tls) for (const listener of this.listeners) listener.reloadTls(tls);
       return tls ? ['api'] : [];
     };
@@ -120,6 +122,13 @@ function apiSettings(config: Config): ApiSettings {
     bodyMemoryBytes: config.api.body_memory_bytes,
     mtaStsPolicies: publishedPolicies(config),
   };
+}
+
+/** The published MTA-STS policies by mode, in /metrics. */
+function countPolicies(metrics: Context['metrics'], config: Config): void {
+  for (const mode of ['enforce', 'testing', 'none'] as const) {
+    metrics.mtaStsPolicies.set({ mode }, Object.values(config.mta_sts_policy.domains).filter((p) => p.mode === mode).length);
+  }
 }
 
 function readTls(config: Config): { cert: Buffer; key: Buffer } {

@@ -155,6 +155,14 @@ export class Metrics {
     registers: [this.registry],
   });
 
+  /** Set at the start and at each reload from mta_sts_policy.domains. */
+  readonly mtaStsPolicies = new Gauge({
+    name: 'postilion_mta_sts_policies',
+    help: 'MTA-STS policies this server publishes on its listeners (mta_sts_policy.domains), by mode (enforce, testing, none).',
+    labelNames: ['mode'] as const,
+    registers: [this.registry],
+  });
+
   private readonly queueMessages = new Gauge({
     name: 'postilion_queue_messages',
     help: `Queued outbound messages by state (due, deferred, scheduled, held) and destination (recipient domain; the ${MAX_DESTINATIONS} largest, the rest summed as "other").`,

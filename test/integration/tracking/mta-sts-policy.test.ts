@@ -50,8 +50,11 @@ describe('the published MTA-STS policy (mta_sts_policy) on the tracking and API 
       { ...base, mta_sts_policy: { ...base.mta_sts_policy, domains: { 'example.com': { mode: 'testing', mx: ['mx2.example.com'], max_age_seconds: 3600 } } } },
       'test',
     );
+    const published = async () => (await server.daemon.metrics.render()).match(/^postilion_mta_sts_policies\{mode="(enforce|testing)"\} (\d+)$/gm)?.sort();
+    expect(await published()).to.deep.equal(['postilion_mta_sts_policies{mode="enforce"} 1', 'postilion_mta_sts_policies{mode="testing"} 0']);
     const report = server.daemon.reload(next);
     expect(report.applied).to.deep.equal(['mta_sts_policy.domains']);
+    expect(await published()).to.deep.equal(['postilion_mta_sts_policies{mode="enforce"} 0', 'postilion_mta_sts_policies{mode="testing"} 1']);
     const testing = 'version: STSv1\r\nmode: testing\r\nmx: mx2.example.com\r\nmax_age: 3600\r\n';
     for (const { name, url } of listeners()) {
       // The tracking thread takes the new settings by message: asked again until it has.
