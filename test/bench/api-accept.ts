@@ -15,7 +15,9 @@
  *
  * Knobs (environment): BENCH_DURATION (s per run, 10), BENCH_WARMUP (s, 3), BENCH_RUNS (5),
  * BENCH_CONNECTIONS (50), BENCH_BULK_RUNS (3), BENCH_BULK_CONNECTIONS (50),
- * BENCH_CPU_PROF=<dir> (run the Postilion child under --cpu-prof, profile written to <dir>).
+ * BENCH_CPU_PROF=<dir> (run the Postilion child under --cpu-prof, profile written to <dir>; at the
+ * end, the CPU per 202 (per recipient for the 100-recipient runs) of each phase of the path over
+ * the measured runs is printed, see phases.ts).
  * BENCH_RUNS=0 or BENCH_BULK_RUNS=0 skips that part (e.g. to profile the other alone).
  */
 import { execFileSync } from 'node:child_process';
@@ -24,6 +26,8 @@ import { cpus, loadavg, tmpdir } from 'node:os';
 import { dirname, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import autocannon, { type Result } from 'autocannon';
+import { threadCpu } from './deliver-cpu.ts';
+import { profileClockUs, profileTable, type MeasuredRun } from './phases.ts';
 import { ServerProcess } from './server-process.ts';
 import { composeBody } from '../../src/message/compose.ts';
 
@@ -117,6 +121,8 @@ interface Run {
   serverCpu: number | null;
   /** Server CPU time per accepted request, in microseconds. */
   cpuPerAccept: number | null;
+  /** For the per-phase table (phases.ts): a message is a 202. */
+  measured: MeasuredRun;
 }
 
 /** User + system CPU seconds of a process (all its threads), from /proc; null where there is none. */
@@ -137,8 +143,12 @@ async function load(url: string, headers: Record<string, string>, body: string, 
 async function measure(child: ServerChild, label: string, headers: Record<string, string>, body: string, connections: number): Promise<Run> {
   const before = await child.stats();
   const cpuBefore = cpuSeconds(child.info.pid);
+  const threadsBefore = threadCpu(child.info.pid);
+  const from = profileClockUs();
   const r = await load(child.info.url + child.info.path, headers, body, connections, DURATION);
+  const to = profileClockUs();
   const cpuAfter = cpuSeconds(child.info.pid);
+  const threadsAfter = threadCpu(child.info.pid);
   // Let requests autocannon abandoned at the end of the run finish before counting commits.
   await new Promise((done) => setTimeout(done, 500));
   const after = await child.stats();
@@ -159,6 +169,12 @@ async function measure(child: ServerChild, label: string, headers: Record<string
     fsyncBatches: after.batches - before.batches,
     serverCpu: cpuBefore === null || cpuAfter === null ? null : (cpuAfter - cpuBefore) / r.duration,
     cpuPerAccept: cpuBefore === null || cpuAfter === null || accepted === 0 ? null : ((cpuAfter - cpuBefore) * 1e6) / accepted,
+    measured: {
+      window: { from, to },
+      messages: accepted,
+      cpuSeconds: cpuBefore === null || cpuAfter === null ? null : cpuAfter - cpuBefore,
+      mainThreadCpuSeconds: threadsBefore === null || threadsAfter === null ? null : threadsAfter.main - threadsBefore.main,
+    },
   };
 }
 
@@ -354,6 +370,15 @@ async function main(): Promise<void> {
       `postilion per-account rate limit was raised to ${postilion.info.rateLimit?.per_second}/s (burst ${postilion.info.rateLimit?.burst}) for this benchmark`,
     );
     console.log('====================================================================================');
+    if (CPU_PROF) {
+      // The profile is written when the child exits.
+      await postilion.stop();
+      const singleRuns = postilionRuns.map((r) => r.measured);
+      const recipientRuns = bulkRuns.map((r) => ({ ...r.measured, messages: r.measured.messages * BULK_RECIPIENTS }));
+      if (singleRuns.length > 0) console.log(`\n${profileTable(CPU_PROF, postilion.info.pid, 'single-recipient 202', singleRuns).join('\n')}`);
+      if (recipientRuns.length > 0)
+        console.log(`\n${profileTable(CPU_PROF, postilion.info.pid, `recipient of ${BULK_RECIPIENTS}-recipient requests`, recipientRuns).join('\n')}`);
+    }
   } finally {
     await Promise.allSettled(children.map((c) => c.stop()));
     process.off('SIGINT', onSignal);

@@ -34,7 +34,8 @@
  *
  * Knobs (environment): BENCH_MESSAGES (10000 per run), BENCH_RUNS (5), BENCH_SESSIONS (20),
  * BENCH_SIGN_SECONDS (3), BENCH_SINK (auto | smtp-sink | node), BENCH_CPU_PROF=<dir> (run the
- * Postilion child under --cpu-prof; see cpuprofile-top.ts).
+ * Postilion child under --cpu-prof; at the end, the CPU per delivered message of each phase of
+ * the path over the measured runs is printed, see phases.ts; cpuprofile-top.ts for more).
  */
 import { generateKeyPairSync } from 'node:crypto';
 import { cpus, loadavg } from 'node:os';
@@ -42,6 +43,7 @@ import { resolve } from 'node:path';
 import { startSink as startCaptureSink } from '../helpers/smtp-sink.ts';
 import { envNumber, PostilionChild, withCleanup, type Defer } from './deliver-child.ts';
 import { cpuSeconds, machineBusy, threadCpu } from './deliver-cpu.ts';
+import { profileClockUs, profileTable, type MeasuredRun } from './phases.ts';
 import { SIGN_IN_FLIGHT, SIGNED_HEADERS, signRate, syncSignRate, type SignRun } from './deliver-signing.ts';
 import { smtpSinkPath, startNodeSink, startPostfixSink, until, type Sink } from './deliver-sink.ts';
 
@@ -175,6 +177,8 @@ interface DeliveryRun {
   sinkCores: number | null;
   fsyncs: number;
   check: string;
+  /** For the per-phase table (phases.ts). */
+  measured: MeasuredRun;
 }
 
 async function deliveryRun(child: PostilionChild, sink: Sink, tag: string, total: number): Promise<DeliveryRun> {
@@ -186,6 +190,7 @@ async function deliveryRun(child: PostilionChild, sink: Sink, tag: string, total
   const own0 = cpuSeconds(process.pid);
   const sinkCpu0 = sink.cpu();
   const t0 = performance.now();
+  const from = profileClockUs();
   let tAccepted = 0;
   let sunkAtAccepted = 0;
   const accepting = acceptAll(child, tag, total).then((ids) => {
@@ -210,6 +215,7 @@ async function deliveryRun(child: PostilionChild, sink: Sink, tag: string, total
     throw new Error(`${(err as Error).message}; ${await diagnose(child, sink.count() - base)}`, { cause: err });
   }
   const t1 = performance.now();
+  const to = profileClockUs();
   const cpu1 = cpuSeconds(child.info.pid);
   const threads1 = threadCpu(child.info.pid);
   const machine1 = machineBusy();
@@ -237,6 +243,12 @@ async function deliveryRun(child: PostilionChild, sink: Sink, tag: string, total
     sinkCores: sinkCpu0 === null || sinkCpu1 === null ? null : (sinkCpu1 - sinkCpu0) / seconds,
     fsyncs: after.batches - before.batches,
     check,
+    measured: {
+      window: { from, to },
+      messages: total,
+      cpuSeconds: cpu0 === null || cpu1 === null ? null : cpu1 - cpu0,
+      mainThreadCpuSeconds: threads0 === null || threads1 === null ? null : threads1.main - threads0.main,
+    },
   };
 }
 
@@ -377,6 +389,14 @@ async function main(defer: Defer): Promise<void> {
       .join(' ')}`,
   );
   console.log('=================================================================================');
+  if (CPU_PROF) {
+    // The profile is written when the child exits.
+    await child.stop();
+    console.log('');
+    const runs = deliveries.map((r) => r.measured);
+    const table = profileTable(CPU_PROF, child.info.pid, 'delivered message', runs);
+    console.log(table.join('\n'));
+  }
 }
 
 await withCleanup(main);

@@ -32,7 +32,9 @@
  * BENCH_POSTFIX_MESSAGES (5000, per run), BENCH_SESSIONS (20), BENCH_MSGLEN (5120 body bytes),
  * BENCH_POSTFIX (auto | off), BENCH_SMTP_SOURCE (1 | 0), BENCH_QUIET_CORES (0.15),
  * BENCH_QUIET_WAIT (600 s), BENCH_RETRY_CORES (0.1), BENCH_RETRIES (2), BENCH_CPU_PROF=<dir>
- * (Postilion under --cpu-prof; see cpuprofile-top.ts). UV_THREADPOOL_SIZE reaches Postilion.
+ * (Postilion under --cpu-prof; at the end, the CPU per relayed message of each phase of the path
+ * over Postilion's measured runs is printed, see phases.ts; cpuprofile-top.ts for more).
+ * UV_THREADPOOL_SIZE reaches Postilion.
  */
 import { spawn } from 'node:child_process';
 import { chmodSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
@@ -44,6 +46,7 @@ import { startSink as startCaptureSink } from '../helpers/smtp-sink.ts';
 import { envNumber, PostilionChild, withCleanup, type Defer } from './deliver-child.ts';
 import { cpuSeconds, threadCpu } from './deliver-cpu.ts';
 import { freePort, smtpSinkPath, startPostfixSink, until, type Sink } from './deliver-sink.ts';
+import { profileClockUs, profileTable, type MeasuredRun } from './phases.ts';
 import { otherCpu, snapshot, waitQuiet, type OtherCpu } from './smtp-relay-cpu.ts';
 import { clientStats, peerMissing, peerRun, peerVersions, PEER_SCRIPT, stopLeftovers, type ClientStats, type PeerRun } from './smtp-relay-postfix.ts';
 
@@ -136,6 +139,8 @@ interface PostilionRun {
   benchCores: number | null;
   cpu: OtherCpu;
   fsyncs: number;
+  /** For the per-phase table (phases.ts). */
+  measured: MeasuredRun;
 }
 
 async function postilionRun(child: PostilionChild, sink: Sink, client: string, total: number): Promise<PostilionRun> {
@@ -148,6 +153,7 @@ async function postilionRun(child: PostilionChild, sink: Sink, client: string, t
   const own0 = cpuSeconds(process.pid);
   const snap0 = snapshot();
   const t0 = performance.now();
+  const from = profileClockUs();
   const proc = startClient(client, submission!.port, total, child.info.from, RECIPIENT, submission!);
   let failed: Error | null = null;
   proc.done.catch((err: Error) => (failed = err));
@@ -161,6 +167,7 @@ async function postilionRun(child: PostilionChild, sink: Sink, client: string, t
     5,
   );
   const t1 = performance.now();
+  const to = profileClockUs();
   const snap1 = snapshot();
   const cpu1 = cpuSeconds(child.info.pid);
   const threads1 = threadCpu(child.info.pid);
@@ -183,6 +190,12 @@ async function postilionRun(child: PostilionChild, sink: Sink, client: string, t
     benchCores: per(own0, own1),
     cpu: otherCpu(snap0, snap1),
     fsyncs: after.batches - before.batches,
+    measured: {
+      window: { from, to },
+      messages: total,
+      cpuSeconds: cpu0 === null || cpu1 === null ? null : cpu1 - cpu0,
+      mainThreadCpuSeconds: threads0 === null || threads1 === null ? null : threads1.main - threads0.main,
+    },
   };
 }
 
@@ -283,6 +296,8 @@ async function main(defer: Defer): Promise<void> {
   console.log('');
 
   const rounds: Round[] = [];
+  /** Every measured Postilion run (those taken again too: the profile saw them), for the per-phase table. */
+  const measured: MeasuredRun[] = [];
   for (let i = 1; i <= RUNS; i++) {
     console.log(`round ${i}:`);
     const busy: string[] = [];
@@ -302,7 +317,15 @@ async function main(defer: Defer): Promise<void> {
         console.log(`    other processes used ${f2(r.cpu.otherCores)} cores (${r.cpu.top.join(', ')}): measuring again`);
       }
     };
-    const postilion = await clean('postilion', () => postilionRun(child, sink, client.command, MESSAGES), postilionLine);
+    const postilion = await clean(
+      'postilion',
+      async () => {
+        const r = await postilionRun(child, sink, client.command, MESSAGES);
+        measured.push(r.measured);
+        return r;
+      },
+      postilionLine,
+    );
     let postfix: PeerRun | null = null;
     let smtpSource: PeerRun | null = null;
     if (!peerWhy) {
@@ -362,6 +385,11 @@ async function main(defer: Defer): Promise<void> {
   );
   console.log(`load average at end: ${loadavg().map(f2).join(' ')}`);
   console.log('================================================================================');
+  if (CPU_PROF) {
+    // The profile is written when the child exits.
+    await child.stop();
+    console.log(`\n${profileTable(CPU_PROF, info.pid, 'relayed message', measured).join('\n')}`);
+  }
 }
 
 await withCleanup(main);
