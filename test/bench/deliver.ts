@@ -372,7 +372,7 @@ async function main(defer: Defer): Promise<void> {
   }
   console.log(
     `  ratio delivered / signing: ${ratio.toFixed(3)} (per run, against the signing around it: ${deliveries.map((r, i) => (r.perSecond / around[i]!).toFixed(3)).join(' ')})` +
-      `   target ≥ 0.7: ${ratio >= 0.7 ? 'MET' : 'NOT MET'}`,
+      `   target ≥ 0.5 (issue 35): ${ratio >= 0.5 ? 'MET' : 'NOT MET'}`,
   );
   if (plain) {
     const pMed = median(withoutCounters.map((r) => r.perSecond));
