@@ -29,7 +29,7 @@ export class DeliveryQueue {
       /** Writes outcomes the store refused again until it takes them (shared with the other job kinds; the daemon gives up on them at a stop). */
       writer?: OutcomeWriter;
       /** Told of each attempt's reply, with the lane it was filed under (traffic shaping: a throttling reply slows that lane). */
-      replied?: (lane: string, attempt: Attempt, log: Logger) => void;
+      replied?: (lane: string, attempt: Attempt, log: () => Logger) => void;
       /** With delivery sources configured: the lane's source, counted against its warm-up cap (absent: no sources). */
       sources?: Pick<SourceChoice, 'admit' | 'postpone'>;
     } = {},
@@ -128,7 +128,7 @@ export class DeliveryQueue {
       };
     }
     // Before the slot is freed: the lane's next job already starts under a throttle this reply puts on it.
-    this.links.replied?.(destination, attempt, log());
+    this.links.replied?.(destination, attempt, log);
     transactionDone();
     const next = await this.record(message, attempt, log);
     if (this.log.isLevelEnabled('info'))
