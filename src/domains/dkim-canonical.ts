@@ -102,41 +102,60 @@ export interface HeaderField {
 /** The fields of a header block (latin1 text, so that bytes go through unchanged). */
 export function parseHeaderFields(block: string): HeaderField[] {
   const fields: HeaderField[] = [];
-  for (const line of block.split(/\r\n|\r|\n/)) {
+  // Line by line with indexOf: this runs for every message signed.
+  let start = 0;
+  while (start < block.length) {
+    let end = start;
+    while (end < block.length) {
+      const c = block.charCodeAt(end);
+      if (c === CR || c === LF) break;
+      end++;
+    }
+    const line = block.slice(start, end);
+    start = end + (block.charCodeAt(end) === CR && block.charCodeAt(end + 1) === LF ? 2 : 1);
     if (line === '') continue;
     const last = fields[fields.length - 1];
-    if ((line[0] === ' ' || line[0] === '\t') && last) {
+    const first = line.charCodeAt(0);
+    if ((first === SP || first === HTAB) && last) {
       last.raw += `\r\n${line}`;
       continue;
     }
     const colon = line.indexOf(':');
     // Not a field (no colon): it cannot be signed, and verifiers skip it too.
     if (colon <= 0) continue;
-    fields.push({
-      name: line
-        .slice(0, colon)
-        .replace(/[ \t]+$/, '')
-        .toLowerCase(),
-      raw: line,
-    });
+    fields.push({ name: fieldName(line, colon), raw: line });
   }
   return fields;
 }
 
+/** The lower-cased name before the colon, whitespace before the colon dropped. */
+function fieldName(raw: string, colon: number): string {
+  let end = colon < 0 ? raw.length + colon : colon;
+  while (end > 0 && (raw.charCodeAt(end - 1) === SP || raw.charCodeAt(end - 1) === HTAB)) end--;
+  return raw.slice(0, end).toLowerCase();
+}
+
+/** A value needs the full treatment when it has a line end, a tab or a run of spaces. */
+const UNUSUAL_SPACE = /[\r\n\t]| {2}/;
+
 /** A field in relaxed form: lower-case name, unfolded, whitespace runs as one SP, trimmed value. */
 export function relaxedHeader(raw: string): string {
   const colon = raw.indexOf(':');
-  const name = raw
-    .slice(0, colon)
-    .replace(/[ \t]+$/, '')
-    .toLowerCase();
+  const name = fieldName(raw, colon);
   // Only SP and HTAB are whitespace here (RFC 6376 §3.4.2); String.trim would also take 0xA0,
   // the last byte of many UTF-8 characters read as latin1.
-  const value = raw
-    .slice(colon + 1)
-    .replace(/\r\n|\r|\n/g, '')
-    .replace(/[ \t]+/g, ' ')
-    .replace(/^ | $/g, '');
+  let value = raw.slice(colon + 1);
+  if (UNUSUAL_SPACE.test(value)) {
+    value = value
+      .replace(/\r\n|\r|\n/g, '')
+      .replace(/[ \t]+/g, ' ')
+      .replace(/^ | $/g, '');
+  } else {
+    // At most single spaces: one may lead, one may trail.
+    const from = value.charCodeAt(0) === SP ? 1 : 0;
+    const to = value.length > from && value.charCodeAt(value.length - 1) === SP ? value.length - 1 : value.length;
+    if (from > 0 || to < value.length) value = value.slice(from, to);
+  }
   return `${name}:${value}`;
 }
 

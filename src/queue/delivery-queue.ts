@@ -29,7 +29,7 @@ export class DeliveryQueue {
       /** Writes outcomes the store refused again until it takes them (shared with the other job kinds; the daemon gives up on them at a stop). */
       writer?: OutcomeWriter;
       /** Told of each attempt's reply, with the lane it was filed under (traffic shaping: a throttling reply slows that lane). */
-      replied?: (lane: string, attempt: Attempt, log: Logger) => void;
+      replied?: (lane: string, attempt: Attempt, log: () => Logger) => void;
       /** With delivery sources configured: the lane's source, counted against its warm-up cap (absent: no sources). */
       sources?: Pick<SourceChoice, 'admit' | 'postpone'>;
     } = {},
@@ -57,17 +57,16 @@ export class DeliveryQueue {
   }
 
   /** Writes the attempt's outcome, however long the store refuses it (queue/outcome-writer.ts). */
-  private record(message: MessageRecord, attempt: Attempt, log: Logger): Promise<MessageRecord | null> {
-    return this.writer.write(
-      () => this.outcomes.apply(message, attempt),
-      () => log,
-      { outcome: attempt.outcome, host: attempt.host },
-    );
+  private record(message: MessageRecord, attempt: Attempt, log: () => Logger): Promise<MessageRecord | null> {
+    return this.writer.write(() => this.outcomes.apply(message, attempt), log, { outcome: attempt.outcome, host: attempt.host });
   }
 
   private async handle(message: MessageRecord, transactionDone: () => void, destination: string): Promise<void | 'withdrawn'> {
     const now = this.clock.now();
-    const log = this.log.child({ message_id: message.id, account_id: message.accountId, destination, recipient_domain: domainOf(message.recipient) });
+    // The message's logger is made when a line is written: at a level that drops them, never.
+    let child: Logger | undefined;
+    const log = (): Logger =>
+      (child ??= this.log.child({ message_id: message.id, account_id: message.accountId, destination, recipient_domain: domainOf(message.recipient) }));
     // First: a suspended account's mail is neither sent, nor simulated, nor failed while it waits.
     if (this.links.held && !(await this.links.held.mayDeliver(message))) {
       transactionDone();
@@ -76,18 +75,18 @@ export class DeliveryQueue {
     }
     if (message.schedule?.expires && Date.parse(message.schedule.expires) <= now) {
       await this.outcomes.expire(message);
-      log.info({ status: 'Failed' }, 'message expired before delivery');
+      log().info({ status: 'Failed' }, 'message expired before delivery');
       return;
     }
     if (message.sandbox) {
       const next = await this.outcomes.simulate(message);
-      log.info({ status: next?.status }, 'sandbox message simulated');
+      log().info({ status: next?.status }, 'sandbox message simulated');
       return;
     }
     const suppression = await this.suppressions.active(message.accountId, message.recipient, message.domain);
     if (suppression) {
       const next = await this.outcomes.suppress(message, suppression);
-      log.info({ status: next?.status, suppression_id: suppression.id }, 'recipient suppressed; not sent');
+      log().info({ status: next?.status, suppression_id: suppression.id }, 'recipient suppressed; not sent');
       return;
     }
     // The record was read when the message was taken; a cancel or purge that committed since
@@ -96,20 +95,20 @@ export class DeliveryQueue {
     const current = await this.repo.get(message.id);
     if (!current || current.status !== message.status || current.dueAt !== message.dueAt) {
       transactionDone();
-      log.info({ status: current?.status ?? null }, 'message changed since it was taken; not sent');
+      log().info({ status: current?.status ?? null }, 'message changed since it was taken; not sent');
       return;
     }
     const admission = this.links.sources ? await this.links.sources.admit(message, destination) : { source: null };
     if ('refile' in admission) {
       // Nothing written: the engine reads the job again at once, and files it under a source with room.
       transactionDone();
-      log.info(`not sent now: ${admission.refile}`);
+      log().info(`not sent now: ${admission.refile}`);
       return 'withdrawn';
     }
     if ('waitUntilMs' in admission) {
       transactionDone();
       const next = await this.links.sources!.postpone(message, admission.waitUntilMs);
-      log.info({ next_attempt_at: next?.dueAt }, `not sent: ${admission.reason}`);
+      log().info({ next_attempt_at: next?.dueAt }, `not sent: ${admission.reason}`);
       if (next) this.links.engine?.notify(Date.parse(next.dueAt));
       return;
     }
@@ -117,7 +116,7 @@ export class DeliveryQueue {
     try {
       attempt = await this.deliverer.attempt(message, admission.source ?? undefined);
     } catch (err) {
-      log.error({ err }, 'delivery attempt failed unexpectedly; deferred');
+      log().error({ err }, 'delivery attempt failed unexpectedly; deferred');
       attempt = {
         outcome: 'deferred',
         classification: 'Uncategorized',
@@ -132,16 +131,17 @@ export class DeliveryQueue {
     this.links.replied?.(destination, attempt, log);
     transactionDone();
     const next = await this.record(message, attempt, log);
-    log.info(
-      {
-        status: next?.status ?? 'unchanged',
-        host: attempt.host,
-        response: attempt.response,
-        classification: attempt.classification,
-        next_attempt_at: next?.status === 'Deferred' ? next.dueAt : undefined,
-      },
-      'delivery attempt',
-    );
+    if (this.log.isLevelEnabled('info'))
+      log().info(
+        {
+          status: next?.status ?? 'unchanged',
+          host: attempt.host,
+          response: attempt.response,
+          classification: attempt.classification,
+          next_attempt_at: next?.status === 'Deferred' ? next.dueAt : undefined,
+        },
+        'delivery attempt',
+      );
     if (next?.status === 'Deferred') this.links.engine?.notify(Date.parse(next.dueAt));
   }
 }

@@ -20,15 +20,25 @@ export function messageKind(
   /** With delivery sources configured: the source of the message's next attempt; its lane is `<source>/<destination>` (queue/lane.ts). */
   source?: (message: MessageRecord) => Promise<string>,
 ): JobKind<MessageRecord> {
+  // The messages of a domain taken together (a fill takes hundreds) share one look-up and one
+  // timer: a timer per message cost more than the look-up, which is cached.
+  const looking = new Map<string, Promise<string>>();
   const destinationOf = (message: MessageRecord): Promise<string> => {
     const domain = domainOf(message.recipient);
     // Sandbox mail is never sent: no need to ask DNS where it would go.
     if (message.sandbox) return Promise.resolve(domain);
+    const pending = looking.get(domain);
+    if (pending) return pending;
     let timer: NodeJS.Timeout | undefined;
     const late = new Promise<string>((resolve) => {
       timer = setTimeout(() => resolve(domain), DESTINATION_WAIT_MS);
     });
-    return Promise.race([mxSet(domain).catch(() => domain), late]).finally(() => clearTimeout(timer));
+    const found = Promise.race([mxSet(domain).catch(() => domain), late]).finally(() => {
+      clearTimeout(timer);
+      looking.delete(domain);
+    });
+    looking.set(domain, found);
+    return found;
   };
   return {
     name: 'message',

@@ -94,9 +94,15 @@ export class MessagesRepo {
   put(next: MessageRecord, previous?: MessageRecord): WriteOp[] {
     const ops: WriteOp[] = [{ type: 'put', family: 'messages', key: next.id, value: next }];
     // Entries that `previous` (the stored record) already has are there: only what changed is
-    // written (an outcome changes the status entry, not the other six).
-    ops.push(...entryChanges('messageIndex', indexKeys(next), previous && indexKeys(previous), next.id));
-    ops.push(...entryChanges('messageExpiry', expiryKeys(next), previous && expiryKeys(previous), next.id));
+    // written (an outcome changes the status entry, not the other six). Keys are made only for
+    // the fields that changed: an outcome would otherwise make all of them twice, hashes included.
+    if (previous === undefined) {
+      for (const key of indexKeys(next)) ops.push({ type: 'put', family: 'messageIndex', key, value: next.id });
+      for (const key of expiryKeys(next)) ops.push({ type: 'put', family: 'messageExpiry', key, value: next.id });
+      return ops;
+    }
+    indexChanges(ops, next, previous);
+    if (expiryChanged(next, previous)) entryChanges(ops, 'messageExpiry', expiryKeys(next), expiryKeys(previous), next.id);
     return ops;
   }
 
@@ -272,24 +278,55 @@ const subjectKey = (subject: string) => createHash('sha256').update(subject).dig
 
 function indexKeys(m: MessageRecord): string[] {
   const a = m.accountId;
-  return [
-    indexPrefix('a', a) + m.id,
-    indexPrefix('s', a, enc(m.status)) + m.id,
-    indexPrefix('f', a, address(m.sender)) + m.id,
-    indexPrefix('r', a, address(m.recipient)) + m.id,
-    indexPrefix('j', a, subjectKey(m.subject)) + m.id,
-    indexPrefix('m', a, enc(m.messageId)) + m.id,
-    indexPrefix('d', a, m.domainId) + m.id,
-    ...[...new Set(m.tags)].map((tag) => indexPrefix('t', a, enc(tag)) + m.id),
-  ];
+  return [indexPrefix('a', a) + m.id, ...FIELD_ENTRIES.map(([kind, , value]) => indexPrefix(kind, a, value(m)) + m.id), ...tagKeys(m)];
 }
 
-/** The ops taking a family's entries from `before` to `after` (each pointing at `id`). */
-function entryChanges(family: 'messageIndex' | 'messageExpiry', after: readonly string[], before: readonly string[] | undefined, id: string): WriteOp[] {
-  const ops: WriteOp[] = [];
-  if (before) for (const key of before) if (!after.includes(key)) ops.push({ type: 'del', family, key });
-  for (const key of after) if (!before?.includes(key)) ops.push({ type: 'put', family, key, value: id });
-  return ops;
+function tagKeys(m: MessageRecord): string[] {
+  return [...new Set(m.tags)].map((tag) => indexPrefix('t', m.accountId, enc(tag)) + m.id);
+}
+
+/** The single-valued index entries: each kind, the field it is made of, and its value in the key. */
+const FIELD_ENTRIES: ReadonlyArray<readonly [IndexKind, (m: MessageRecord) => string, (m: MessageRecord) => string]> = [
+  ['s', (m) => m.status, (m) => enc(m.status)],
+  ['f', (m) => m.sender, (m) => address(m.sender)],
+  ['r', (m) => m.recipient, (m) => address(m.recipient)],
+  ['j', (m) => m.subject, (m) => subjectKey(m.subject)],
+  ['m', (m) => m.messageId, (m) => enc(m.messageId)],
+  ['d', (m) => m.domainId, (m) => m.domainId],
+];
+
+/**
+ * Adds to `ops` those taking the index entries of `previous` to those of `next`: the entry of a
+ * field is made (twice) only when the field changed (an outcome: the status alone).
+ */
+function indexChanges(ops: WriteOp[], next: MessageRecord, previous: MessageRecord): void {
+  if (next.id !== previous.id || next.accountId !== previous.accountId) {
+    entryChanges(ops, 'messageIndex', indexKeys(next), indexKeys(previous), next.id);
+    return;
+  }
+  const a = next.accountId;
+  for (const [kind, field, value] of FIELD_ENTRIES) {
+    if (field(next) === field(previous)) continue;
+    const before = indexPrefix(kind, a, value(previous)) + next.id;
+    const after = indexPrefix(kind, a, value(next)) + next.id;
+    if (before === after) continue;
+    ops.push({ type: 'del', family: 'messageIndex', key: before });
+    ops.push({ type: 'put', family: 'messageIndex', key: after, value: next.id });
+  }
+  if (next.tags !== previous.tags && (next.tags.length !== previous.tags.length || next.tags.some((tag, i) => tag !== previous.tags[i]))) {
+    entryChanges(ops, 'messageIndex', tagKeys(next), tagKeys(previous), next.id);
+  }
+}
+
+/** Whether a field the expiry entries are made of differs between the two records (expiryKeys). */
+function expiryChanged(a: MessageRecord, b: MessageRecord): boolean {
+  return a.id !== b.id || a.retainUntil !== b.retainUntil || a.dataRetainUntil !== b.dataRetainUntil || a.contentPurged !== b.contentPurged;
+}
+
+/** Adds to `ops` those taking a family's entries from `before` to `after` (each pointing at `id`). */
+function entryChanges(ops: WriteOp[], family: 'messageIndex' | 'messageExpiry', after: readonly string[], before: readonly string[], id: string): void {
+  for (const key of before) if (!after.includes(key)) ops.push({ type: 'del', family, key });
+  for (const key of after) if (!before.includes(key)) ops.push({ type: 'put', family, key, value: id });
 }
 
 function expiryKeys(m: MessageRecord): string[] {

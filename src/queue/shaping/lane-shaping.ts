@@ -155,7 +155,7 @@ export interface ThrottleEffects {
 export function onAttemptReply(
   shaping: LaneShaping,
   effects: ThrottleEffects,
-): (lane: string, attempt: { smtpCode: number; response: string }, log: Logger) => void {
+): (lane: string, attempt: { smtpCode: number; response: string }, log: () => Logger) => void {
   return (lane, attempt, log) => {
     if (attempt.smtpCode < 400) return;
     const change = shaping.observe(lane, attempt.smtpCode, attempt.response);
@@ -172,10 +172,10 @@ export function onAttemptReply(
       ramp_until: iso(t.rampUntil),
     };
     if (!change.started) {
-      log.debug(fields, 'shaping: throttle held longer');
+      log().debug(fields, 'shaping: throttle held longer');
       return;
     }
     effects.count(t.provider, t.rule.name, t.rule.action);
-    log.warn(fields, t.rule.action === 'suspend' ? 'shaping: lane suspended after a throttling reply' : 'shaping: lane slowed after a throttling reply');
+    log().warn(fields, t.rule.action === 'suspend' ? 'shaping: lane suspended after a throttling reply' : 'shaping: lane slowed after a throttling reply');
   };
 }

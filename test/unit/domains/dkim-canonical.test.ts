@@ -100,6 +100,18 @@ describe('DKIM relaxed canonicalisation', () => {
       expect(relaxedHeader(fields[1]!.raw)).to.equal('subject:one two three');
     });
 
+    it('trims the one space a plain value may have at either end, and reads a field name as far as its colon', () => {
+      expect(relaxedHeader('Subject: Hello there ')).to.equal('subject:Hello there');
+      expect(relaxedHeader('Subject:Hello')).to.equal('subject:Hello');
+      expect(relaxedHeader('Subject: ')).to.equal('subject:');
+      expect(relaxedHeader('X-A:  a  b  ')).to.equal('x-a:a b');
+      expect(relaxedHeader('X-Long \t: v')).to.equal('x-long:v');
+      expect(parseHeaderFields('X-Long \t: v\r\n\r\nBody: not a field')).to.deep.equal([
+        { name: 'x-long', raw: 'X-Long \t: v' },
+        { name: 'body', raw: 'Body: not a field' },
+      ]);
+    });
+
     it('signs every instance of a name from the bottom up, and an oversigned name once more', () => {
       const fields = parseHeaderFields('Received: x\r\nTo: first\r\nFrom: me\r\nTo: second\r\nDate: now\r\n');
       const { h, fields: chosen } = signedFields(fields, ['From', 'To', 'Date', 'Cc'], new Set(['from', 'cc']));

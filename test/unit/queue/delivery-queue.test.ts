@@ -76,4 +76,30 @@ describe('DeliveryQueue.process', () => {
       expect(freed).to.equal(true);
     }
   });
+
+  it('makes no logger for the message when the level drops its lines, and one when a line is written', async () => {
+    for (const [level, made] of [
+      ['silent', 0],
+      ['info', 1],
+    ] as const) {
+      const log = pino({ level }, { write: () => undefined });
+      let children = 0;
+      const child = log.child.bind(log);
+      Object.assign(log, { child: (...args: Parameters<typeof child>) => (children++, child(...args)) });
+      const queue = new DeliveryQueue(
+        {
+          attempt: async () => ({ outcome: 'delivered', smtpCode: 250, enhanced: '', response: '250 ok', command: 'DATA', host: 'mx' }),
+          done: () => undefined,
+        } as unknown as Deliverer,
+        { apply: async () => ({ ...taken, status: 'Delivered' }) } as unknown as Outcomes,
+        { active: async () => undefined },
+        { get: async () => taken },
+        { now: () => Date.parse(taken.dueAt) },
+        log,
+        { replied: () => undefined },
+      );
+      await queue.process(taken);
+      expect(children, level).to.equal(made);
+    }
+  });
 });

@@ -30,4 +30,19 @@ describe('message job kind', () => {
     expect(await kind.load('s', 'message:1:s')).to.equal(null);
     expect((await kind.load('q', 'message:1:q'))?.id).to.equal('q');
   });
+
+  it('looks up the MX set of a domain once for the messages of a fill, and again for a later fill', async () => {
+    const asked: string[] = [];
+    const kind = messageKind(
+      { get: async () => undefined, getManyCached: async () => [] },
+      { process: async () => undefined },
+      async (domain) => (asked.push(domain), `mx.${domain}`),
+    );
+    const mail = (recipient: string) => ({ recipient, sandbox: null }) as unknown as MessageRecord;
+    const fill = await Promise.all([mail('a@one.test'), mail('b@one.test'), mail('c@two.test'), mail('d@one.test')].map((m) => kind.destination(m)));
+    expect(fill).to.deep.equal(['mx.one.test', 'mx.one.test', 'mx.two.test', 'mx.one.test']);
+    expect(asked).to.deep.equal(['one.test', 'two.test']);
+    expect(await kind.destination(mail('e@one.test'))).to.equal('mx.one.test');
+    expect(asked).to.deep.equal(['one.test', 'two.test', 'one.test']);
+  });
 });

@@ -114,6 +114,39 @@ describe('MessagesRepo queries', () => {
     expect((await repo.query('acc', { statuses: ['Received'], recipient: 'r1@example.org' }, { limit: 10 })).items).to.have.length(0);
   });
 
+  it('moves the entries of each field that changed, and of the tags and expiry times, and none of those unchanged', async () => {
+    const before = (await repo.query('acc', { recipient: 'r2@example.org' }, { limit: 1 })).items[0]!;
+    const changed = (next: MessageRecord) =>
+      repo
+        .put(next, before)
+        .slice(1)
+        .map((op) => `${op.type} ${op.family} ${op.key.split(':')[0]}`);
+    expect(changed({ ...before, updatedAt: '2026-11-21T13:00:00.000Z', attempts: [{ time: before.createdAt, log: 'x', status: 'Deferred' }] })).to.deep.equal(
+      [],
+    );
+    // An address that differs only in case has the same entry.
+    expect(changed({ ...before, sender: 'App@Example.com' })).to.deep.equal([]);
+    expect(changed({ ...before, subject: 'another', recipient: 'other@example.org' })).to.deep.equal([
+      'del messageIndex r',
+      'put messageIndex r',
+      'del messageIndex j',
+      'put messageIndex j',
+    ]);
+    expect(changed({ ...before, tags: ['t2', 'new'] })).to.deep.equal(['put messageIndex t']);
+    expect(changed({ ...before, tags: [] })).to.deep.equal(['del messageIndex t']);
+    expect(changed({ ...before, contentPurged: true })).to.deep.equal(['del messageExpiry c']);
+    // Each of them lands as the whole set of entries would have: the record is found by its new values only.
+    await store.commit(repo.put({ ...before, subject: 'another', recipient: 'other@example.org', tags: ['new'] }, before));
+    const ids = async (filter: Parameters<MessagesRepo['query']>[1]) =>
+      (await repo.query('acc', filter, { limit: 400 })).items.map((m) => m.id).filter((id) => id === before.id);
+    expect(await ids({ recipient: 'other@example.org' })).to.deep.equal([before.id]);
+    expect(await ids({ subject: 'another' })).to.deep.equal([before.id]);
+    expect(await ids({ tags: ['new'] })).to.deep.equal([before.id]);
+    expect(await ids({ recipient: 'r2@example.org' })).to.deep.equal([]);
+    expect(await ids({ subject: before.subject })).to.deep.equal([]);
+    expect(await ids({ tags: ['t2'] })).to.deep.equal([]);
+  });
+
   it('bounds a time window by id, reading nothing outside it', async () => {
     const from = Date.parse('2026-11-21T12:00:10Z');
     const page = await repo.query('acc', { fromMs: from, toMs: from + 4000 }, { limit: 100 });
