@@ -23,8 +23,9 @@ export class DataEncoder {
   /** The part as it goes on the wire. */
   encode(part: Buffer): Buffer {
     if (part.length === 0) return part;
-    const at = firstChange(part, this.last);
-    const out = at < 0 ? part : rewrite(part, this.last, at);
+    const scan = new Scan(part);
+    const at = scan.next(0, this.last);
+    const out = at < 0 ? part : rewrite(part, scan, this.last, at);
     this.last = part[part.length - 1]!;
     return out;
   }
@@ -36,49 +37,67 @@ export class DataEncoder {
 }
 
 /**
- * The index of the first byte before which something must be inserted, or -1. A CR as the last
- * byte is settled by the next part (or by end()).
+ * Finds where a part needs a byte inserted, from line end to line end with Buffer.indexOf: the
+ * positions nodemailer's DataStream would find with its byte loop, in the same order.
  */
-function firstChange(part: Buffer, last: number): number {
-  const first = part[0]!;
-  if (last === CR && first !== LF) return 0;
-  if (first === DOT && (last === LF || last === START)) return 0;
-  const length = part.length;
-  let from = 0;
-  let lf = part.indexOf(LF);
-  while (lf >= 0) {
-    if (lf === 0) {
-      if (last !== CR) return 0;
-    } else {
-      // the first CR from the line's start must be the one ending it: an earlier one is bare
-      const cr = part.indexOf(CR, from);
-      if (cr >= 0 && cr < lf - 1) return cr + 1;
-      if (part[lf - 1] !== CR) return lf;
+class Scan {
+  /** The first CR at or after the last look-up; Infinity: none left. */
+  private cr = -1;
+  constructor(private readonly part: Buffer) {}
+
+  /**
+   * The first index ≥ `start` before which a byte goes in, or -1; `before`: the byte before
+   * `start` (START at the beginning of the data). A CR as the part's last byte is settled by
+   * the next part (or by end()).
+   */
+  next(start: number, before: number): number {
+    const part = this.part;
+    const length = part.length;
+    if (start >= length) return -1;
+    const first = part[start]!;
+    if (before === CR && first !== LF) return start;
+    if (first === DOT && (before === LF || before === START)) return start;
+    let from = start;
+    let lf = part.indexOf(LF, start);
+    while (lf >= 0) {
+      if (lf === start) {
+        if (before !== CR) return start;
+      } else {
+        // the first CR from the line's start must be the one ending it: an earlier one is bare
+        const cr = this.crFrom(from);
+        if (cr < lf - 1) return cr + 1;
+        if (part[lf - 1] !== CR) return lf;
+      }
+      if (lf + 1 < length && part[lf + 1] === DOT) return lf + 1;
+      from = lf + 1;
+      lf = part.indexOf(LF, from);
     }
-    if (lf + 1 < length && part[lf + 1] === DOT) return lf + 1;
-    from = lf + 1;
-    lf = part.indexOf(LF, from);
+    const cr = this.crFrom(from);
+    return cr < length - 1 ? cr + 1 : -1;
   }
-  const cr = part.indexOf(CR, from);
-  return cr >= 0 && cr < length - 1 ? cr + 1 : -1;
+
+  /** The first CR at or after `from` (Infinity: none), looked up again only once passed. */
+  private crFrom(from: number): number {
+    if (this.cr < from) {
+      const at = this.part.indexOf(CR, from);
+      this.cr = at < 0 ? Infinity : at;
+    }
+    return this.cr;
+  }
 }
 
-/** The part with its line ends fixed and dots stuffed, from `at` on (nothing before it changes). */
-function rewrite(part: Buffer, last: number, at: number): Buffer {
+/** The part with a byte inserted before `at` and each later position that needs one. */
+function rewrite(part: Buffer, scan: Scan, last: number, at: number): Buffer {
   const pieces: Buffer[] = [];
   let start = 0;
-  for (let i = at; i < part.length; i++) {
+  for (let i = at; i >= 0; i = scan.next(i + 1, part[i]!)) {
     const byte = part[i]!;
     const prev = i > 0 ? part[i - 1]! : last;
-    let insert: Buffer | null = null;
-    if (prev === CR && byte !== LF) insert = byte === DOT ? LF_DOT : LF_ONLY;
-    else if (byte === LF && prev !== CR) insert = CR_ONLY;
-    else if (byte === DOT && (prev === LF || prev === START)) insert = DOT_ONLY;
-    if (insert) {
-      if (i > start) pieces.push(part.subarray(start, i));
-      pieces.push(insert);
-      start = i;
-    }
+    if (i > start) pieces.push(part.subarray(start, i));
+    if (prev === CR && byte !== LF) pieces.push(byte === DOT ? LF_DOT : LF_ONLY);
+    else if (byte === LF) pieces.push(CR_ONLY);
+    else pieces.push(DOT_ONLY);
+    start = i;
   }
   pieces.push(part.subarray(start));
   return Buffer.concat(pieces);

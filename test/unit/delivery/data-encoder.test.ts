@@ -56,6 +56,15 @@ describe('DataEncoder', () => {
     expect(show(encoded([]))).to.equal(show(text('\r\n.\r\n')));
   });
 
+  it('rewrites a large message of bare LF lines in linear time, as nodemailer does', async () => {
+    const big = text('line of text\n.dot line\n'.repeat(50_000));
+    const started = process.hrtime.bigint();
+    const out = encoded([big]);
+    const ms = Number(process.hrtime.bigint() - started) / 1e6;
+    expect(out.equals(await reference([big]))).to.equal(true);
+    expect(ms, `${ms.toFixed(0)} ms for ${big.length} bytes`).to.be.below(1000);
+  });
+
   it('makes what nodemailer DataStream makes, for random text of CR, LF, dots and letters split at random', async () => {
     const next = random(35);
     const alphabet = ['\r', '\n', '.', 'a', 'b', '\r\n', '\r\n.', ' '];
