@@ -5,16 +5,18 @@
  *   (the parts of the message through a Readable, one recipient per transaction);
  * - pool: SmtpPool.send, the delivery path (our SmtpClient, session parked and taken back).
  *
- * The message is what the deliverer hands over: a DKIM-Signature header part and a 5 KB body in
- * CRLF lines of 76 characters, as two Buffers. Messages go one after another (one in flight), so
+ * The message is what the deliverer hands over for bench:deliver's 5 KB HTML receipt: a
+ * DKIM-Signature field and the message as nodemailer's MailComposer makes it, as two Buffers. Messages go one after another (one in flight), so
  * the figure is CPU per message, not a rate. Each mode runs BENCH_RUNS times (5) after a warm-up;
  * the median is printed.
  *
  *   node --import tsx test/bench/smtp-client.ts
  *
- * Knobs (environment): BENCH_MESSAGES (3000 per run), BENCH_RUNS (5), BENCH_MODES (nodemailer,pool).
+ * Knobs (environment): BENCH_MESSAGES (3000 per run), BENCH_RUNS (5), BENCH_MODES (nodemailer,pool),
+ * BENCH_CRLF=1 (the body in CRLF lines, as our own composer stores it).
  * Figures, not pass/fail; loopback only; needs smtp-sink (Debian package `postfix`).
  */
+import MailComposer from 'nodemailer/lib/mail-composer';
 import SMTPConnection from 'nodemailer/lib/smtp-connection';
 import type { Hop } from '../../src/delivery/router.ts';
 import { SmtpPool } from '../../src/delivery/smtp-pool.ts';
@@ -24,24 +26,21 @@ import { smtpSinkPath, startPostfixSink } from './deliver-sink.ts';
 const MESSAGES = Number(process.env.BENCH_MESSAGES ?? 3000);
 const RUNS = Number(process.env.BENCH_RUNS ?? 5);
 const MODES = (process.env.BENCH_MODES ?? 'nodemailer,pool').split(',');
+/** BENCH_CRLF=1: the body with CRLF line ends, as a composer of ours would store it (nothing for the data encoding to change). */
+const CRLF = process.env.BENCH_CRLF === '1';
 
-function message(): Buffer[] {
+/** What the deliverer hands over for bench:deliver's message: the DKIM-Signature field, then the composed message. */
+async function message(): Promise<Buffer[]> {
   const header = Buffer.from(
     `DKIM-Signature: v=1; a=rsa-sha256; c=relaxed/relaxed; d=example.com; q=dns/txt; s=s1;\r\n bh=${'b'.repeat(44)};\r\n h=From:To:Subject:Date:Message-ID:MIME-Version:Content-Type;\r\n b=${'x'.repeat(70)}\r\n ${'x'.repeat(70)}\r\n ${'x'.repeat(70)}\r\n ${'x'.repeat(130)}\r\n`,
   );
-  const lines = [
-    'From: Sender <sender@example.com>',
-    'To: rcpt@example.org',
-    'Subject: A message of about five kilobytes',
-    'Date: Fri, 27 Nov 2026 12:00:00 +0000',
-    'Message-ID: <0123456789abcdef@example.com>',
-    'MIME-Version: 1.0',
-    'Content-Type: text/html; charset=utf-8',
-    'Content-Transfer-Encoding: quoted-printable',
-    '',
-  ];
-  while (lines.join('\r\n').length < 5000) lines.push(`<p>Hello=2C this is line ${lines.length} of the message body, padded to seventy-six charac=`);
-  return [header, Buffer.from(lines.join('\r\n') + '\r\n')];
+  // bench:deliver's receipt: nodemailer composes it 7bit with the HTML's own (bare LF) line ends.
+  const lines = ['<!doctype html><html><body><h1>Thanks for your order</h1><p>Here is your receipt.</p><ul>'];
+  for (let i = 1; lines.join('').length < 5 * 1024 - 200; i++) lines.push(`<li>Item ${i}: widget no. ${(i * 7907) % 1000}, $${(i * 2.39).toFixed(2)}</li>`);
+  lines.push('</ul><p>Questions? <a href="https://example.com/help">Ask us</a>.</p></body></html>');
+  const composer = new MailComposer({ from: 'Shop <shop@example.com>', to: 'rcpt@example.org', subject: 'Your receipt', html: lines.join('\n') });
+  const body = await composer.compile().build();
+  return [header, CRLF ? Buffer.from(body.toString('latin1').replace(/\r?\n/g, '\r\n'), 'latin1') : body];
 }
 
 type Send = (to: string, parts: Buffer[]) => Promise<void>;
@@ -87,7 +86,7 @@ async function main(): Promise<void> {
   const path = smtpSinkPath();
   if (!path) throw new Error('smtp-sink is not installed (Debian package postfix)');
   const sink = await startPostfixSink(path);
-  const parts = message();
+  const parts = await message();
   console.log(`sink: ${sink.name}; message ${parts.reduce((n, p) => n + p.length, 0)} bytes in ${parts.length} parts; ${MESSAGES} messages x ${RUNS} runs`);
   try {
     for (const mode of MODES) {
