@@ -1,8 +1,7 @@
 import { createSecureContext, rootCertificates, type SecureContext, type TLSSocket } from 'node:tls';
-import SMTPConnection from 'nodemailer/lib/smtp-connection';
-import { chunksStream } from '../util/chunks-stream.ts';
 import { needsSmtpUtf8 } from '../util/email.ts';
 import type { Hop } from './router.ts';
+import { SmtpClient, type SmtpError } from './smtp-client.ts';
 import { checkSession, TlsPolicyError, type SessionTls } from './tls-policy/session-tls.ts';
 import { enforced } from './tls-policy/tls-policies.ts';
 
@@ -38,7 +37,7 @@ export type SendReply = (
 
 interface Session {
   key: string;
-  connection: SMTPConnection;
+  client: SmtpClient;
   sent: number;
   idleTimer: NodeJS.Timeout | null;
   parkedAt: number;
@@ -52,7 +51,7 @@ interface Session {
 const PROBE_AFTER_MS = 2000;
 
 /**
- * SMTP client sessions on nodemailer's smtp-connection, reused per hop (address:port). A
+ * SMTP client sessions (SmtpClient), reused per hop (address:port). A
  * completed transaction leaves the session ready for the next MAIL FROM (RFC 5321 §4.1.1.4), so
  * it is parked as it is, without a round trip for RSET; one that waited longer than
  * `probeAfterMs` is RSET before reuse, and dropped if that fails. A session is closed after
@@ -60,8 +59,8 @@ const PROBE_AFTER_MS = 2000;
  */
 export class SmtpPool {
   private readonly idle = new Map<string, Session[]>();
-  /** Every connection not yet ended, parked or in use: close() must reach them all. */
-  private readonly live = new Set<SMTPConnection>();
+  /** Every session not yet ended, parked or in use: close() must reach them all. */
+  private readonly live = new Set<SmtpClient>();
   private closed = false;
   /** With extra CA certificates: the TLS contexts trusting them, made once (each holds every root), for strict hops and the others. */
   private readonly contexts: { strict: SecureContext; other: SecureContext } | null;
@@ -73,8 +72,7 @@ export class SmtpPool {
 
   /**
    * Sends `message` from `from` to one recipient over a session with `hop`: one buffer, or parts
-   * written one after another (nodemailer's data stream fixes line ends and stuffs dots across
-   * them as it does within one buffer).
+   * written one after another (line ends are fixed and dots stuffed across them as within one).
    */
   async send(hop: Hop, from: string, to: string, message: Buffer | readonly Buffer[], via: SendVia = {}): Promise<SendReply> {
     let session: Session;
@@ -93,9 +91,8 @@ export class SmtpPool {
     }
     const tls = session.tls;
     if (tls.fresh) session.tls = { ...tls, fresh: false };
-    // A UTF-8 address may only go to a server that offers SMTPUTF8 (RFC 6531 §3.2); nodemailer
-    // would send it anyway. We do not downgrade: the local part has no ASCII form to fall back to.
-    if ((needsSmtpUtf8(to) || needsSmtpUtf8(from)) && !extensionsOf(session.connection).includes('SMTPUTF8')) {
+    // A UTF-8 address may only go to a server that offers SMTPUTF8 (RFC 6531 §3.2). We do not downgrade: the local part has no ASCII form to fall back to.
+    if ((needsSmtpUtf8(to) || needsSmtpUtf8(from)) && !session.client.extensions.has('SMTPUTF8')) {
       this.park(session);
       return {
         kind: 'unsupported',
@@ -105,13 +102,9 @@ export class SmtpPool {
       };
     }
     try {
-      const info = await new Promise<SMTPConnection.SentMessageInfo>((resolve, reject) =>
-        session.connection.send({ from, to: [to] }, Buffer.isBuffer(message) ? message : chunksStream(message), (err, result) =>
-          err ? reject(err) : resolve(result),
-        ),
-      );
+      const response = await session.client.send(from, to, message);
       session.sent += 1;
-      const reply = replyOf(info.response, 'DATA');
+      const reply = replyOf(response, 'DATA');
       this.park(session, via.messagesPerConnection);
       return { ...reply, tls };
     } catch (err) {
@@ -130,8 +123,8 @@ export class SmtpPool {
     const parked = [...this.idle.values()].flat();
     this.idle.clear();
     for (const s of parked) this.discard(s, true);
-    const quitting = new Set(parked.map((s) => s.connection));
-    for (const connection of this.live) if (!quitting.has(connection)) connection.close();
+    const quitting = new Set(parked.map((s) => s.client));
+    for (const client of this.live) if (!quitting.has(client)) client.abandon();
   }
 
   /** The most recently parked usable session with the hop, if any. */
@@ -143,7 +136,7 @@ export class SmtpPool {
       session.idleTimer = null;
       if (Date.now() - session.parkedAt < (this.options.probeAfterMs ?? PROBE_AFTER_MS)) return session;
       try {
-        await new Promise<void>((resolve, reject) => session.connection.reset((err) => (err ? reject(err) : resolve())));
+        await session.client.reset();
         return session;
       } catch {
         this.discard(session);
@@ -155,47 +148,36 @@ export class SmtpPool {
     // Under an enforced policy (MTA-STS enforce, DANE) TLS is required and the certificate is
     // checked here once the session is up (checkSession), before any MAIL FROM.
     const strict = enforced(hop.policy);
-    const connection = new SMTPConnection({
+    const client = new SmtpClient({
       host: hop.address,
       port: hop.port,
       // A delivery source: the session binds to its address and greets with its name.
       name: via.source?.ehlo ?? this.options.hostname,
-      ...(via.source ? { localAddress: via.source.address } : {}),
-      secure: false,
-      ignoreTLS: hop.tls === 'off' && !strict,
-      requireTLS: hop.tls === 'required' || strict,
-      opportunisticTLS: hop.tls === 'opportunistic' && !strict,
-      connectionTimeout: this.options.connectTimeoutMs,
-      greetingTimeout: this.options.connectTimeoutMs,
-      socketTimeout: this.options.commandTimeoutMs,
+      localAddress: via.source?.address,
+      starttls: hop.tls === 'required' || strict ? 'required' : hop.tls === 'off' ? 'ignore' : 'opportunistic',
+      connectTimeoutMs: this.options.connectTimeoutMs,
+      commandTimeoutMs: this.options.commandTimeoutMs,
       tls: {
         servername: isName(hop.name) ? hop.name : undefined,
         rejectUnauthorized: hop.policy ? false : this.options.tlsRejectUnauthorized,
         ...(this.contexts ? { secureContext: strict ? this.contexts.strict : this.contexts.other } : strict ? { minVersion: 'TLSv1.2' as const } : {}),
       },
     });
-    // Errors after a session is parked must not crash the process; they close the session.
-    connection.on('error', () => undefined);
-    this.live.add(connection);
-    connection.once('end', () => this.live.delete(connection));
-    await new Promise<void>((resolve, reject) => {
-      // A session that failed (no STARTTLS where a policy needs it) is still reported with its addresses.
-      const failed = (err: SmtpError) => reject(Object.assign(err, { addresses: addressesOf(connection) }));
-      connection.once('error', failed);
-      connection.connect(() => {
-        connection.removeListener('error', failed);
-        resolve();
-      });
-    });
-    const socket = socketOf(connection);
-    const tls = checkSession(connection.secure ? socket : null, hop, addressesOf(connection), Date.now());
+    this.live.add(client);
+    client.onEnd = () => this.live.delete(client);
+    await client.open();
+    const addresses = { remoteAddress: client.remoteAddress, localAddress: client.localAddress };
+    const tls = checkSession(client.secure ? (client.socket as TLSSocket) : null, hop, addresses, Date.now());
     if (strict && !tls.verified) {
-      connection.close();
+      client.close();
       throw new TlsPolicyError(tls);
     }
-    const session: Session = { key: key(hop, via), connection, sent: 0, idleTimer: null, parkedAt: 0, tls };
+    const session: Session = { key: key(hop, via), client, sent: 0, idleTimer: null, parkedAt: 0, tls };
     // A parked session the server closes is forgotten at once.
-    connection.once('end', () => this.forget(session));
+    client.onEnd = () => {
+      this.live.delete(client);
+      this.forget(session);
+    };
     return session;
   }
 
@@ -227,12 +209,8 @@ export class SmtpPool {
 
   private discard(session: Session, polite = false): void {
     if (session.idleTimer) clearTimeout(session.idleTimer);
-    try {
-      if (polite) session.connection.quit();
-      else session.connection.close();
-    } catch {
-      // already gone
-    }
+    if (polite) session.client.quit();
+    else session.client.close();
   }
 }
 
@@ -244,36 +222,6 @@ const key = (hop: Hop, via: SendVia) =>
   `${via.source ? `${via.source.name}|` : ''}${hop.address}:${hop.port}${hop.policy ? `|${hop.policy.kind === 'dane' ? 'dane' : `sts-${hop.policy.mode}`}` : ''}`;
 const isName = (host: string) => /[a-z]/i.test(host) && !host.includes(':');
 
-/** The session's socket (nodemailer keeps it on a private field): plain, or TLS after STARTTLS. */
-function socketOf(connection: SMTPConnection): TLSSocket | null {
-  return (connection as unknown as { _socket?: TLSSocket | null })._socket || null;
-}
-
-/**
- * The session's local and remote addresses: the local one is RFC 8460's sending-mta-ip. Node keeps
- * a connected socket's addresses once read (nodemailer reads them on connect), so they are there
- * after a failure closed it too.
- */
-function addressesOf(connection: SMTPConnection): { remoteAddress?: string | undefined; localAddress?: string | undefined } {
-  const socket = socketOf(connection);
-  return { remoteAddress: socket?.remoteAddress, localAddress: socket?.localAddress };
-}
-
-/** The extensions the server listed in its EHLO reply (nodemailer keeps them on a private field). */
-function extensionsOf(connection: SMTPConnection): string[] {
-  return (connection as unknown as { _supportedExtensions?: string[] })._supportedExtensions ?? [];
-}
-
-interface SmtpError extends Error {
-  code?: string;
-  responseCode?: number;
-  response?: string;
-  command?: string;
-  rejectedErrors?: SmtpError[];
-  /** Set by the pool on a failed connect: the session's addresses. */
-  addresses?: { remoteAddress?: string | undefined; localAddress?: string | undefined };
-}
-
 function replyOf(response: string | undefined, command: string): SendReply {
   const text = (response ?? '').trim();
   const code = Number(/^(\d{3})/.exec(text)?.[1] ?? 0);
@@ -283,15 +231,13 @@ function replyOf(response: string | undefined, command: string): SendReply {
 }
 
 function failureOf(err: unknown): SendReply {
-  const e = err as SmtpError;
-  const rejected = e.rejectedErrors?.[0];
-  if (rejected?.responseCode) return replyOf(rejected.response, normaliseCommand(rejected.command ?? 'RCPT TO'));
+  const e = err as Partial<SmtpError>;
   if (e.responseCode && e.response) return replyOf(e.response, normaliseCommand(e.command ?? ''));
   return connectionFailure(err);
 }
 
 function connectionFailure(err: unknown): SendReply {
-  const e = err as SmtpError;
+  const e = err as Partial<SmtpError>;
   // STARTTLS refused or not offered, under the "required" policy: not the recipient's fault, and
   // not a reason to bounce; the message waits for a host that can do TLS.
   if (/STARTTLS/i.test(e.command ?? '') || e.code === 'ETLS') {
@@ -302,7 +248,7 @@ function connectionFailure(err: unknown): SendReply {
   return { kind: 'connection', text: `${e.code ? `${e.code}: ` : ''}${e.message ?? String(err)}`, tlsMissing };
 }
 
-/** smtp-connection names commands "RCPT TO", "MAIL FROM", "DATA", "CONN", …; keep those. */
+/** The client names commands "RCPT TO", "MAIL FROM", "DATA", "CONN", …; keep those. */
 function normaliseCommand(command: string): string {
   const upper = command.toUpperCase();
   if (upper.startsWith('RCPT')) return 'RCPT TO';
