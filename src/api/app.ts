@@ -44,6 +44,7 @@ import { requestMetrics } from './middleware/metrics.ts';
 import { refuseWithoutStorage, type StorageState } from './middleware/storage.ts';
 import { mtaStsPolicy } from './middleware/mta-sts.ts';
 import { Lru } from '../util/lru.ts';
+import { chainOf, type Layer } from './chain.ts';
 
 export interface ApiSettings {
   trustedProxies: Cidr[];
@@ -120,17 +121,17 @@ export function buildApp(deps: ApiDeps): Koa<ApiState> {
   for (const route of routes) {
     const op = operation(route.operationId);
     // The body is read only once the caller is known and within its rate: no anonymous uploads.
-    const chain = [refusals, auth, rateLimit(deps.rateLimiter, op.rateClass ?? 'general'), requireScopes(op.security), ...storage, body];
+    const chain: Layer[] = [refusals, auth, rateLimit(deps.rateLimiter, op.rateClass ?? 'general'), requireScopes(op.security), ...storage, body];
     if (op.idempotent) chain.push(deps.idempotency.middleware(op.secretBearing ?? false, op.sealed ?? false));
     chain.push(route.handler);
     // The router's context type is its own; our middleware only relies on ApiState and params.
-    router.register(`/v2${op.path}`, [op.method], chain as never, { name: route.operationId });
+    router.register(`/v2${op.path}`, [op.method], chainOf(chain) as never, { name: route.operationId });
   }
   // Legacy v1 send: its own key type and error body ({status}), the account's general rate.
   router.register(
     V1_SEND.path,
     [V1_SEND.method],
-    [refusals, v1Authenticate(deps.apiKeys, deps.accounts), rateLimit(deps.rateLimiter, 'general'), ...storage, body, v1Send(deps.sender)] as never,
+    chainOf([refusals, v1Authenticate(deps.apiKeys, deps.accounts), rateLimit(deps.rateLimiter, 'general'), ...storage, body, v1Send(deps.sender)]) as never,
     { name: 'sendEmailV1' },
   );
 
