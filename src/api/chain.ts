@@ -9,7 +9,7 @@ export type Layer = (ctx: ApiContext, next: Next) => unknown;
  * handed one function, it has one to compose. Same contract as koa-compose: each layer's throw
  * becomes a rejection, and a layer calling next() twice gets a rejection.
  */
-export function chainOf(layers: readonly Layer[]): Layer {
+export function chainOf(layers: readonly Layer[]): (ctx: ApiContext, next: Next) => Promise<unknown> {
   return (ctx: ApiContext, next: Next): Promise<unknown> => {
     let index = -1;
     const dispatch = (i: number): Promise<unknown> => {
