@@ -1,5 +1,5 @@
 import Koa from 'koa';
-import Router from '@koa/router';
+import Router, { type MatchResult } from '@koa/router';
 import type { Logger } from 'pino';
 import type { Accounts } from '../accounts/accounts.ts';
 import type { ApiKeys } from '../accounts/api-keys.ts';
@@ -43,6 +43,8 @@ import type { Metrics } from '../metrics/metrics.ts';
 import { requestMetrics } from './middleware/metrics.ts';
 import { refuseWithoutStorage, type StorageState } from './middleware/storage.ts';
 import { mtaStsPolicy } from './middleware/mta-sts.ts';
+import { Lru } from '../util/lru.ts';
+import { chainOf, type Layer } from './chain.ts';
 
 export interface ApiSettings {
   trustedProxies: Cidr[];
@@ -95,6 +97,7 @@ export function buildApp(deps: ApiDeps): Koa<ApiState> {
   const app = new Koa<ApiState>();
   app.silent = true;
   const router = new Router<ApiState>();
+  rememberMatches(router);
 
   const routes: Route[] = [
     ...pingRoutes,
@@ -118,17 +121,17 @@ export function buildApp(deps: ApiDeps): Koa<ApiState> {
   for (const route of routes) {
     const op = operation(route.operationId);
     // The body is read only once the caller is known and within its rate: no anonymous uploads.
-    const chain = [refusals, auth, rateLimit(deps.rateLimiter, op.rateClass ?? 'general'), requireScopes(op.security), ...storage, body];
+    const chain: Layer[] = [refusals, auth, rateLimit(deps.rateLimiter, op.rateClass ?? 'general'), requireScopes(op.security), ...storage, body];
     if (op.idempotent) chain.push(deps.idempotency.middleware(op.secretBearing ?? false, op.sealed ?? false));
     chain.push(route.handler);
     // The router's context type is its own; our middleware only relies on ApiState and params.
-    router.register(`/v2${op.path}`, [op.method], chain as never, { name: route.operationId });
+    router.register(`/v2${op.path}`, [op.method], chainOf(chain) as never, { name: route.operationId });
   }
   // Legacy v1 send: its own key type and error body ({status}), the account's general rate.
   router.register(
     V1_SEND.path,
     [V1_SEND.method],
-    [refusals, v1Authenticate(deps.apiKeys, deps.accounts), rateLimit(deps.rateLimiter, 'general'), ...storage, body, v1Send(deps.sender)] as never,
+    chainOf([refusals, v1Authenticate(deps.apiKeys, deps.accounts), rateLimit(deps.rateLimiter, 'general'), ...storage, body, v1Send(deps.sender)]) as never,
     { name: 'sendEmailV1' },
   );
 
@@ -141,6 +144,29 @@ export function buildApp(deps: ApiDeps): Koa<ApiState> {
   app.use(router.routes());
   app.use(router.allowedMethods());
   return app;
+}
+
+/** Paths whose route match is kept: an account's send path is matched once, not per request. */
+const MATCHES_KEPT = 1000;
+
+/**
+ * The router tries every route's pattern in turn on each request (about 60 regular expressions);
+ * the answer depends only on the path and method, and the routes are fixed once built, so it is
+ * kept per (method, path). Each caller gets fresh outer arrays: the router may append to the
+ * list of path matches it stores on the context.
+ */
+function rememberMatches(router: Router<ApiState>): void {
+  const kept = new Lru<string, MatchResult<ApiState>>(MATCHES_KEPT);
+  const match = router.match.bind(router);
+  router.match = (path: string, method: string): MatchResult<ApiState> => {
+    const key = `${method} ${path}`;
+    let found = kept.get(key);
+    if (found === undefined) {
+      found = match(path, method);
+      kept.set(key, found);
+    }
+    return { path: [...found.path], pathAndMethod: [...found.pathAndMethod], route: found.route };
+  };
 }
 
 export type { ApiContext };

@@ -12,9 +12,31 @@ export function parseBody<S extends z.ZodType>(ctx: ApiContext, schema: S): z.ou
   } catch {
     throw badRequest('invalid request body');
   }
-  const problem = findJsonProblem(json, MAX_BODY_DEPTH);
-  if (problem) throw badRequest(describeJsonProblem(problem, MAX_BODY_DEPTH));
+  if (mayBreakBounds(ctx.state.rawBody, MAX_BODY_DEPTH)) {
+    const problem = findJsonProblem(json, MAX_BODY_DEPTH);
+    if (problem) throw badRequest(describeJsonProblem(problem, MAX_BODY_DEPTH));
+  }
   return check(schema, json);
+}
+
+const OPEN_BRACE = 0x7b;
+const OPEN_BRACKET = 0x5b;
+
+/**
+ * Whether JSON text could parse to a value that breaks the bounds of findJsonProblem, told from
+ * its bytes without walking the value. Decoded UTF-8 never holds an unpaired surrogate (bad
+ * bytes become U+FFFD), so only a `\u` escape can bring one; and a value cannot nest deeper than
+ * the number of `{` and `[` in its text (those inside strings only add to the count).
+ */
+function mayBreakBounds(raw: Buffer, maxDepth: number): boolean {
+  if (raw.includes('\\u')) return true;
+  let opened = 0;
+  for (const byte of [OPEN_BRACE, OPEN_BRACKET]) {
+    for (let at = raw.indexOf(byte); at !== -1; at = raw.indexOf(byte, at + 1)) {
+      if (++opened > maxDepth) return true;
+    }
+  }
+  return false;
 }
 
 export function parseQuery<S extends z.ZodType>(ctx: ApiContext, schema: S): z.output<S> {

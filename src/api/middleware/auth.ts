@@ -99,8 +99,9 @@ export function limitRefusals(limiter: AnyRefusalLimiter) {
 
 /** The route-level scope gate: 403 unless one alternative could be met. */
 export function requireScopes(security: Security) {
-  return async (ctx: ApiContext, next: Next): Promise<void> => {
+  // Not async: the chain (koa-compose) turns a throw into a rejection, and next's promise is passed on.
+  return (ctx: ApiContext, next: Next): Promise<void> => {
     if (!satisfies(ctx.state.auth!.grants, security)) throw forbidden('Insufficient permissions for the required scope');
-    await next();
+    return next();
   };
 }

@@ -48,38 +48,39 @@ export class Idempotency {
    */
   middleware(secretBearing: boolean, sealed = false) {
     const policy: ReplayPolicy = { secretBearing, encrypted: secretBearing || sealed };
-    return async (ctx: ApiContext, next: Next): Promise<void> => {
-      const values = ctx.req.headersDistinct['idempotency-key'];
-      if (values === undefined) {
-        await next();
-        return;
-      }
-      if (values.length > 1) throw badRequest('Idempotency-Key must be given once');
-      // Header bytes arrive as latin1; the limit counts the characters the client sent (UTF-8).
-      const key = Buffer.from(values[0]!, 'latin1').toString('utf8');
-      if (!validKey(key)) throw badRequest(`Idempotency-Key must be 1 to ${MAX_KEY_LENGTH} characters`);
-      const { account, key: apiKey } = ctx.state.auth!;
-      const accountId = account.id;
-      const caller: Caller = { keyId: apiKey.id, scopes: scopesDigest(apiKey.scopes.map((s) => s.scope)) };
-      // Routing ignores case and a trailing slash, so the resolved path does too.
-      const print = fingerprint(ctx.method, ctx.path.toLowerCase().replace(/\/+$/, ''), ctx.state.rawBody);
+    // Most requests carry no key: they pass straight on, without Node building headersDistinct
+    // (a copy of every header) for them, nor a promise of this layer's own.
+    return (ctx: ApiContext, next: Next): Promise<void> =>
+      ctx.req.headers['idempotency-key'] === undefined ? next() : this.keyed(policy, ctx, next, ctx.req.headersDistinct['idempotency-key']!);
+  }
 
-      const claimed = await this.claim(accountId, key, print, caller, ctx);
-      if (!claimed) return;
+  /** The state machine for a request that carries an Idempotency-Key. */
+  private async keyed(policy: ReplayPolicy, ctx: ApiContext, next: Next, values: string[]): Promise<void> {
+    if (values.length > 1) throw badRequest('Idempotency-Key must be given once');
+    // Header bytes arrive as latin1; the limit counts the characters the client sent (UTF-8).
+    const key = Buffer.from(values[0]!, 'latin1').toString('utf8');
+    if (!validKey(key)) throw badRequest(`Idempotency-Key must be 1 to ${MAX_KEY_LENGTH} characters`);
+    const { account, key: apiKey } = ctx.state.auth!;
+    const accountId = account.id;
+    const caller: Caller = { keyId: apiKey.id, scopes: scopesDigest(apiKey.scopes.map((s) => s.scope)) };
+    // Routing ignores case and a trailing slash, so the resolved path does too.
+    const print = fingerprint(ctx.method, ctx.path.toLowerCase().replace(/\/+$/, ''), ctx.state.rawBody);
 
-      let status: number;
-      let body: string;
-      try {
-        await next();
-        status = ctx.status;
-        body = JSON.stringify(ctx.body ?? null);
-      } catch (err) {
-        status = err instanceof AppError ? err.status : 500;
-        await this.finish(claimed, policy, status, JSON.stringify({ message: (err as Error).message }));
-        throw err;
-      }
-      await this.finish(claimed, policy, status, body);
-    };
+    const claimed = await this.claim(accountId, key, print, caller, ctx);
+    if (!claimed) return;
+
+    let status: number;
+    let body: string;
+    try {
+      await next();
+      status = ctx.status;
+      body = JSON.stringify(ctx.body ?? null);
+    } catch (err) {
+      status = err instanceof AppError ? err.status : 500;
+      await this.finish(claimed, policy, status, JSON.stringify({ message: (err as Error).message }));
+      throw err;
+    }
+    await this.finish(claimed, policy, status, body);
   }
 
   /** Returns the in-progress record now held, or null when the response was already decided. */

@@ -7,15 +7,14 @@ import { requestedPolicy } from '../../domains/mta-sts-policy.ts';
  * the API as before.
  */
 export function mtaStsPolicy(policies: () => Readonly<Record<string, string>>) {
-  return async (ctx: Context, next: Next): Promise<void> => {
+  // Not async: every API request passes here, and only policy fetches stop.
+  return (ctx: Context, next: Next): Promise<void> => {
     const text = requestedPolicy(policies(), ctx.method, ctx.url, ctx.get('host') || undefined);
-    if (text === null) {
-      await next();
-      return;
-    }
+    if (text === null) return next();
     ctx.status = 200;
     ctx.type = 'text/plain';
     ctx.set('Cache-Control', 'max-age=300');
     ctx.body = text;
+    return Promise.resolve();
   };
 }

@@ -1,3 +1,5 @@
+import type { Socket } from 'node:net';
+import type ipaddr from 'ipaddr.js';
 import type { Next } from 'koa';
 import type { Logger } from 'pino';
 import { cidrContains, isLoopback, parseClientIp, type Cidr } from '../../util/cidr.ts';
@@ -11,6 +13,9 @@ export interface TransportPolicy {
   trustedProxies: Cidr[];
 }
 
+/** The body of bodiless requests: empty, so it is shared. */
+const NO_BODY = Buffer.alloc(0);
+
 /**
  * Request id, per-request logger and one access-log line (authentication adds account_id to the
  * logger's bindings). Outermost middleware.
@@ -19,24 +24,29 @@ export function requestContext(log: Logger) {
   return async (ctx: ApiContext, next: Next): Promise<void> => {
     const started = process.hrtime.bigint();
     ctx.state.requestId = newId();
-    ctx.state.rawBody = Buffer.alloc(0);
+    ctx.state.rawBody = NO_BODY;
     ctx.state.log = log.child({ request_id: ctx.state.requestId });
     ctx.set('x-request-id', ctx.state.requestId);
     try {
       await next();
     } finally {
-      const ms = Number(process.hrtime.bigint() - started) / 1e6;
-      ctx.state.log.info(
-        {
-          method: ctx.method,
-          path: ctx.path,
-          status: ctx.status,
-          ms: Math.round(ms * 10) / 10,
-        },
-        'request',
-      );
+      // Below the level, the line would be built only to be dropped.
+      if (ctx.state.log.isLevelEnabled('info')) logRequest(ctx, started);
     }
   };
+}
+
+function logRequest(ctx: ApiContext, started: bigint): void {
+  const ms = Number(process.hrtime.bigint() - started) / 1e6;
+  ctx.state.log.info(
+    {
+      method: ctx.method,
+      path: ctx.path,
+      status: ctx.status,
+      ms: Math.round(ms * 10) / 10,
+    },
+    'request',
+  );
 }
 
 /**
@@ -44,8 +54,9 @@ export function requestContext(log: Logger) {
  * proxy that says the client spoke HTTPS.
  */
 export function transport(policy: () => TransportPolicy) {
-  return async (ctx: ApiContext, next: Next): Promise<void> => {
-    const peer = parseClientIp(ctx.req.socket.remoteAddress ?? '');
+  // Not async: the chain (koa-compose) turns a throw into a rejection, and next's promise is passed on.
+  return (ctx: ApiContext, next: Next): Promise<void> => {
+    const peer = peerOf(ctx.req.socket);
     if (!peer) throw forbidden('client address unknown');
     const { trustedProxies } = policy();
     const trusted = (ip: NonNullable<typeof peer>) => trustedProxies.some((cidr) => cidrContains(cidr, ip));
@@ -63,6 +74,20 @@ export function transport(policy: () => TransportPolicy) {
     }
     if (!secure) throw forbidden('HTTPS is required');
     ctx.state.clientIp = client;
-    await next();
+    return next();
   };
+}
+
+/** The parsed peer address of each connection: the requests of a kept-alive connection share it. */
+const peers = new WeakMap<Socket, ipaddr.IPv4 | ipaddr.IPv6>();
+
+function peerOf(socket: Socket): ipaddr.IPv4 | ipaddr.IPv6 | null {
+  let peer = peers.get(socket);
+  if (peer === undefined) {
+    const parsed = parseClientIp(socket.remoteAddress ?? '');
+    if (!parsed) return null;
+    peer = parsed;
+    peers.set(socket, peer);
+  }
+  return peer;
 }

@@ -13,8 +13,9 @@ export interface StorageState {
  * 507 with the reason, before its body is read or any work is done.
  */
 export function refuseWithoutStorage(storage: StorageState) {
-  return async (ctx: ApiContext, next: Next): Promise<void> => {
+  // Not async: the chain (koa-compose) turns a throw into a rejection, and next's promise is passed on.
+  return (ctx: ApiContext, next: Next): Promise<void> => {
     if (!storage.ok && ctx.method !== 'GET' && ctx.method !== 'HEAD') throw new InsufficientStorageError(storage.reason ?? 'storage unavailable');
-    await next();
+    return next();
   };
 }

@@ -56,6 +56,24 @@ describe('API authentication', () => {
     expect((await call(server, 'GET', '/v2/ping', { key: secret })).status).to.equal(401);
   });
 
+  it('applies a change of a key to its very next request, though its secret was used just before', async () => {
+    const created = await call(server, 'POST', `/v2/accounts/${server.accountId}/api-keys`, {
+      body: { label: 'changing', scopes: ['api-keys:read'] },
+    });
+    expect(created.status).to.equal(201);
+    const secret = created.body.secret_key as string;
+    const path = `/v2/accounts/${server.accountId}/api-keys`;
+    expect((await call(server, 'GET', path, { key: secret })).status).to.equal(200);
+    const narrowed = await call(server, 'PUT', `${path}/${created.body.id}`, { body: { scopes: ['domains:read'] }, operationId: 'updateAPIKey' });
+    expect(narrowed.status).to.equal(200);
+    expect((await call(server, 'GET', path, { key: secret })).status).to.equal(403);
+    const fenced = await call(server, 'PUT', `${path}/${created.body.id}`, { body: { ip_allow_list: ['192.0.2.0/24'] }, operationId: 'updateAPIKey' });
+    expect(fenced.status).to.equal(200);
+    const outside = await call(server, 'GET', '/v2/ping', { key: secret });
+    expect(outside.status).to.equal(403);
+    expect(outside.body.message).to.contain('ip_allow_list');
+  });
+
   it('refuses a key used against another account with 401', async () => {
     const other = '01890a5d-ac96-774b-bcce-b302099a8057';
     const res = await call(server, 'GET', `/v2/accounts/${other}/api-keys`, { operationId: 'getAPIKeys' });
