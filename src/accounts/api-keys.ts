@@ -8,7 +8,6 @@ import type { Store } from '../store/store.ts';
 import { AppError, badRequest, conflict, forbidden, notFound } from '../util/errors.ts';
 import { newId, randomAlphanumeric } from '../util/ids.ts';
 import { KeyedMutex } from '../util/keyed-mutex.ts';
-import { Lru } from '../util/lru.ts';
 import { isPrintable } from '../util/text.ts';
 import { iso, type Clock } from '../util/time.ts';
 import { AllowListError, allowListCovers, normalizeAllowList } from './ip-allow-list.ts';
@@ -19,8 +18,6 @@ export const PUBLIC_PREFIX = 'aha-pk-';
 export const SECRET_PATTERN = /^aha-sk-[A-Za-z0-9]{64}$/;
 /** last_used_at is refreshed at most this often, so authentication does not write on every call. */
 const LAST_USED_RESOLUTION_MS = 5 * 60 * 1000;
-/** Secrets whose hash authentication keeps (see ApiKeys.hashes). */
-const SECRETS_KEPT = 1000;
 
 export interface NewApiKey {
   label: string;
@@ -58,14 +55,6 @@ export class ApiKeys {
     private readonly mutex: KeyedMutex = new KeyedMutex(),
   ) {}
 
-  /**
-   * The hash of each recently presented secret of an existing key: a key's callers present the
-   * same secret on every request, and its hash never changes, so it is computed once. Only the
-   * hash is remembered: the key itself is looked up through the store on every request, so a
-   * change or deletion of the key applies at once (and on every node of a cluster).
-   */
-  private readonly hashes = new Lru<string, string>(SECRETS_KEPT);
-
   /** Creates a key; the secret is returned here and never again. */
   async create(accountId: string, input: NewApiKey): Promise<{ key: ApiKeyRecord; secret: string }> {
     const { key, secret, ops } = await this.prepareCreate(accountId, input);
@@ -98,15 +87,8 @@ export class ApiKeys {
 
   /** The live key for a presented secret, or undefined. Refreshes last_used_at coarsely. */
   async authenticate(secret: string): Promise<ApiKeyRecord | undefined> {
-    const kept = this.hashes.get(secret);
-    const hash = kept ?? hashSecret(secret);
-    const key = await this.repo.findBySecretHash(hash);
-    if (!key) {
-      if (kept !== undefined) this.hashes.delete(secret);
-      return undefined;
-    }
-    // Only the secrets of existing keys are kept, so guessed secrets cannot grow the cache.
-    if (kept === undefined) this.hashes.set(secret, hash);
+    const key = await this.repo.findBySecretHash(hashSecret(secret));
+    if (!key) return undefined;
     const now = this.clock.now();
     if (key.lastUsedAt !== null && now - Date.parse(key.lastUsedAt) <= LAST_USED_RESOLUTION_MS) return key;
     // Re-read under the key's lock: writing back the copy read above could undo a concurrent
