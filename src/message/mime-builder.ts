@@ -78,14 +78,14 @@ export function buildCommonBody(content: BodyContent, boundary: string, chunkByt
     out.ascii(`${foldLines(`Content-Type: ${buildHeaderValue({ value: 'multipart/alternative', params: { boundary: delimiter } })}`, 76)}\r\n\r\n`);
     parts.forEach((part, i) => {
       out.ascii(`${i > 0 ? '\r\n' : ''}--${delimiter}\r\n`);
-      const encoding = transferEncoding(part.facts, headerEncoding);
+      const encoding = transferEncoding(part, headerEncoding);
       out.ascii(`Content-Type: ${part.type}\r\nContent-Transfer-Encoding: ${encoding}\r\n\r\n`);
       writeBody(out, part, encoding);
     });
     out.ascii(`\r\n--${delimiter}--\r\n`);
   } else if (parts.length === 1) {
     const part = parts[0]!;
-    const encoding = transferEncoding(part.facts, headerEncoding);
+    const encoding = transferEncoding(part, headerEncoding);
     out.ascii(`Content-Transfer-Encoding: ${encoding}\r\nMIME-Version: 1.0\r\nContent-Type: ${part.type}\r\n\r\n`);
     if (writeBody(out, part, encoding)) out.ascii('\r\n');
   } else {
@@ -101,7 +101,7 @@ function alternatives(content: BodyContent): Part[] {
   const add = (type: string, text: string | undefined) => {
     if (!text) return;
     const bytes = Buffer.from(text, 'utf8');
-    parts.push({ type, bytes, facts: factsOf(bytes, text.length) });
+    parts.push({ type, bytes, facts: factsOf(bytes, text) });
   };
   add('text/plain; charset=utf-8', content.text);
   add('text/x-amp-html; charset=utf-8', content.amp);
@@ -148,18 +148,54 @@ interface TextFacts {
   ascii: boolean;
   /** ASCII without control characters but TAB, CR and LF (nodemailer's isPlainText). */
   plain: boolean;
+  /** Plain, and no DEL either: quoted-printable escapes only "=" and whitespace at line ends. */
+  qpLiteral: boolean;
   /** A line of more than 76 characters, or more than 128 KiB of text. */
   longLine: boolean;
   /** A CR or LF that is not part of a CRLF pair. */
   looseBreak: boolean;
-  /** Latin letters, and the characters that are neither ASCII text nor line breaks. */
+  /** Latin letters, and the characters that are neither ASCII text nor line breaks (-1: not counted). */
   latin: number;
   other: number;
 }
 
+const CONTROL = /[\x00-\x08\x0b\x0c\x0e-\x1f]/;
+const DEL = /\x7f/;
+
+function factsOf(bytes: Buffer, text: string): TextFacts {
+  return bytes.length === text.length ? asciiFactsOf(bytes, text) : bytewiseFactsOf(bytes, text.length);
+}
+
+/** ASCII text with CRLF breaks, the common case: native scans (regular expressions, indexOf) rather than a loop over the bytes. */
+function asciiFactsOf(bytes: Buffer, text: string): TextFacts {
+  let longest = 0;
+  let lineStart = 0;
+  let pairs = 0;
+  for (let lf = bytes.indexOf(0x0a); lf !== -1; lf = bytes.indexOf(0x0a, lf + 1)) {
+    if (lf === 0 || bytes[lf - 1] !== 0x0d) return bytewiseFactsOf(bytes, text.length);
+    pairs++;
+    if (lf - 1 - lineStart > longest) longest = lf - 1 - lineStart;
+    lineStart = lf + 1;
+  }
+  // A CR of no CRLF pair: the byte loop measures the lines as nodemailer does.
+  for (let cr = bytes.indexOf(0x0d); cr !== -1; cr = bytes.indexOf(0x0d, cr + 1)) if (--pairs < 0) return bytewiseFactsOf(bytes, text.length);
+  if (bytes.length - lineStart > longest) longest = bytes.length - lineStart;
+  const plain = !CONTROL.test(text);
+  return {
+    ascii: true,
+    plain,
+    qpLiteral: plain && !DEL.test(text),
+    longLine: longest > 76 || text.length > 128 * 1024,
+    looseBreak: false,
+    latin: -1,
+    other: -1,
+  };
+}
+
 /** Counts over the UTF-8 bytes, in the UTF-16 code units nodemailer counts (a 4-byte sequence is 2). */
-function factsOf(bytes: Buffer, chars: number): TextFacts {
+function bytewiseFactsOf(bytes: Buffer, chars: number): TextFacts {
   let plain = true;
+  let del = false;
   let looseBreak = false;
   let latin = 0;
   let other = 0;
@@ -180,27 +216,31 @@ function factsOf(bytes: Buffer, chars: number): TextFacts {
     } else if (c < 0x20 && c !== 0x09) {
       plain = false;
       other++;
+    } else if (c === 0x7f) {
+      del = true;
     }
   }
   if (length - lineStart > longest) longest = length - lineStart;
-  return { ascii: length === chars, plain, longLine: longest > 76 || chars > 128 * 1024, looseBreak, latin, other };
+  const ascii = length === chars;
+  return { ascii, plain, qpLiteral: ascii && plain && !del, longLine: longest > 76 || chars > 128 * 1024, looseBreak, latin, other };
 }
 
 /**
  * nodemailer's choice: 7bit for short-lined ASCII; otherwise quoted-printable when Latin letters
  * outnumber the other characters (or when all the content is ASCII), base64 when they do not.
  */
-function transferEncoding(facts: TextFacts, headerEncoding: 'Q' | undefined): TransferEncoding {
-  if (facts.plain && !facts.longLine) return '7bit';
+function transferEncoding(part: Part, headerEncoding: 'Q' | undefined): TransferEncoding {
+  if (part.facts.plain && !part.facts.longLine) return '7bit';
   if (headerEncoding === 'Q') return 'quoted-printable';
-  return facts.other < facts.latin ? 'quoted-printable' : 'base64';
+  const counted = part.facts.latin < 0 ? bytewiseFactsOf(part.bytes, part.bytes.length) : part.facts;
+  return counted.other < counted.latin ? 'quoted-printable' : 'base64';
 }
 
 /** Writes a part's body; true when it does not end with a line break. */
 function writeBody(out: MimeWriter, part: Part, encoding: TransferEncoding): boolean {
   const bytes = part.facts.looseBreak ? crlfOnly(part.bytes) : part.bytes;
   if (encoding === '7bit') out.copy(bytes, 0, bytes.length);
-  else if (encoding === 'quoted-printable') writeQuotedPrintable(out, bytes);
+  else if (encoding === 'quoted-printable') writeQuotedPrintable(out, bytes, part.facts.qpLiteral);
   else writeBase64(out, bytes);
   return encoding === 'base64' || bytes[bytes.length - 1] !== 0x0a;
 }

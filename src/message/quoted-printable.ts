@@ -26,8 +26,10 @@ const hexValue = (c: number): number => (c <= 0x39 ? c - 0x30 : (c | 0x20) - 0x5
  * characters. The soft breaks fall where nodemailer's encoder puts them (after a space or
  * punctuation near the end of a full line, never inside an escape or a UTF-8 sequence), so that
  * mail composed here reads, and mostly looks, the same as mail it composed.
+ * `onlyEquals`: the text is ASCII without control characters or DEL (a faster escape).
  */
-export function writeQuotedPrintable(out: MimeWriter, utf8: Buffer): void {
+export function writeQuotedPrintable(out: MimeWriter, utf8: Buffer, onlyEquals: boolean): void {
+  const escape = onlyEquals ? escapeEquals : escapeAll;
   let end = utf8.length;
   while (end > 0 && (utf8[end - 1] === 0x20 || utf8[end - 1] === 0x09)) end--;
   if (end === utf8.length) {
@@ -41,8 +43,43 @@ export function writeQuotedPrintable(out: MimeWriter, utf8: Buffer): void {
   wrap(out, Buffer.concat([main.subarray(last), escape(utf8.subarray(end))]), false);
 }
 
+const isBlank = (c: number | undefined): boolean => c === 0x20 || c === 0x09;
+
+/**
+ * Escapes ASCII text whose only bytes to escape are "=" and whitespace before a line break or at
+ * the end (no control characters, no DEL): the runs between are copied, not looped over.
+ */
+function escapeEquals(bytes: Buffer): Buffer {
+  const len = bytes.length;
+  const out = Buffer.allocUnsafe(len * 3);
+  let o = 0;
+  let from = 0;
+  const escapeAt = (at: number) => {
+    o += bytes.copy(out, o, from, at);
+    const c = bytes[at]!;
+    out[o++] = EQUALS;
+    out[o++] = HEX[c >> 4]!;
+    out[o++] = HEX[c & 15]!;
+    from = at + 1;
+  };
+  let eq = bytes.indexOf(EQUALS);
+  let cr = bytes.indexOf(CR);
+  while (eq !== -1 || cr !== -1) {
+    if (eq !== -1 && (cr === -1 || eq < cr)) {
+      escapeAt(eq);
+      eq = bytes.indexOf(EQUALS, eq + 1);
+    } else {
+      if (cr > from && isBlank(bytes[cr - 1])) escapeAt(cr - 1);
+      cr = bytes.indexOf(CR, cr + 1);
+    }
+  }
+  if (len > from && isBlank(bytes[len - 1])) escapeAt(len - 1);
+  o += bytes.copy(out, o, from, len);
+  return out.subarray(0, o);
+}
+
 /** Escapes the bytes QP cannot carry, and whitespace at the end of a line or of the text. */
-function escape(bytes: Buffer): Buffer {
+function escapeAll(bytes: Buffer): Buffer {
   const len = bytes.length;
   const out = Buffer.allocUnsafe(len * 3);
   let o = 0;
