@@ -1,7 +1,6 @@
 import { buildHeaderValue, foldLines } from 'nodemailer/lib/mime-funcs';
-import MimeNode, { type MimeNodeHeaderValue } from 'nodemailer/lib/mime-node';
-import type { Address } from './headers.ts';
 import type { BodyContent } from './compose.ts';
+import { HeaderValues } from './header-values.ts';
 import { MimeWriter } from './mime-writer.ts';
 import { writeQuotedPrintable } from './quoted-printable.ts';
 
@@ -12,7 +11,7 @@ import { writeQuotedPrintable } from './quoted-printable.ts';
  * stream per part and a setImmediate per node), which cost more than the encoding itself.
  *
  * The output has nodemailer's shape: the same header fields in the same order, values encoded
- * by nodemailer's own header functions, its boundary scheme, and the same transfer encoding per
+ * as nodemailer encodes them (header-values.ts), its boundary scheme, and the same transfer encoding per
  * part (7bit, quoted-printable or base64, chosen by the same rules), so that a message reads the
  * same whichever composed it. One difference, on purpose: line breaks in the text are written
  * CRLF, where nodemailer leaves a bare CR or LF for the SMTP client to fix on the way out.
@@ -60,16 +59,15 @@ export function buildCommonBody(content: BodyContent, boundary: string, chunkByt
   const parts = alternatives(content);
   // ASCII content: quoted-printable for any encoded word and any part that cannot go 7bit.
   const headerEncoding = parts.every((p) => p.facts.ascii) && ASCII.test(content.subject) ? 'Q' : undefined;
-  // A node of nodemailer's own encodes the header values, so they come out as it writes them.
-  const node = new MimeNode(false, { baseBoundary: boundary, textEncoding: headerEncoding });
+  const values = new HeaderValues(boundary, headerEncoding);
   const out = new MimeWriter(1024 + parts.reduce((n, p) => n + Math.ceil(p.bytes.length * 1.1), 0));
 
-  custom.forEach((key, i) => header(out, node, key, content.headers[i]![1]));
-  header(out, node, 'From', mailbox(content.from));
-  if (content.to) header(out, node, 'To', content.to.map(mailbox));
-  if (content.cc) header(out, node, 'Cc', content.cc.map(mailbox));
-  if (content.replyTo) header(out, node, 'Reply-To', mailbox(content.replyTo));
-  if (content.subject) header(out, node, 'Subject', content.subject);
+  custom.forEach((key, i) => header(out, key, values.text(key, content.headers[i]![1])));
+  header(out, 'From', values.addresses('From', [content.from]));
+  if (content.to) header(out, 'To', values.addresses('To', content.to));
+  if (content.cc) header(out, 'Cc', values.addresses('Cc', content.cc));
+  if (content.replyTo) header(out, 'Reply-To', values.addresses('Reply-To', [content.replyTo]));
+  if (content.subject) header(out, 'Subject', values.text('Subject', content.subject));
   out.ascii(`Date: ${content.date.toUTCString().replace(/GMT/, '+0000')}\r\n`);
 
   if (parts.length > 1) {
@@ -129,15 +127,10 @@ function headerKey(name: string): string {
     .replace(/^Content-Features$/i, 'Content-features');
 }
 
-/** One header field, encoded and folded as nodemailer does; left out when its value is empty. */
-function header(out: MimeWriter, node: MimeNode, key: string, value: MimeNodeHeaderValue): void {
-  const encoded = node.encodeHeaderValue(key, value);
+/** One header field (its value encoded), folded as nodemailer does; left out when the value is empty. */
+function header(out: MimeWriter, key: string, encoded: string): void {
   if (!encoded.trim()) return;
   out.utf8(`${foldLines(`${key}: ${encoded}`, 76)}\r\n`);
-}
-
-function mailbox(a: Address): { name: string; address: string } {
-  return { name: a.name ?? '', address: a.email };
 }
 
 type TransferEncoding = '7bit' | 'quoted-printable' | 'base64';

@@ -63,6 +63,22 @@ const SHAPES: Array<[string, Partial<BodyContent>]> = [
     },
   ],
   ['non-ASCII sender name', { text: 'x', from: { email: 'app@example.com', name: 'Магазин Grüße' } }],
+  [
+    'addresses nodemailer rewrites: upper-case, IDN, numeric and xn-- domains, local parts to quote',
+    {
+      text: 'x',
+      from: { email: 'App@Example.COM', name: 'O\'Brien "Ops" \\ Co' },
+      to: [
+        { email: 'user@bücher.example' },
+        { email: 'a.b+tag@example.org', name: 'under_score 42' },
+        { email: 'x@0x7f.1' },
+        { email: 'x@xn--bcher-kva.example', name: ' ' },
+        { email: 'odd..dots@example.org' },
+        { email: 'q@a-b.c' },
+      ],
+      replyTo: { email: 'first.last@sub.example.co', name: 'Jane <Doe>' },
+    },
+  ],
   ['sender without a name', { text: 'x', from: { email: 'app@example.com' } }],
   [
     'custom headers, Reply-To, Cc, In-Reply-To and References among them',
@@ -78,6 +94,10 @@ const SHAPES: Array<[string, Partial<BodyContent>]> = [
         ['references', '<a@example.com> b@example.com'],
         ['X-Empty', ''],
         ['X-Long', 'v '.repeat(200)],
+        ['X-Encoded-Looking', 'a =?utf-8?q?x?= b'],
+        ['x-tab', 'a\tb'],
+        ['content-id', 'cid@example.com'],
+        ['sender', 'Ops <ops@example.com>'],
       ],
     },
   ],
