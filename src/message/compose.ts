@@ -2,6 +2,7 @@ import MailComposer, { type MailComposerAttachment } from 'nodemailer/lib/mail-c
 import { BODY_CHUNK_BYTES } from '../store/messages-repo.ts';
 import { badRequest } from '../util/errors.ts';
 import { formatAddress, headerLine, type Address } from './headers.ts';
+import { buildCommonBody } from './mime-builder.ts';
 
 /** An attachment as the API takes it. */
 export interface AttachmentInput {
@@ -62,12 +63,24 @@ const PLACEHOLDER_ID = '<postilion-shared-body@invalid>';
 const PLACEHOLDER_LINE = `Message-ID: ${PLACEHOLDER_ID}\r\n`;
 
 /**
- * Builds the MIME body with nodemailer's composer (multipart/alternative of text, AMP and HTML;
- * multipart/related for inline images; multipart/mixed for attachments) and collects it as
- * store-sized chunks as it streams out. No file or URL access: content comes from the request.
- * `boundary` is the unique part of the multipart boundaries (random, unique to the body).
+ * Builds the MIME body as store-sized chunks: the common message (text, AMP and/or HTML, custom
+ * headers) with our own composer, in one synchronous pass; anything else (attachments, inline
+ * images, unusual custom headers) with nodemailer's. `boundary` is the unique part of the
+ * multipart boundaries (random, unique to the body).
  */
 export async function composeBody(content: BodyContent, boundary: string): Promise<ComposedBody> {
+  checkFoldable(content);
+  const common = buildCommonBody(content, boundary, BODY_CHUNK_BYTES);
+  if (common !== null) return { chunks: common, size: common.reduce((n, c) => n + c.length, 0) };
+  return composeWithNodemailer(content, boundary);
+}
+
+/**
+ * nodemailer's composer (multipart/alternative of text, AMP and HTML; multipart/related for
+ * inline images; multipart/mixed for attachments), collected as store-sized chunks as it streams
+ * out. No file or URL access: content comes from the request.
+ */
+export async function composeWithNodemailer(content: BodyContent, boundary: string): Promise<ComposedBody> {
   checkFoldable(content);
   const composer = new MailComposer({
     baseBoundary: boundary,

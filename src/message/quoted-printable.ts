@@ -1,0 +1,186 @@
+import type { MimeWriter } from './mime-writer.ts';
+
+/** Encoded lines are at most this long, the soft-break '=' included (RFC 2045 §6.7). */
+const LINE = 76;
+/** How far back from the end of a full line a break at whitespace or punctuation is looked for. */
+const MARGIN = Math.floor(LINE / 3);
+
+const EQUALS = 0x3d;
+const CR = 0x0d;
+const LF = 0x0a;
+const HEX = Buffer.from('0123456789ABCDEF', 'latin1');
+
+/** 1 for the bytes written as they are: TAB, CR, LF and printable ASCII but '='. */
+const LITERAL = new Uint8Array(256);
+for (let c = 0; c < 256; c++) LITERAL[c] = c === 0x09 || c === LF || c === CR || (c >= 0x20 && c <= 0x7e && c !== EQUALS) ? 1 : 0;
+
+/** 1 for the bytes a line may be broken after when it is full: space, tab and . , ! ? */
+const BREAK_AFTER = new Uint8Array(256);
+for (const c of ' \t.,!?') BREAK_AFTER[c.charCodeAt(0)] = 1;
+
+const isHex = (c: number): boolean => (c >= 0x30 && c <= 0x39) || (c >= 0x41 && c <= 0x46) || (c >= 0x61 && c <= 0x66);
+const hexValue = (c: number): number => (c <= 0x39 ? c - 0x30 : (c | 0x20) - 0x57);
+
+/**
+ * Writes `utf8` (text, line breaks already CRLF) quoted-printable, in lines of at most 76
+ * characters. The soft breaks fall where nodemailer's encoder puts them (after a space or
+ * punctuation near the end of a full line, never inside an escape or a UTF-8 sequence), so that
+ * mail composed here reads, and mostly looks, the same as mail it composed.
+ * `onlyEquals`: the text is ASCII without control characters or DEL (a faster escape).
+ */
+export function writeQuotedPrintable(out: MimeWriter, utf8: Buffer, onlyEquals: boolean): void {
+  const escape = onlyEquals ? escapeEquals : escapeAll;
+  let end = utf8.length;
+  while (end > 0 && (utf8[end - 1] === 0x20 || utf8[end - 1] === 0x09)) end--;
+  if (end === utf8.length) {
+    wrap(out, escape(utf8), false);
+    return;
+  }
+  // nodemailer's encoder holds whitespace at the end back until it knows the input ends, then
+  // cuts its last line again with it: the soft breaks of that line follow from that.
+  const main = escape(utf8.subarray(0, end));
+  const last = wrap(out, main, true);
+  wrap(out, Buffer.concat([main.subarray(last), escape(utf8.subarray(end))]), false);
+}
+
+const isBlank = (c: number | undefined): boolean => c === 0x20 || c === 0x09;
+
+/**
+ * Escapes ASCII text whose only bytes to escape are "=" and whitespace before a line break or at
+ * the end (no control characters, no DEL): the runs between are copied, not looped over.
+ */
+function escapeEquals(bytes: Buffer): Buffer {
+  const len = bytes.length;
+  const out = Buffer.allocUnsafe(len * 3);
+  let o = 0;
+  let from = 0;
+  const escapeAt = (at: number) => {
+    o += bytes.copy(out, o, from, at);
+    const c = bytes[at]!;
+    out[o++] = EQUALS;
+    out[o++] = HEX[c >> 4]!;
+    out[o++] = HEX[c & 15]!;
+    from = at + 1;
+  };
+  let eq = bytes.indexOf(EQUALS);
+  let cr = bytes.indexOf(CR);
+  while (eq !== -1 || cr !== -1) {
+    if (eq !== -1 && (cr === -1 || eq < cr)) {
+      escapeAt(eq);
+      eq = bytes.indexOf(EQUALS, eq + 1);
+    } else {
+      if (cr > from && isBlank(bytes[cr - 1])) escapeAt(cr - 1);
+      cr = bytes.indexOf(CR, cr + 1);
+    }
+  }
+  if (len > from && isBlank(bytes[len - 1])) escapeAt(len - 1);
+  o += bytes.copy(out, o, from, len);
+  return out.subarray(0, o);
+}
+
+/** Escapes the bytes QP cannot carry, and whitespace at the end of a line or of the text. */
+function escapeAll(bytes: Buffer): Buffer {
+  const len = bytes.length;
+  const out = Buffer.allocUnsafe(len * 3);
+  let o = 0;
+  for (let i = 0; i < len; i++) {
+    const c = bytes[i]!;
+    if (LITERAL[c] === 1) {
+      if (c !== 0x20 && c !== 0x09) {
+        out[o++] = c;
+        continue;
+      }
+      const next = i + 1 < len ? bytes[i + 1]! : -1;
+      if (next !== -1 && next !== CR && next !== LF) {
+        out[o++] = c;
+        continue;
+      }
+    }
+    out[o++] = EQUALS;
+    out[o++] = HEX[c >> 4]!;
+    out[o++] = HEX[c & 15]!;
+  }
+  return out.subarray(0, o);
+}
+
+/**
+ * Cuts escaped text into lines of at most 76 characters with soft breaks ("=\r\n"). With
+ * `holdLast`, the last line (the text after the last line break written) is not written: its
+ * start is returned.
+ */
+function wrap(out: MimeWriter, src: Buffer, holdLast: boolean): number {
+  const len = src.length;
+  if (len <= LINE) {
+    if (holdLast) return 0;
+    out.copy(src, 0, len);
+    return len;
+  }
+  let pos = 0;
+  let crlf = -1;
+  while (pos < len) {
+    const end = Math.min(pos + LINE, len);
+    // A hard line break within reach ends the line.
+    if (crlf !== len && crlf < pos) {
+      crlf = src.indexOf('\r\n', pos, 'latin1');
+      if (crlf === -1) crlf = len;
+    }
+    if (crlf + 2 <= end) {
+      out.copy(src, pos, crlf + 2);
+      pos = crlf + 2;
+      continue;
+    }
+    let cut = fullLineCut(src, pos, end);
+    if (cut === pos) cut = end;
+    let take = cut - pos;
+    if (cut < len) {
+      // The soft break's '=' must fit: give back a whole escape, or one character.
+      if (take === LINE) take -= endsWithEscape(src, cut) ? 3 : 1;
+      out.copy(src, pos, pos + take);
+      out.softBreak();
+    } else {
+      if (holdLast) return pos;
+      out.copy(src, pos, pos + take);
+    }
+    pos += take;
+  }
+  return pos;
+}
+
+/**
+ * Where the line that starts at `pos` and could reach `end` is cut: after the last space or
+ * punctuation in its last third, or else before an escape or UTF-8 sequence that the end
+ * would split.
+ */
+function fullLineCut(src: Buffer, pos: number, end: number): number {
+  const length = end - pos;
+  if (length > LINE - MARGIN) {
+    for (let i = end - 1; i >= Math.max(pos, end - MARGIN); i--) if (BREAK_AFTER[src[i]!] === 1) return i + 1;
+  }
+  // An escape cut short ("=" or "=X") goes to the next line whole.
+  let cut = end;
+  if (src[end - 1] === EQUALS) cut = end - 1;
+  else if (length >= 2 && src[end - 2] === EQUALS && isHex(src[end - 1]!)) cut = end - 2;
+  else if (!(length >= 3 && src[end - 3] === EQUALS && isHex(src[end - 2]!) && isHex(src[end - 1]!))) return end;
+  // Escaped UTF-8 bytes of one character stay on one line: continuation bytes (0x80-0xbf) move
+  // with the lead byte (0xc0 and above) they follow.
+  while (cut - pos > 3 && cut < src.length && !allEscapes(src, pos, cut) && endsWithEscape(src, cut)) {
+    const code = hexValue(src[cut - 2]!) * 16 + hexValue(src[cut - 1]!);
+    if (code < 0x80) break;
+    cut -= 3;
+    if (code >= 0xc0) break;
+  }
+  return cut;
+}
+
+/** Whether src[..at) ends with a complete escape "=XX". */
+function endsWithEscape(src: Buffer, at: number): boolean {
+  return at >= 3 && src[at - 3] === EQUALS && isHex(src[at - 2]!) && isHex(src[at - 1]!);
+}
+
+/** Whether src[from..to) is one to four escapes and nothing else. */
+function allEscapes(src: Buffer, from: number, to: number): boolean {
+  const length = to - from;
+  if (length % 3 !== 0 || length === 0 || length > 12) return false;
+  for (let i = from; i < to; i += 3) if (src[i] !== EQUALS || !isHex(src[i + 1]!) || !isHex(src[i + 2]!)) return false;
+  return true;
+}
