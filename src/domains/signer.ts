@@ -1,5 +1,4 @@
 import { createHash, sign as cryptoSign, type KeyObject } from 'node:crypto';
-import { availableParallelism } from 'node:os';
 import type { Readable } from 'node:stream';
 import type { DkimKeyRecord } from '../store/records.ts';
 import type { Clock } from '../util/time.ts';
@@ -66,9 +65,10 @@ const OVERSIGNED: ReadonlySet<string> = new Set(['from', 'reply-to', 'subject', 
  * in libuv's thread pool, so RSA — the costliest step of a delivery — uses every core and leaves
  * the event loop free.
  *
- * At most `parallel` signatures are in the pool at once (one per core by default): the pool's
- * few threads also serve LevelDB and the file system, and reads queued behind a pile of RSA
- * signatures would stall every delivery that waits on them.
+ * At most `parallel` signatures are in the pool at once: one per pool thread (UV_THREADPOOL_SIZE,
+ * which the launcher sets to two per core). Fewer left a thread idle while another waited on an
+ * fsync, and each signature handed to a sleeping thread costs the event loop the wake-up; more
+ * would only queue in the pool ahead of LevelDB's reads and writes.
  */
 export class DkimSigner {
   private readonly slots: CryptoSlots;
@@ -78,7 +78,7 @@ export class DkimSigner {
     private readonly lookup: (domain: string) => Promise<SigningIdentity | null>,
     private readonly clock: Clock,
     private readonly signals: Emitter<SigningSignals> | null = null,
-    parallel = availableParallelism(),
+    parallel = poolThreads(),
   ) {
     this.slots = new CryptoSlots(parallel);
   }
@@ -191,4 +191,10 @@ class CryptoSlots {
       else this.free += 1;
     }
   }
+}
+
+/** libuv's thread pool size: UV_THREADPOOL_SIZE as the launcher set it, or libuv's default of 4. */
+function poolThreads(): number {
+  const size = Number(process.env.UV_THREADPOOL_SIZE);
+  return Number.isInteger(size) && size > 0 ? size : 4;
 }

@@ -32,7 +32,7 @@ export class PostilionChild extends ServerProcess<ServerInfo, ServerStats> {
     // The thread pool sized as the postilion launcher sizes it (src/cli/postilion.js).
     super('postilion', 'deliver-server.ts', {
       nodeArgs,
-      env: { UV_THREADPOOL_SIZE: process.env.UV_THREADPOOL_SIZE ?? String(Math.max(2, availableParallelism())), ...env },
+      env: { UV_THREADPOOL_SIZE: process.env.UV_THREADPOOL_SIZE ?? String(Math.max(4, 2 * availableParallelism())), ...env },
       killAfterMs: 30_000,
     });
   }

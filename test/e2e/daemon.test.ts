@@ -52,8 +52,8 @@ describe('postilion daemon (child process)', function () {
     // SMTP submission runs on the defaults too, with a certificate made on this first start.
     expect(daemon.stdout).to.contain('"msg":"self-signed SMTP certificate created"');
     expect(daemon.stdout).to.contain('"msg":"SMTP submission listening"');
-    // libuv's pool is sized to the cores (at least 2) unless the environment says otherwise.
-    expect(daemon.stdout).to.contain(`"thread_pool":"${Math.max(2, availableParallelism())}"`);
+    // libuv's pool: two threads per core (at least 4) unless the environment says otherwise.
+    expect(daemon.stdout).to.contain(`"thread_pool":"${Math.max(4, 2 * availableParallelism())}"`);
     daemon.signal('SIGTERM');
     expect(await daemon.exited).to.equal(0);
     expect(daemon.stdout).to.contain('"msg":"stopped"');
