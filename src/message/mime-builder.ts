@@ -98,8 +98,11 @@ function alternatives(content: BodyContent): Part[] {
   const parts: Part[] = [];
   const add = (type: string, text: string | undefined) => {
     if (!text) return;
-    const bytes = Buffer.from(text, 'utf8');
-    parts.push({ type, bytes, facts: factsOf(bytes, text) });
+    // LF breaks only, the usual shape of JSON text: CRLF now, in one native replace, rather than
+    // a count of the bare breaks over every byte and a rewrite of the text afterwards.
+    const crlfText = !text.includes('\r') && text.includes('\n') ? text.replaceAll('\n', '\r\n') : text;
+    const bytes = Buffer.from(crlfText, 'utf8');
+    parts.push({ type, bytes, facts: factsOf(bytes, crlfText, text.length) });
   };
   add('text/plain; charset=utf-8', content.text);
   add('text/x-amp-html; charset=utf-8', content.amp);
@@ -153,40 +156,45 @@ interface TextFacts {
 }
 
 const CONTROL = /[\x00-\x08\x0b\x0c\x0e-\x1f]/;
-const DEL = /\x7f/;
+const CONTROL_OR_DEL = /[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]/;
 
-function factsOf(bytes: Buffer, text: string): TextFacts {
-  return bytes.length === text.length ? asciiFactsOf(bytes, text) : bytewiseFactsOf(bytes, text.length);
+/** `chars`: the length of the text as given (its breaks may since have become CRLF). */
+function factsOf(bytes: Buffer, text: string, chars: number): TextFacts {
+  return bytes.length === text.length ? asciiFactsOf(bytes, text, chars) : bytewiseFactsOf(bytes, text.length, chars);
 }
 
 /** ASCII text with CRLF breaks, the common case: native scans (regular expressions, indexOf) rather than a loop over the bytes. */
-function asciiFactsOf(bytes: Buffer, text: string): TextFacts {
+function asciiFactsOf(bytes: Buffer, text: string, chars: number): TextFacts {
   let longest = 0;
   let lineStart = 0;
   let pairs = 0;
   for (let lf = bytes.indexOf(0x0a); lf !== -1; lf = bytes.indexOf(0x0a, lf + 1)) {
-    if (lf === 0 || bytes[lf - 1] !== 0x0d) return bytewiseFactsOf(bytes, text.length);
+    if (lf === 0 || bytes[lf - 1] !== 0x0d) return bytewiseFactsOf(bytes, text.length, chars);
     pairs++;
     if (lf - 1 - lineStart > longest) longest = lf - 1 - lineStart;
     lineStart = lf + 1;
   }
   // A CR of no CRLF pair: the byte loop measures the lines as nodemailer does.
-  for (let cr = bytes.indexOf(0x0d); cr !== -1; cr = bytes.indexOf(0x0d, cr + 1)) if (--pairs < 0) return bytewiseFactsOf(bytes, text.length);
+  for (let cr = bytes.indexOf(0x0d); cr !== -1; cr = bytes.indexOf(0x0d, cr + 1)) if (--pairs < 0) return bytewiseFactsOf(bytes, text.length, chars);
   if (bytes.length - lineStart > longest) longest = bytes.length - lineStart;
-  const plain = !CONTROL.test(text);
+  // One scan for the usual text, which has neither.
+  const literal = !CONTROL_OR_DEL.test(text);
   return {
     ascii: true,
-    plain,
-    qpLiteral: plain && !DEL.test(text),
-    longLine: longest > 76 || text.length > 128 * 1024,
+    plain: literal || !CONTROL.test(text),
+    qpLiteral: literal,
+    longLine: longest > 76 || chars > 128 * 1024,
     looseBreak: false,
     latin: -1,
     other: -1,
   };
 }
 
-/** Counts over the UTF-8 bytes, in the UTF-16 code units nodemailer counts (a 4-byte sequence is 2). */
-function bytewiseFactsOf(bytes: Buffer, chars: number): TextFacts {
+/**
+ * Counts over the UTF-8 bytes, in the UTF-16 code units nodemailer counts (a 4-byte sequence is 2).
+ * `units`: the UTF-16 length of the text these bytes encode; `chars`: that of the text as given.
+ */
+function bytewiseFactsOf(bytes: Buffer, units: number, chars: number): TextFacts {
   let plain = true;
   let del = false;
   let looseBreak = false;
@@ -214,7 +222,7 @@ function bytewiseFactsOf(bytes: Buffer, chars: number): TextFacts {
     }
   }
   if (length - lineStart > longest) longest = length - lineStart;
-  const ascii = length === chars;
+  const ascii = length === units;
   return { ascii, plain, qpLiteral: ascii && plain && !del, longLine: longest > 76 || chars > 128 * 1024, looseBreak, latin, other };
 }
 
@@ -225,7 +233,7 @@ function bytewiseFactsOf(bytes: Buffer, chars: number): TextFacts {
 function transferEncoding(part: Part, headerEncoding: 'Q' | undefined): TransferEncoding {
   if (part.facts.plain && !part.facts.longLine) return '7bit';
   if (headerEncoding === 'Q') return 'quoted-printable';
-  const counted = part.facts.latin < 0 ? bytewiseFactsOf(part.bytes, part.bytes.length) : part.facts;
+  const counted = part.facts.latin < 0 ? bytewiseFactsOf(part.bytes, part.bytes.length, part.bytes.length) : part.facts;
   return counted.other < counted.latin ? 'quoted-printable' : 'base64';
 }
 

@@ -52,30 +52,40 @@ const isBlank = (c: number | undefined): boolean => c === 0x20 || c === 0x09;
 function escapeEquals(bytes: Buffer): Buffer {
   const len = bytes.length;
   const out = Buffer.allocUnsafe(len * 3);
+  // Where the escaped text has reached in `out`, and the next byte of `bytes` not yet copied.
   let o = 0;
   let from = 0;
-  const escapeAt = (at: number) => {
-    o += bytes.copy(out, o, from, at);
-    const c = bytes[at]!;
-    out[o++] = EQUALS;
-    out[o++] = HEX[c >> 4]!;
-    out[o++] = HEX[c & 15]!;
-    from = at + 1;
-  };
   let eq = bytes.indexOf(EQUALS);
   let cr = bytes.indexOf(CR);
   while (eq !== -1 || cr !== -1) {
+    let at: number;
     if (eq !== -1 && (cr === -1 || eq < cr)) {
-      escapeAt(eq);
+      at = eq;
       eq = bytes.indexOf(EQUALS, eq + 1);
     } else {
-      if (cr > from && isBlank(bytes[cr - 1])) escapeAt(cr - 1);
+      at = cr - 1;
       cr = bytes.indexOf(CR, cr + 1);
+      if (at < from || !isBlank(bytes[at])) continue;
     }
+    o = escapeByte(bytes, from, at, out, o);
+    from = at + 1;
   }
-  if (len > from && isBlank(bytes[len - 1])) escapeAt(len - 1);
+  if (len > from && isBlank(bytes[len - 1])) {
+    o = escapeByte(bytes, from, len - 1, out, o);
+    from = len;
+  }
   o += bytes.copy(out, o, from, len);
   return out.subarray(0, o);
+}
+
+/** Copies bytes[from..at) to out[o..) and escapes bytes[at] after them; returns the new end in `out`. */
+function escapeByte(bytes: Buffer, from: number, at: number, out: Buffer, o: number): number {
+  o += bytes.copy(out, o, from, at);
+  const c = bytes[at]!;
+  out[o] = EQUALS;
+  out[o + 1] = HEX[c >> 4]!;
+  out[o + 2] = HEX[c & 15]!;
+  return o + 3;
 }
 
 /** Escapes the bytes QP cannot carry, and whitespace at the end of a line or of the text. */
@@ -119,9 +129,10 @@ function wrap(out: MimeWriter, src: Buffer, holdLast: boolean): number {
   let crlf = -1;
   while (pos < len) {
     const end = Math.min(pos + LINE, len);
-    // A hard line break within reach ends the line.
+    // A hard line break within reach ends the line. Every CR here starts a CRLF (bare breaks
+    // were made CRLF before encoding), so the byte is looked for, not the pair.
     if (crlf !== len && crlf < pos) {
-      crlf = src.indexOf('\r\n', pos, 'latin1');
+      crlf = src.indexOf(CR, pos);
       if (crlf === -1) crlf = len;
     }
     if (crlf + 2 <= end) {
