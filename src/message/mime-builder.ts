@@ -156,7 +156,8 @@ interface TextFacts {
 }
 
 const CONTROL = /[\x00-\x08\x0b\x0c\x0e-\x1f]/;
-const CONTROL_OR_DEL = /[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]/;
+/** ASCII text without a control character but TAB, CR and LF, and without DEL. As a match of the whole it runs a few times faster than a search for the rest. */
+const QP_LITERAL = /^[\t\n\r\x20-\x7e]*$/;
 
 /** `chars`: the length of the text as given (its breaks may since have become CRLF). */
 function factsOf(bytes: Buffer, text: string, chars: number): TextFacts {
@@ -177,8 +178,8 @@ function asciiFactsOf(bytes: Buffer, text: string, chars: number): TextFacts {
   // A CR of no CRLF pair: the byte loop measures the lines as nodemailer does.
   for (let cr = bytes.indexOf(0x0d); cr !== -1; cr = bytes.indexOf(0x0d, cr + 1)) if (--pairs < 0) return bytewiseFactsOf(bytes, text.length, chars);
   if (bytes.length - lineStart > longest) longest = bytes.length - lineStart;
-  // One scan for the usual text, which has neither.
-  const literal = !CONTROL_OR_DEL.test(text);
+  // One scan for the usual text, which has neither control characters nor DEL.
+  const literal = QP_LITERAL.test(text);
   return {
     ascii: true,
     plain: literal || !CONTROL.test(text),
