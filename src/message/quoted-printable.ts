@@ -30,30 +30,47 @@ const hexValue = (c: number): number => (c <= 0x39 ? c - 0x30 : (c | 0x20) - 0x5
  */
 export function writeQuotedPrintable(out: MimeWriter, utf8: Buffer, onlyEquals: boolean): void {
   const escape = onlyEquals ? escapeEquals : escapeAll;
+  const escaped = scratchFor(utf8.length * 3);
   let end = utf8.length;
   while (end > 0 && (utf8[end - 1] === 0x20 || utf8[end - 1] === 0x09)) end--;
   if (end === utf8.length) {
-    wrap(out, escape(utf8), false);
+    wrap(out, escaped.subarray(0, escape(utf8, escaped, 0)), false);
     return;
   }
   // nodemailer's encoder holds whitespace at the end back until it knows the input ends, then
-  // cuts its last line again with it: the soft breaks of that line follow from that.
-  const main = escape(utf8.subarray(0, end));
-  const last = wrap(out, main, true);
-  wrap(out, Buffer.concat([main.subarray(last), escape(utf8.subarray(end))]), false);
+  // cuts its last line again with it: the soft breaks of that line follow from that. The
+  // whitespace is escaped right after the text, so the held line and it are one run.
+  const mainEnd = escape(utf8.subarray(0, end), escaped, 0);
+  const last = wrap(out, escaped.subarray(0, mainEnd), true);
+  wrap(out, escaped.subarray(last, escape(utf8.subarray(end), escaped, mainEnd)), false);
+}
+
+/** Up to this size, the buffer escaped text is written to is kept for the next message. */
+const SCRATCH_KEPT = 256 * 1024;
+let scratch = Buffer.allocUnsafeSlow(16 * 1024);
+
+/**
+ * A buffer for `bytes` of escaped text, valid until the next call: encoding is synchronous and
+ * `wrap` copies what it cuts, so one buffer serves every message instead of one allocation each.
+ */
+function scratchFor(bytes: number): Buffer {
+  if (bytes <= scratch.length) return scratch;
+  const fresh = Buffer.allocUnsafeSlow(bytes);
+  if (bytes <= SCRATCH_KEPT) scratch = fresh;
+  return fresh;
 }
 
 const isBlank = (c: number | undefined): boolean => c === 0x20 || c === 0x09;
 
 /**
  * Escapes ASCII text whose only bytes to escape are "=" and whitespace before a line break or at
- * the end (no control characters, no DEL): the runs between are copied, not looped over.
+ * the end (no control characters, no DEL), into `out` from `start`: the runs between are copied,
+ * not looped over. Returns where the escaped text ends.
  */
-function escapeEquals(bytes: Buffer): Buffer {
+function escapeEquals(bytes: Buffer, out: Buffer, start: number): number {
   const len = bytes.length;
-  const out = Buffer.allocUnsafe(len * 3);
   // Where the escaped text has reached in `out`, and the next byte of `bytes` not yet copied.
-  let o = 0;
+  let o = start;
   let from = 0;
   let eq = bytes.indexOf(EQUALS);
   let cr = bytes.indexOf(CR);
@@ -74,8 +91,7 @@ function escapeEquals(bytes: Buffer): Buffer {
     o = escapeByte(bytes, from, len - 1, out, o);
     from = len;
   }
-  o += bytes.copy(out, o, from, len);
-  return out.subarray(0, o);
+  return o + bytes.copy(out, o, from, len);
 }
 
 /** Copies bytes[from..at) to out[o..) and escapes bytes[at] after them; returns the new end in `out`. */
@@ -88,11 +104,13 @@ function escapeByte(bytes: Buffer, from: number, at: number, out: Buffer, o: num
   return o + 3;
 }
 
-/** Escapes the bytes QP cannot carry, and whitespace at the end of a line or of the text. */
-function escapeAll(bytes: Buffer): Buffer {
+/**
+ * Escapes the bytes QP cannot carry, and whitespace at the end of a line or of the text, into
+ * `out` from `start`; returns where the escaped text ends.
+ */
+function escapeAll(bytes: Buffer, out: Buffer, start: number): number {
   const len = bytes.length;
-  const out = Buffer.allocUnsafe(len * 3);
-  let o = 0;
+  let o = start;
   for (let i = 0; i < len; i++) {
     const c = bytes[i]!;
     if (LITERAL[c] === 1) {
@@ -110,7 +128,7 @@ function escapeAll(bytes: Buffer): Buffer {
     out[o++] = HEX[c >> 4]!;
     out[o++] = HEX[c & 15]!;
   }
-  return out.subarray(0, o);
+  return o;
 }
 
 /**
