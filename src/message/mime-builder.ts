@@ -156,7 +156,10 @@ interface TextFacts {
 }
 
 const CONTROL = /[\x00-\x08\x0b\x0c\x0e-\x1f]/;
-/** ASCII text without a control character but TAB, CR and LF, and without DEL. As a match of the whole it runs a few times faster than a search for the rest. */
+/**
+ * ASCII text without a control character but TAB, CR and LF, and without DEL. A match of the
+ * whole runs a few times faster than a search for a character outside it.
+ */
 const QP_LITERAL = /^[\t\n\r\x20-\x7e]*$/;
 
 /** `chars`: the length of the text as given (its breaks may since have become CRLF). */
