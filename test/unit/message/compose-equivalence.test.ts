@@ -151,6 +151,10 @@ async function parsed(body: Buffer): Promise<ParsedMail> {
 describe('composeBody: bare CR and LF in the input', () => {
   const MIXED: Array<[string, Partial<BodyContent>]> = [
     ['LF only (7bit)', { text: 'line one\nline two\n\n.dot\n' }],
+    [
+      'LF only, long lines, "=" and trailing spaces (quoted-printable)',
+      { html: `<p class="a">${'word '.repeat(30)}</p>\n<p>x = y</p>  \n${'z'.repeat(100)}  ` },
+    ],
     ['CR only', { text: 'line one\rline two\r' }],
     ['LF, CR and CRLF mixed, with trailing spaces (quoted-printable)', { text: `Grüße  \nzwei\r\ndrei \r${'x'.repeat(90)}\n=` }],
     ['LF in HTML and Cyrillic text (base64)', { text: 'Привет,\nмир!\n'.repeat(20), html: '<p>\nhi\n</p>' }],
