@@ -1,5 +1,5 @@
 import Koa from 'koa';
-import Router, { type MatchResult } from '@koa/router';
+import Router from '@koa/router';
 import type { Logger } from 'pino';
 import type { Accounts } from '../accounts/accounts.ts';
 import type { ApiKeys } from '../accounts/api-keys.ts';
@@ -43,8 +43,8 @@ import type { Metrics } from '../metrics/metrics.ts';
 import { requestMetrics } from './middleware/metrics.ts';
 import { refuseWithoutStorage, type StorageState } from './middleware/storage.ts';
 import { mtaStsPolicy } from './middleware/mta-sts.ts';
-import { Lru } from '../util/lru.ts';
 import { chainOf, type Layer } from './chain.ts';
+import { rememberMatches, routedBy } from './routing.ts';
 
 export interface ApiSettings {
   trustedProxies: Cidr[];
@@ -141,32 +141,9 @@ export function buildApp(deps: ApiDeps): Koa<ApiState> {
   app.use(requestContext(deps.log) as Koa.Middleware<ApiState>);
   app.use(errorResponses as unknown as Koa.Middleware<ApiState>);
   app.use(transport(() => ({ trustedProxies: deps.settings().trustedProxies })) as unknown as Koa.Middleware<ApiState>);
-  app.use(router.routes());
+  app.use(routedBy(router));
   app.use(router.allowedMethods());
   return app;
-}
-
-/** Paths whose route match is kept: an account's send path is matched once, not per request. */
-const MATCHES_KEPT = 1000;
-
-/**
- * The router tries every route's pattern in turn on each request (about 60 regular expressions);
- * the answer depends only on the path and method, and the routes are fixed once built, so it is
- * kept per (method, path). Each caller gets fresh outer arrays: the router may append to the
- * list of path matches it stores on the context.
- */
-function rememberMatches(router: Router<ApiState>): void {
-  const kept = new Lru<string, MatchResult<ApiState>>(MATCHES_KEPT);
-  const match = router.match.bind(router);
-  router.match = (path: string, method: string): MatchResult<ApiState> => {
-    const key = `${method} ${path}`;
-    let found = kept.get(key);
-    if (found === undefined) {
-      found = match(path, method);
-      kept.set(key, found);
-    }
-    return { path: [...found.path], pathAndMethod: [...found.pathAndMethod], route: found.route };
-  };
 }
 
 export type { ApiContext };

@@ -41,7 +41,8 @@ export async function identify(
   if (account.status !== 'active') return 'suspended';
   if (!allowListCovers(key.ipAllowList, ctx.state.clientIp)) return 'ip';
   ctx.state.auth = { key, account, grants: grantsOf(key) };
-  ctx.state.log.setBindings({ account_id: account.id });
+  // A silent logger (see requestContext) would serialise the binding for nothing.
+  if (ctx.state.log.isLevelEnabled('fatal')) ctx.state.log.setBindings({ account_id: account.id });
   return null;
 }
 

@@ -44,69 +44,97 @@ export function rawBody(limitBytes: () => number, budget: BodyBudget) {
     const header = ctx.get('content-length');
     const declared = header ? Number(header) : null;
     if (declared !== null && declared > limit) throw tooLarge(limit);
-    let held = 0;
-    const hold = (bytes: number) => {
-      if (!budget.reserve(bytes)) throw busy();
-      held += bytes;
-    };
+    const read = new BodyRead(ctx.req, declared, limit, budget);
     try {
       // A declared length is held whole at once, so a request is refused before it sends a byte
       // more than it can be given; a chunked one is held as it grows.
-      if (declared !== null) hold(declared);
+      if (declared !== null) read.hold(declared);
       // The listener leaves 100-continue to us: only a request that got this far sends its body.
       if (ctx.req.httpVersion === '1.1' && /(?:^|\W)100-continue(?:$|\W)/i.test(ctx.get('expect')) && !ctx.res.headersSent) ctx.res.writeContinue();
-      ctx.state.rawBody = await readBody(ctx.req, declared, limit, declared === null ? hold : () => {});
+      ctx.state.rawBody = await read.body();
       await next();
     } finally {
-      budget.release(held);
+      budget.release(read.held);
     }
   };
 }
 
 /**
- * The body bytes, or a ClientClosedRequest when the client goes away first. On any refusal the
- * rest of the body is read and dropped, so that the response still reaches the client and the
- * connection stays usable.
+ * One request body being read: the body bytes, or a ClientClosedRequest when the client goes
+ * away first. On any refusal the rest of the body is read and dropped, so that the response
+ * still reaches the client and the connection stays usable.
  */
-function readBody(req: IncomingMessage, declared: number | null, limitBytes: number, grow: (bytes: number) => void): Promise<Buffer> {
-  return new Promise<Buffer>((resolve, reject) => {
-    // Gone while it waited for authentication: whatever it sent is no longer readable.
-    if (req.destroyed) return reject(new ClientClosedRequest());
-    const whole = declared !== null ? Buffer.allocUnsafe(declared) : null;
-    const chunks: Buffer[] = [];
-    let size = 0;
-    const finish = (err: Error | null) => {
-      req.off('data', onData);
-      req.off('end', onEnd);
-      req.off('error', onClose);
-      req.off('close', onClose);
-      if (!err) return resolve(whole ? whole.subarray(0, size) : Buffer.concat(chunks, size));
-      // Drop what is left of the body (nothing is kept), and keep an error listener: a client
-      // that goes away now must not become an unhandled 'error' event.
-      req.on('error', () => {});
-      if (!req.destroyed) req.resume();
-      reject(err);
-    };
-    const onData = (chunk: Buffer) => {
-      try {
-        if (size + chunk.length > limitBytes) throw tooLarge(limitBytes);
-        if (whole) {
-          chunk.copy(whole, size);
-        } else {
-          grow(chunk.length);
-          chunks.push(chunk);
-        }
-        size += chunk.length;
-      } catch (err) {
-        finish(err as Error);
+class BodyRead {
+  /** Bytes reserved in the budget for this request. */
+  held = 0;
+  private size = 0;
+  private whole: Buffer | null = null;
+  private readonly chunks: Buffer[] = [];
+  private resolve: (body: Buffer) => void = ignore;
+  private reject: (err: Error) => void = ignore;
+  private readonly onData = this.data.bind(this);
+  private readonly onEnd = this.finish.bind(this, null);
+  // 'error' (ECONNRESET "aborted") or 'close' before 'end': the client went away mid-body.
+  private readonly onClose = this.closed.bind(this);
+
+  constructor(
+    private readonly req: IncomingMessage,
+    private readonly declared: number | null,
+    private readonly limitBytes: number,
+    private readonly budget: BodyBudget,
+  ) {}
+
+  hold(bytes: number): void {
+    if (!this.budget.reserve(bytes)) throw busy();
+    this.held += bytes;
+  }
+
+  body(): Promise<Buffer> {
+    return new Promise<Buffer>((resolve, reject) => {
+      // Gone while it waited for authentication: whatever it sent is no longer readable.
+      if (this.req.destroyed) return reject(new ClientClosedRequest());
+      if (this.declared !== null) this.whole = Buffer.allocUnsafe(this.declared);
+      this.resolve = resolve;
+      this.reject = reject;
+      this.req.on('data', this.onData);
+      this.req.on('end', this.onEnd);
+      this.req.on('error', this.onClose);
+      this.req.on('close', this.onClose);
+    });
+  }
+
+  private data(chunk: Buffer): void {
+    try {
+      if (this.size + chunk.length > this.limitBytes) throw tooLarge(this.limitBytes);
+      if (this.whole) {
+        chunk.copy(this.whole, this.size);
+      } else {
+        this.hold(chunk.length);
+        this.chunks.push(chunk);
       }
-    };
-    const onEnd = () => finish(null);
-    // 'error' (ECONNRESET "aborted") or 'close' before 'end': the client went away mid-body.
-    const onClose = () => finish(new ClientClosedRequest());
-    req.on('data', onData);
-    req.on('end', onEnd);
-    req.on('error', onClose);
-    req.on('close', onClose);
-  });
+      this.size += chunk.length;
+    } catch (err) {
+      this.finish(err as Error);
+    }
+  }
+
+  private closed(): void {
+    this.finish(new ClientClosedRequest());
+  }
+
+  private finish(err: Error | null): void {
+    const req = this.req;
+    req.off('data', this.onData);
+    req.off('end', this.onEnd);
+    req.off('error', this.onClose);
+    req.off('close', this.onClose);
+    if (!err) return this.resolve(this.whole ? this.whole.subarray(0, this.size) : Buffer.concat(this.chunks, this.size));
+    // Drop what is left of the body (nothing is kept), and keep an error listener: a client
+    // that goes away now must not become an unhandled 'error' event.
+    req.on('error', ignore);
+    if (!req.destroyed) req.resume();
+    this.reject(err);
+  }
 }
+
+function ignore(): void {}

@@ -9,6 +9,8 @@ import { requestedPolicy } from '../../domains/mta-sts-policy.ts';
 export function mtaStsPolicy(policies: () => Readonly<Record<string, string>>) {
   // Not async: every API request passes here, and only policy fetches stop.
   return (ctx: Context, next: Next): Promise<void> => {
+    // The sends and other writes go on at once, without the host and target looked at.
+    if (ctx.method !== 'GET' && ctx.method !== 'HEAD') return next();
     const text = requestedPolicy(policies(), ctx.method, ctx.url, ctx.get('host') || undefined);
     if (text === null) return next();
     ctx.status = 200;

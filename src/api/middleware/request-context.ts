@@ -21,11 +21,14 @@ const NO_BODY = Buffer.alloc(0);
  * logger's bindings). Outermost middleware.
  */
 export function requestContext(log: Logger) {
+  // While the level is silent, requests share one child that logs nothing: a child of its own
+  // would serialise (and redact) its bindings for lines never written.
+  let quiet: Logger | null = null;
   return async (ctx: ApiContext, next: Next): Promise<void> => {
     const started = process.hrtime.bigint();
     ctx.state.requestId = newId();
     ctx.state.rawBody = NO_BODY;
-    ctx.state.log = log.child({ request_id: ctx.state.requestId });
+    ctx.state.log = log.isLevelEnabled('fatal') ? log.child({ request_id: ctx.state.requestId }) : (quiet ??= log.child({}, { level: 'silent' }));
     ctx.set('x-request-id', ctx.state.requestId);
     try {
       await next();
@@ -59,10 +62,9 @@ export function transport(policy: () => TransportPolicy) {
     const peer = peerOf(ctx.req.socket);
     if (!peer) throw forbidden('client address unknown');
     const { trustedProxies } = policy();
-    const trusted = (ip: NonNullable<typeof peer>) => trustedProxies.some((cidr) => cidrContains(cidr, ip));
     let client = peer;
     let secure = (ctx.req.socket as { encrypted?: boolean }).encrypted === true;
-    if (trusted(peer)) {
+    if (trustedProxies.some((cidr) => cidrContains(cidr, peer))) {
       const found = forwardedClient(peer, ctx.get('x-forwarded-for'), trustedProxies);
       if (typeof found === 'string') throw badRequest(`X-Forwarded-For holds an unreadable address: "${found}"`);
       client = found;
