@@ -557,7 +557,18 @@ function supersededPuts(ops: readonly WriteOp[]): Set<number> | null {
   return superseded;
 }
 
+/** The last string value encoded: a message's index and expiry entries all hold its id. */
+let lastString: string | undefined;
+let lastStringJson = '';
+
 function encodeValue(op: PutOp): string | Buffer {
+  if (typeof op.value === 'string' && !BINARY.has(op.family)) {
+    if (op.value !== lastString) {
+      lastStringJson = JSON.stringify(op.value);
+      lastString = op.value;
+    }
+    return lastStringJson;
+  }
   const value = BINARY.has(op.family) ? op.value : JSON.stringify(op.value);
   if (typeof value !== 'string' && !Buffer.isBuffer(value)) {
     throw new TypeError(`cannot store ${typeof op.value} under ${op.family}/${op.key}`);
