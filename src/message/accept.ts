@@ -125,6 +125,7 @@ export class Acceptor {
     const times = retentionTimes(now, retention);
     const firstAttempt = s.schedule?.firstAttempt;
     const expires = s.schedule?.expires;
+    const createdAt = iso(now);
     return {
       v: 1,
       id: m.id,
@@ -146,12 +147,12 @@ export class Acceptor {
         s.schedule && (firstAttempt !== undefined || expires !== undefined)
           ? { firstAttempt: firstAttempt !== undefined ? iso(firstAttempt) : null, expires: expires !== undefined ? iso(expires) : null }
           : null,
-      dueAt: iso(firstAttempt ?? now),
+      dueAt: firstAttempt !== undefined ? iso(firstAttempt) : createdAt,
       bodyId: m.bodyId,
       head: m.head,
       contentPurged: false,
-      createdAt: iso(now),
-      updatedAt: iso(now),
+      createdAt,
+      updatedAt: createdAt,
       sentAt: null,
       deliveredAt: null,
       retainUntil: iso(times.retainUntil),

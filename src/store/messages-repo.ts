@@ -1,5 +1,5 @@
 import { wellFormed } from '../util/json-limits.ts';
-import { createHash } from 'node:crypto';
+import { hash } from 'node:crypto';
 import type { WriteOp } from './group-commit.ts';
 import { collectNewestFirst, type Page, type PageRequest } from './page.ts';
 import type { MessageHitsRecord, MessageRecord, MessageStatus } from './records.ts';
@@ -274,15 +274,29 @@ function indexPrefix(kind: IndexKind, accountId: string, value?: string): string
 /** Never throws: text that is not well-formed (SMTP headers can decode to it) is encoded as UTF-8 would store it. */
 const enc = (text: string) => encodeURIComponent(wellFormed(text));
 const address = (email: string) => enc(email.toLowerCase());
-const subjectKey = (subject: string) => createHash('sha256').update(subject).digest('base64url').slice(0, 22);
+/** The last subject's key: bulk mail sends one subject many times (a one-shot hash, not a Hash object, each other time). */
+let lastSubject: string | undefined;
+let lastSubjectKey = '';
+function subjectKey(subject: string): string {
+  if (subject !== lastSubject) {
+    lastSubjectKey = hash('sha256', subject, 'base64url').slice(0, 22);
+    lastSubject = subject;
+  }
+  return lastSubjectKey;
+}
 
+/** Every index entry of the record: the account's, one per single-valued field (FIELD_ENTRIES), one per tag. */
 function indexKeys(m: MessageRecord): string[] {
   const a = m.accountId;
-  return [indexPrefix('a', a) + m.id, ...FIELD_ENTRIES.map(([kind, , value]) => indexPrefix(kind, a, value(m)) + m.id), ...tagKeys(m)];
+  const keys = [indexPrefix('a', a) + m.id];
+  for (const [kind, , value] of FIELD_ENTRIES) keys.push(indexPrefix(kind, a, value(m)) + m.id);
+  if (m.tags.length > 0) keys.push(...tagKeys(m));
+  return keys;
 }
 
 function tagKeys(m: MessageRecord): string[] {
-  return [...new Set(m.tags)].map((tag) => indexPrefix('t', m.accountId, enc(tag)) + m.id);
+  const tags = m.tags.length > 1 ? [...new Set(m.tags)] : m.tags;
+  return tags.map((tag) => indexPrefix('t', m.accountId, enc(tag)) + m.id);
 }
 
 /** The single-valued index entries: each kind, the field it is made of, and its value in the key. */

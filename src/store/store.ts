@@ -185,7 +185,7 @@ export class Store {
         if (fault) throw fault;
         // A reopen that failed left the database closed; the raw batch must not reach it.
         if (db.status !== 'open') throw new Error(`the database is ${db.status} (a reopen after a failed write did not succeed yet)`);
-        health.writing = raw._batch(encoded, SYNC);
+        health.writing = writeRaw(raw, encoded);
         await health.writing;
       } catch (err) {
         health.failed(err);
@@ -541,6 +541,35 @@ interface RawBatch {
 }
 const SYNC = { sync: true };
 
+/** classic-level's chained batch, its implementation's methods (a native batch each op goes into as it is added). */
+interface RawChainedBatch {
+  _put(key: string, value: string | Buffer): void;
+  _del(key: string): void;
+  _write(options: { sync: boolean }): Promise<void>;
+}
+interface RawChainedDb {
+  _chainedBatch(): RawChainedBatch;
+  detachResource(resource: unknown): void;
+}
+
+/**
+ * Writes encoded ops, synced, as one batch: each op handed to the native batch with its key and
+ * value as arguments, where `_batch` reads each op's `type`, `key` and `value` properties by name.
+ */
+async function writeRaw(db: RawBatch, ops: readonly RawOp[]): Promise<void> {
+  const raw = db as unknown as RawChainedDb;
+  const batch = raw._chainedBatch();
+  try {
+    for (const op of ops) {
+      if (op.type === 'put') batch._put(op.key, op.value);
+      else batch._del(op.key);
+    }
+    await batch._write(SYNC);
+  } finally {
+    raw.detachResource(batch);
+  }
+}
+
 /** The positions of `latest` puts that a later `latest` put of the same key in the batch supersedes (null: none). */
 function supersededPuts(ops: readonly WriteOp[]): Set<number> | null {
   let last: Map<string, number> | null = null;
@@ -557,7 +586,18 @@ function supersededPuts(ops: readonly WriteOp[]): Set<number> | null {
   return superseded;
 }
 
+/** The last string value encoded: a message's index and expiry entries all hold its id. */
+let lastString: string | undefined;
+let lastStringJson = '';
+
 function encodeValue(op: PutOp): string | Buffer {
+  if (typeof op.value === 'string' && !BINARY.has(op.family)) {
+    if (op.value !== lastString) {
+      lastStringJson = JSON.stringify(op.value);
+      lastString = op.value;
+    }
+    return lastStringJson;
+  }
   const value = BINARY.has(op.family) ? op.value : JSON.stringify(op.value);
   if (typeof value !== 'string' && !Buffer.isBuffer(value)) {
     throw new TypeError(`cannot store ${typeof op.value} under ${op.family}/${op.key}`);

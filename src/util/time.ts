@@ -5,17 +5,34 @@ export interface Clock {
 
 export const systemClock: Clock = { now: () => Date.now() };
 
-let isoMs = Number.NaN;
-let isoText = '';
+const DAY_MS = 86_400_000;
+/** Times from 1970 to the end of year 9999: their ISO text is `YYYY-MM-DD` and `THH:MM:SS.mmmZ`. */
+const ISO_FAST_END = 253_402_300_800_000;
+/** `YYYY-MM-DD` of the days formatted lately (a message's creation and its retention days), by day number. */
+const isoDays = new Map<number, string>();
+let isoTimeMs = Number.NaN;
+let isoTimeText = '';
 
-/** ISO 8601 of a millisecond timestamp (the last one is kept: a busy moment formats the same time many times). */
+/**
+ * ISO 8601 of a millisecond timestamp. The day and the time of day are kept apart: a busy moment
+ * formats the same times many times, and a message's retention times share its creation's time of
+ * day (whole days later).
+ */
 export function iso(ms: number): string {
-  if (ms !== isoMs) {
-    // Throws for an invalid time, as toISOString does (NaN never equals the kept value).
-    isoText = new Date(ms).toISOString();
-    isoMs = ms;
+  if (!(ms >= 0 && ms < ISO_FAST_END && Number.isInteger(ms))) return new Date(ms).toISOString(); // throws for an invalid time
+  const timeMs = ms % DAY_MS;
+  const day = (ms - timeMs) / DAY_MS;
+  let date = isoDays.get(day);
+  if (date === undefined) {
+    if (isoDays.size >= 64) isoDays.clear();
+    date = new Date(ms - timeMs).toISOString().slice(0, 10);
+    isoDays.set(day, date);
   }
-  return isoText;
+  if (timeMs !== isoTimeMs) {
+    isoTimeText = new Date(timeMs).toISOString().slice(10);
+    isoTimeMs = timeMs;
+  }
+  return date + isoTimeText;
 }
 
 /** Fixed-width, lexicographically ordered encoding of a millisecond timestamp for store keys. */
