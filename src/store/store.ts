@@ -185,7 +185,7 @@ export class Store {
         if (fault) throw fault;
         // A reopen that failed left the database closed; the raw batch must not reach it.
         if (db.status !== 'open') throw new Error(`the database is ${db.status} (a reopen after a failed write did not succeed yet)`);
-        health.writing = writeRaw(raw, encoded);
+        health.writing = raw._batch(encoded, SYNC);
         await health.writing;
       } catch (err) {
         health.failed(err);
@@ -540,35 +540,6 @@ interface RawBatch {
   _batch(ops: RawOp[], options: { sync: boolean }): Promise<void>;
 }
 const SYNC = { sync: true };
-
-/** classic-level's chained batch, its implementation's methods (a native batch each op goes into as it is added). */
-interface RawChainedBatch {
-  _put(key: string, value: string | Buffer): void;
-  _del(key: string): void;
-  _write(options: { sync: boolean }): Promise<void>;
-}
-interface RawChainedDb {
-  _chainedBatch(): RawChainedBatch;
-  detachResource(resource: unknown): void;
-}
-
-/**
- * Writes encoded ops, synced, as one batch: each op handed to the native batch with its key and
- * value as arguments, where `_batch` reads each op's `type`, `key` and `value` properties by name.
- */
-async function writeRaw(db: RawBatch, ops: readonly RawOp[]): Promise<void> {
-  const raw = db as unknown as RawChainedDb;
-  const batch = raw._chainedBatch();
-  try {
-    for (const op of ops) {
-      if (op.type === 'put') batch._put(op.key, op.value);
-      else batch._del(op.key);
-    }
-    await batch._write(SYNC);
-  } finally {
-    raw.detachResource(batch);
-  }
-}
 
 /** The positions of `latest` puts that a later `latest` put of the same key in the batch supersedes (null: none). */
 function supersededPuts(ops: readonly WriteOp[]): Set<number> | null {

@@ -95,20 +95,14 @@ describe('store (real LevelDB)', () => {
   });
 
   it('writes every commit with sync: true', async () => {
-    // The committer hands encoded operations straight to classic-level's chained batch.
+    // The committer hands encoded operations straight to classic-level's _batch.
     const { Level } = await import('level');
-    type Raw = { _write: (options: unknown) => Promise<void> };
-    const proto = Level.prototype as unknown as { _chainedBatch: () => Raw };
-    const original = proto._chainedBatch;
+    const proto = Level.prototype as unknown as { _batch: (...a: unknown[]) => Promise<void> };
+    const original = proto._batch;
     const seen: unknown[] = [];
-    proto._chainedBatch = function (this: unknown) {
-      const batch = original.call(this);
-      const write = batch._write.bind(batch);
-      batch._write = (options) => {
-        seen.push(options);
-        return write(options);
-      };
-      return batch;
+    proto._batch = function (this: unknown, ...args: unknown[]) {
+      seen.push(args[1]);
+      return original.apply(this, args);
     };
     try {
       const store = await Store.open(dir);
@@ -116,7 +110,7 @@ describe('store (real LevelDB)', () => {
       expect(await store.get('meta', 'a')).to.equal(1);
       await store.close();
     } finally {
-      proto._chainedBatch = original;
+      proto._batch = original;
     }
     expect(seen).to.deep.equal([{ sync: true }]);
   });

@@ -14,22 +14,11 @@ describe('Store: puts of a whole current state (latest) in one batch', () => {
     store = await Store.open(dir);
     written = [];
     // What reaches LevelDB: the batches the committer hands to classic-level.
-    type Raw = { _put: (key: string, value: unknown) => void; _del: (key: string) => void };
-    const db = (store as unknown as { db: { _chainedBatch: () => Raw } }).db;
-    const chained = db._chainedBatch.bind(db);
-    db._chainedBatch = () => {
-      const batch = chained();
-      const put = batch._put.bind(batch);
-      const del = batch._del.bind(batch);
-      batch._put = (key, value) => {
-        written.push({ type: 'put', key, value });
-        put(key, value);
-      };
-      batch._del = (key) => {
-        written.push({ type: 'del', key });
-        del(key);
-      };
-      return batch;
+    const db = (store as unknown as { db: { _batch: (ops: never[], options: unknown) => Promise<void> } }).db;
+    const batch = db._batch.bind(db);
+    db._batch = (ops, options) => {
+      written.push(...(ops as Array<{ type: string; key: string; value?: unknown }>));
+      return batch(ops, options);
     };
   });
 
