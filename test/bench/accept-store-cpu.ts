@@ -39,7 +39,7 @@ eventsRepo.onLanded(() => undefined);
 const recorder = new EventRecorder(eventsRepo, systemClock, [countersObserver(counters)]);
 const signals = new Signals<{ 'messages.accepted': { records: unknown[]; bodies: readonly unknown[] } }>();
 signals.on('messages.accepted', () => undefined);
-const acceptor = new Acceptor(store, messages, recorder, systemClock, signals as never);
+const acceptor = new Acceptor(store, messages, recorder, systemClock, signals);
 
 const account = {
   v: 1,
