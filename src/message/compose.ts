@@ -2,7 +2,10 @@ import MailComposer, { type MailComposerAttachment } from 'nodemailer/lib/mail-c
 import { BODY_CHUNK_BYTES } from '../store/messages-repo.ts';
 import { badRequest } from '../util/errors.ts';
 import { formatAddress, headerLine, type Address } from './headers.ts';
+import type { BodyContent } from './body-content.ts';
 import { buildCommonBody } from './mime-builder.ts';
+
+export type { BodyContent } from './body-content.ts';
 
 /** An attachment as the API takes it. */
 export interface AttachmentInput {
@@ -12,21 +15,6 @@ export interface AttachmentInput {
   content_type: string;
   content_id?: string | undefined;
   content_disposition?: string | undefined;
-}
-
-/** What a body is made of: everything but the per-message headers (To, Message-ID). */
-export interface BodyContent {
-  from: Address;
-  to?: Address[];
-  cc?: Address[];
-  replyTo?: Address | undefined;
-  subject: string;
-  text?: string | undefined;
-  html?: string | undefined;
-  amp?: string | undefined;
-  attachments: MailComposerAttachment[];
-  headers: Array<[string, string]>;
-  date: Date;
 }
 
 export interface ComposedBody {

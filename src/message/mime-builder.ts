@@ -1,5 +1,5 @@
 import { buildHeaderValue, foldLines } from 'nodemailer/lib/mime-funcs';
-import type { BodyContent } from './compose.ts';
+import type { BodyContent } from './body-content.ts';
 import { HeaderValues } from './header-values.ts';
 import { MimeWriter } from './mime-writer.ts';
 import { writeQuotedPrintable } from './quoted-printable.ts';
