@@ -24,25 +24,28 @@ export function startCommand(program: Command, io: CliIo, setExit: (code: number
     // Every listener is bound first: a busy one stops the start (one line, exit 2) before the
     // first log line, with no store opened and no file made.
     const bound = await bindListeners(loaded.config);
+    // One listener per signal for the whole life of the process, installed before the first log
+    // line. A SIGTERM or SIGINT while the daemon starts is kept and acted on once it is up (Node's
+    // default would end it half-started). Never removed and added again: with no listener Node
+    // restores the default action, and a signal libuv caught but had not yet dispatched is lost.
+    let onSignal: (signal: NodeJS.Signals) => void = (signal) => (early ??= signal);
+    let early: NodeJS.Signals | null = null;
+    const dispatch = (signal: NodeJS.Signals) => onSignal(signal);
+    process.on('SIGTERM', dispatch);
+    process.on('SIGINT', dispatch);
     const log = createLogger(loaded.config.log.level);
     log.info({ config: loaded.source ?? 'built-in defaults', thread_pool: process.env.UV_THREADPOOL_SIZE ?? 'default' }, 'starting');
     const announce = stdoutIsJournal() ? toFile(join(resolve(loaded.config.data.dir), 'bootstrap-key.txt'), log) : io.out;
-    // A SIGTERM or SIGINT while the daemon starts is kept and acted on once it is up: Node's
-    // default would end the process half-started, without the stop's orderly close.
-    let early: NodeJS.Signals | null = null;
-    const keep = (signal: NodeJS.Signals) => (early ??= signal);
-    process.on('SIGTERM', keep);
-    process.on('SIGINT', keep);
-    let daemon: Daemon;
-    try {
-      daemon = await Daemon.start({ config: loaded.config, log, announce, bound });
-    } finally {
-      process.removeListener('SIGTERM', keep);
-      process.removeListener('SIGINT', keep);
-    }
+    const daemon = await Daemon.start({ config: loaded.config, log, announce, bound });
 
     await new Promise<void>((resolve) => {
       const stop = (signal: NodeJS.Signals) => {
+        // A second signal while the stop is under way ends the process at once, as Node's default did.
+        onSignal = (again) => {
+          log.warn({ signal: again }, 'second signal: exiting without waiting for the stop');
+          log.flush();
+          process.exit(1);
+        };
         log.info({ signal }, 'signal received');
         process.removeListener('SIGHUP', reload);
         const exitSoon = (code: number) => {
@@ -67,8 +70,7 @@ export function startCommand(program: Command, io: CliIo, setExit: (code: number
           log.error({ err: err instanceof ConfigError ? err.message : err }, 'reload failed, configuration unchanged');
         }
       };
-      process.once('SIGTERM', stop);
-      process.once('SIGINT', stop);
+      onSignal = stop;
       process.on('SIGHUP', reload);
       if (early) stop(early);
     });
