@@ -9,7 +9,7 @@ import tseslint from 'typescript-eslint';
 export default defineConfig(
   globalIgnores(['dist/', 'data/', 'outbox/', 'test/fixtures/', 'test/contract/']),
   {
-    files: ['**/*.{ts,js,mjs}'],
+    files: ['**/*.{ts,tsx,js,mjs}'],
     extends: [js.configs.recommended, tseslint.configs.recommendedTypeChecked],
     languageOptions: {
       globals: globals.node,
@@ -52,6 +52,11 @@ export default defineConfig(
       // Tests compare methods by identity and hand fakes' functions around.
       '@typescript-eslint/unbound-method': 'off',
     },
+  },
+  {
+    // The dashboard's browser code (bundled by esbuild, type-checked by its own tsconfig.json).
+    files: ['src/dashboard/web/**'],
+    languageOptions: { globals: globals.browser },
   },
   {
     // Plain JavaScript (the launcher, the loader hooks, this file) is outside tsconfig.json.

@@ -1,0 +1,3 @@
+import type { ScreenRoute } from './types.ts';
+
+export const routes: ScreenRoute[] = [];
