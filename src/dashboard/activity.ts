@@ -105,7 +105,10 @@ export function dashboardRoutes(deps: ActivityDeps): DashboardRoute[] {
       const caused: DeliveryView[] = [];
       for (const webhook of await deps.webhooks.ofAccount(accountId)) {
         if (!(await mayReadWebhook(grants, webhook))) continue;
-        const mine = deliveries(webhook.id).filter((a) => types.has(a.event_id));
+        // Oldest first, as the trace reads (the log keeps the newest first).
+        const mine = deliveries(webhook.id)
+          .filter((a) => types.has(a.event_id))
+          .reverse();
         caused.push(...mine.map((a) => webhookDelivery(a, types)));
       }
       caused.sort((a, b) => Date.parse(a.at) - Date.parse(b.at));
