@@ -56,9 +56,4 @@ export class AttemptLog {
   ofTarget(targetId: string): HttpAttempt[] {
     return [...(this.byTarget.get(targetId) ?? [])];
   }
-
-  /** Forgets a deleted target's attempts. */
-  forget(targetId: string): void {
-    this.byTarget.delete(targetId);
-  }
 }
