@@ -33,8 +33,11 @@ export class ControlAssembly implements Assembly {
     private readonly listeners: () => HeldListener[],
     /** `postilion queue drain` (cluster mode; null: a node on its own). */
     private readonly queueDrain: QueueDrain | null = null,
-    /** `postilion ui login|logout --all` (dashboard/login-links.ts uiSignIn); absent: answered 404. */
-    private readonly ui: UiSignIn | null = null,
+    /**
+     * `postilion ui login|logout --all` (dashboard/login-links.ts uiSignIn), asked for at start:
+     * the dashboard's sessions may belong to an assembly built after this one. Null: answered 404.
+     */
+    private readonly ui: (() => UiSignIn | null) | null = null,
   ) {}
 
   async start(): Promise<void> {
@@ -59,13 +62,14 @@ export class ControlAssembly implements Assembly {
     });
     const doctor = new DaemonDoctorReads(core.domainsRepo, this.listeners);
     const drain = this.queueDrain;
+    const ui = this.ui?.() ?? null;
     this.handlers = {
       queue,
       admin: new CoreAdmin(core),
       doctor,
       backup: () => backupStream(core.store, config.keys.dir, core.clock),
       ...(drain ? { drain: (to: string, waitSeconds?: number) => drain.run(to, waitSeconds) } : {}),
-      ...(this.ui ? { ui: this.ui } : {}),
+      ...(ui ? { ui } : {}),
     };
     bound.control.serve(this.handlers, log);
     this.serving = true;

@@ -1,4 +1,5 @@
 import { expect } from 'chai';
+import { createTransport } from 'nodemailer';
 import { dashboardRoutes } from '../../../src/dashboard/activity.ts';
 import { sendTestEvent } from '../../../src/webhooks/test-event.ts';
 import { activeSelector, eventually, otherAccount } from '../../helpers/domains.ts';
@@ -13,6 +14,27 @@ import { ask, mountRoutes } from './route-mount.ts';
  * verifies each request), a test event, a domain's DKIM keys; never another account's.
  */
 const POLLING = { api: { rate_limits: { general: { per_second: 1000, burst: 100_000 } } } };
+
+/** The routes over a bed's daemon. */
+function routesOf(bed: MessageBed) {
+  const { daemon } = bed.server;
+  const core = daemon.core;
+  const { jobs } = daemon.parts;
+  return dashboardRoutes({
+    messages: core.messages,
+    events: core.eventsRepo,
+    domains: core.domains,
+    webhooks: core.webhooks,
+    routes: core.routes,
+    attempts: jobs.attempts,
+    sendTestEvent: (account, webhook) =>
+      sendTestEvent(
+        { store: core.store, jobs: core.jobs, webhooks: core.webhooks, clock: core.clock, notify: (ms) => jobs.engine.notify(ms) },
+        account,
+        webhook,
+      ),
+  });
+}
 
 describe('dashboard activity routes', function () {
   this.timeout(60_000);
@@ -30,26 +52,7 @@ describe('dashboard activity routes', function () {
     bed = await startMessageBed({ ...POLLING, delivery: { enabled: true, mx_port: sink.port }, webhooks: { allow_networks: ['127.0.0.0/8'] } });
     bed.dns.zone.set('example.org', 'MX', [{ exchange: 'mx1.example.org', priority: 10 }]);
     bed.dns.zone.set('mx1.example.org', 'A', ['127.0.0.1']);
-    const { daemon } = bed.server;
-    const core = daemon.core;
-    const { jobs } = daemon.parts;
-    mount = await mountRoutes(
-      core,
-      dashboardRoutes({
-        messages: core.messages,
-        events: core.eventsRepo,
-        domains: core.domains,
-        webhooks: core.webhooks,
-        routes: core.routes,
-        attempts: jobs.attempts,
-        sendTestEvent: (account, webhook) =>
-          sendTestEvent(
-            { store: core.store, jobs: core.jobs, webhooks: core.webhooks, clock: core.clock, notify: (ms) => jobs.engine.notify(ms) },
-            account,
-            webhook,
-          ),
-      }),
-    );
+    mount = await mountRoutes(bed.server.daemon.core, routesOf(bed));
     base = `/v2/accounts/${bed.server.accountId}`;
   });
 
@@ -158,5 +161,51 @@ describe('dashboard activity routes', function () {
 
     const unknown = '01900000-0000-7000-8000-000000000000';
     expect((await get(`/routes/${unknown}/deliveries`)).status).to.equal(404);
+  });
+});
+
+describe("dashboard activity routes: a route's deliveries", function () {
+  this.timeout(60_000);
+  let bed: MessageBed;
+  let receiver: WebhookReceiver;
+  let mount: { url: string; close: () => Promise<void> };
+
+  beforeEach(async () => {
+    receiver = await WebhookReceiver.start();
+    bed = await startMessageBed({ ...POLLING, smtp: { inbound: { enabled: true, port: 0 } }, webhooks: { allow_networks: ['127.0.0.0/8'] } });
+    mount = await mountRoutes(bed.server.daemon.core, routesOf(bed));
+  });
+  afterEach(async () => {
+    await mount?.close();
+    await bed?.stop();
+    await receiver?.stop();
+  });
+
+  it('lists the POSTs of inbound mail to the route with their status and response time; another account gets 404', async () => {
+    const created = await bed.api('POST', `/v2/accounts/${bed.server.accountId}/routes`, {
+      body: { name: 'support', url: receiver.url('/r'), recipient: 'support@example.com' },
+    });
+    expect(created.status, JSON.stringify(created.body)).to.equal(201);
+    receiver.secrets.set('/r', created.body.secret);
+    const route = created.body.id as string;
+    const port = bed.server.daemon.parts.inbound.port!;
+    await createTransport({ host: '127.0.0.1', port, secure: false, ignoreTLS: true }).sendMail({
+      from: 'c@example.net',
+      to: 'support@example.com',
+      subject: 'Help',
+      text: 'I need help.',
+    });
+    await receiver.until((r) => r.length === 1);
+    const path = `/ui/api/dashboard/accounts/${bed.server.accountId}/routes/${route}/deliveries`;
+    let list: { status: number; body: any } = { status: 0, body: null }; // eslint-disable-line @typescript-eslint/no-explicit-any -- JSON asserted below
+    await eventually(async () => {
+      list = await ask(mount.url, bed.server.adminKey, 'GET', path);
+      return list.body?.deliveries?.length === 1;
+    });
+    expect(list.body.deliveries[0]).to.include({ route_id: route, status: 'delivered', response_status: 204, attempts: 0 });
+    expect(list.body.deliveries[0].message_id).to.be.a('string');
+    expect(list.body.deliveries[0].response_ms).to.be.a('number');
+    const other = await otherAccount(bed);
+    expect((await ask(mount.url, other.key, 'GET', `/ui/api/dashboard/accounts/${other.accountId}/routes/${route}/deliveries`)).status).to.equal(404);
   });
 });
