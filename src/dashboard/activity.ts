@@ -51,6 +51,8 @@ export interface DeliveryView {
 /** Events of a message are looked for from this long before its creation (clocks of a batch's commit). */
 const EVENT_SLACK_MS = 1000;
 const MAX_DOMAIN = 253;
+/** A Message-ID header is at most a line of 998 characters. */
+const MAX_MESSAGE_REF = 998;
 
 const A = '/accounts/:account_id';
 
@@ -99,7 +101,9 @@ export function dashboardRoutes(deps: ActivityDeps): DashboardRoute[] {
   return [
     route('GET', '/messages/:message_id/activity', operation('getMessage').security, async (ctx) => {
       const { id: accountId, grants } = account(ctx);
-      const message = await deps.messages.get(accountId, ctx.params.message_id ?? '', await readableMessages(deps, accountId, grants));
+      const ref = ctx.params.message_id ?? '';
+      if (ref.length > MAX_MESSAGE_REF) throw badRequest('invalid message_id: give the Message-ID (<id@domain>) or its UUID');
+      const message = await deps.messages.get(accountId, ref, await readableMessages(deps, accountId, grants));
       const events = await deps.events.ofMessage(message.id, Date.parse(message.createdAt) - EVENT_SLACK_MS);
       const types = new Map(events.map((e) => [e.id, e.type]));
       const caused: DeliveryView[] = [];
