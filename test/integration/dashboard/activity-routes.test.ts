@@ -110,6 +110,10 @@ describe('dashboard activity routes', function () {
     const foreign = await ask(mount.url, other.key, 'GET', `/ui/api/dashboard/accounts/${other.accountId}/messages/${id}/activity`);
     expect(foreign.status).to.equal(404);
     expect((await get(`/messages/${id}/activity`, other.key)).status).to.equal(401);
+    // A key that reads another domain's messages does not find this one; one of its own domain does.
+    await bed.create('second.example');
+    expect((await get(`/messages/${id}/activity`, await bed.key(['messages:read:{second.example}']))).status).to.equal(404);
+    expect((await get(`/messages/${id}/activity`, await bed.key(['messages:read:{example.com}']))).status).to.equal(200);
     // A key without messages:read gets the scope gate's 403.
     expect((await get(`/messages/${id}/activity`, await bed.key(['domains:read']))).status).to.equal(403);
   });
