@@ -4,6 +4,7 @@ import { DaemonDoctorReads } from '../control/doctor-reads.ts';
 import type { HeldListener } from '../control/doctor-protocol.ts';
 import { CoreAdmin } from '../control/core-admin.ts';
 import { QueueAdmin } from '../control/queue-admin.ts';
+import type { ControlHandlers, UiSignIn } from '../control/server.ts';
 import { Router, routerOptions } from '../delivery/router.ts';
 import type { JobEngine } from '../queue/engine.ts';
 import { deliveryRouting } from '../queue/destination-name.ts';
@@ -21,6 +22,8 @@ export class ControlAssembly implements Assembly {
   /** Its socket's path follows data.dir, which the core owns. */
   readonly sections = [];
   private serving = false;
+  /** What the socket serves, once started (the dashboard's operator page calls the same). */
+  handlers: ControlHandlers | null = null;
 
   constructor(
     private readonly ctx: Context,
@@ -30,6 +33,11 @@ export class ControlAssembly implements Assembly {
     private readonly listeners: () => HeldListener[],
     /** `postilion queue drain` (cluster mode; null: a node on its own). */
     private readonly queueDrain: QueueDrain | null = null,
+    /**
+     * `postilion ui login|logout --all` (dashboard/login-links.ts uiSignIn), asked for at start:
+     * the dashboard's sessions may belong to an assembly built after this one. Null: answered 404.
+     */
+    private readonly ui: (() => UiSignIn | null) | null = null,
   ) {}
 
   async start(): Promise<void> {
@@ -54,16 +62,16 @@ export class ControlAssembly implements Assembly {
     });
     const doctor = new DaemonDoctorReads(core.domainsRepo, this.listeners);
     const drain = this.queueDrain;
-    bound.control.serve(
-      {
-        queue,
-        admin: new CoreAdmin(core),
-        doctor,
-        backup: () => backupStream(core.store, config.keys.dir, core.clock),
-        ...(drain ? { drain: (to: string, waitSeconds?: number) => drain.run(to, waitSeconds) } : {}),
-      },
-      log,
-    );
+    const ui = this.ui?.() ?? null;
+    this.handlers = {
+      queue,
+      admin: new CoreAdmin(core),
+      doctor,
+      backup: () => backupStream(core.store, config.keys.dir, core.clock),
+      ...(drain ? { drain: (to: string, waitSeconds?: number) => drain.run(to, waitSeconds) } : {}),
+      ...(ui ? { ui } : {}),
+    };
+    bound.control.serve(this.handlers, log);
     this.serving = true;
   }
 

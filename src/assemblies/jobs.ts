@@ -7,6 +7,7 @@ import type { DestinationGate } from '../cluster/destination-gate.ts';
 import type { Config } from '../config/schema.ts';
 import type { Metrics } from '../metrics/metrics.ts';
 import { JobEngine } from '../queue/engine.ts';
+import { AttemptLog } from '../queue/attempt-log.ts';
 import { downOrigins, type HttpJobsDeps } from '../queue/http-jobs.ts';
 import { OutcomeWriter } from '../queue/outcome-writer.ts';
 import { LaneShaping } from '../queue/shaping/lane-shaping.ts';
@@ -34,6 +35,8 @@ export class JobsAssembly implements Assembly {
   readonly sections = [];
   readonly writer = new OutcomeWriter();
   private readonly down = downOrigins();
+  /** The last requests of each webhook and route (the dashboard's recent deliveries). */
+  readonly attempts = new AttemptLog();
 
   private constructor(
     readonly engine: JobEngine,
@@ -89,6 +92,7 @@ export class JobsAssembly implements Assembly {
       down: this.down,
       observe: (kind, outcome) => metrics.httpDeliveries.inc({ kind, outcome }),
       writer: this.writer,
+      attempts: this.attempts,
     };
   }
 

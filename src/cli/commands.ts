@@ -81,6 +81,11 @@ export const COMMANDS: readonly CommandEntry[] = [
     summary: 'several nodes on one PostgreSQL: set up its database, see its nodes and leader',
     load: async (c) => (await import('./cluster.ts')).clusterCommands(c.program, c.io),
   },
+  {
+    name: 'ui',
+    summary: "the web dashboard: the operator's one-time sign-in link, ending every session",
+    load: async (c) => (await import('./ui.ts')).uiCommands(c.program, c.io),
+  },
   { name: 'sink', summary: 'run a local SMTP sink that writes every message to a directory', load: async (c) => (await import('./sink.ts')).sinkCommand(c.io) },
 ];
 

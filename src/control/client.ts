@@ -224,6 +224,16 @@ export class ControlClient implements QueueOperations, AdminOperations, DoctorRe
     });
   }
 
+  /** `postilion ui login`: a one-time dashboard sign-in link for the operator (a secret). */
+  uiLogin(): Promise<{ url: string; expires_at: string }> {
+    return this.call('POST', '/v1/ui/login', {});
+  }
+
+  /** `postilion ui logout --all`: every dashboard session ended. */
+  uiLogoutAll(): Promise<{ revoked: number }> {
+    return this.call('POST', '/v1/ui/logout-all', {});
+  }
+
   /** Whether a daemon answers on the socket (it accepts a connection). */
   answers(): Promise<boolean> {
     return new Promise((resolve, reject) => {

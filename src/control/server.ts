@@ -30,6 +30,16 @@ export interface ControlHandlers {
   backup?: () => AsyncIterable<Buffer>;
   /** `postilion queue drain` (cluster mode): progress lines, then the result. Absent: a node on its own. */
   drain?: (to: string, waitSeconds?: number) => AsyncGenerator<DrainLine>;
+  /** `postilion ui login|logout --all`: the dashboard's operator sign-in. Absent: a daemon without the dashboard. */
+  ui?: UiSignIn;
+}
+
+/** The dashboard's operator sign-in, as the control socket offers it. */
+export interface UiSignIn {
+  /** A one-time sign-in link (a secret: never logged), and when it expires. */
+  login(): Promise<{ url: string; expires_at: string }>;
+  /** Ends every dashboard session; how many there were. */
+  logoutAll(): Promise<{ revoked: number }>;
 }
 
 /**
@@ -46,6 +56,8 @@ export interface ControlHandlers {
  *   POST /v1/admin/<operation>   the operation's argument (see admin-protocol.ts)
  *   GET  /v1/doctor/listeners    GET /v1/doctor/domains   (see doctor-protocol.ts)
  *   GET  /v1/backup   the backup stream (application/octet-stream, see backup/format.ts)
+ *   POST /v1/ui/login   {}   a one-time operator sign-in link for the dashboard
+ *   POST /v1/ui/logout-all   {}   every dashboard session ended
  *
  * Errors answer `{ "message": … }` with the AppError's status; an unexpected failure 500. A body
  * past its route's limit gets 413 (and the connection is closed), malformed JSON 400, an argument
@@ -157,7 +169,7 @@ function answers(path: string): Promise<boolean> {
   });
 }
 
-async function handle(req: IncomingMessage, res: ServerResponse, { queue, admin, doctor, backup, drain }: ControlHandlers, log: Logger): Promise<void> {
+async function handle(req: IncomingMessage, res: ServerResponse, { queue, admin, doctor, backup, drain, ui }: ControlHandlers, log: Logger): Promise<void> {
   try {
     const url = new URL(req.url ?? '/', 'http://control');
     const route = `${req.method} ${url.pathname}`;
@@ -200,6 +212,21 @@ async function handle(req: IncomingMessage, res: ServerResponse, { queue, admin,
         const { to, waitSeconds } = drainArguments(await readJson(req, ADMIN_BODY_LIMIT));
         if (!drain) throw conflict('queue drain hands queued mail to another node of a cluster: this node runs on its own (no cluster.database_url)');
         return await sendLines(res, drain(to, waitSeconds), log);
+      }
+      case 'POST /v1/ui/login': {
+        await readJson(req, ADMIN_BODY_LIMIT);
+        if (!ui) throw notFound('this daemon serves no dashboard');
+        const link = await ui.login();
+        // The link is a secret: only that one was made, never the link itself.
+        log.info({ op: 'ui login', expires_at: link.expires_at }, 'operator asked for a dashboard sign-in link');
+        return send(res, 200, link);
+      }
+      case 'POST /v1/ui/logout-all': {
+        await readJson(req, ADMIN_BODY_LIMIT);
+        if (!ui) throw notFound('this daemon serves no dashboard');
+        const result = await ui.logoutAll();
+        log.info({ op: 'ui logout all', revoked: result.revoked }, 'operator ended every dashboard session');
+        return send(res, 200, result);
       }
       case 'GET /v1/backup':
         if (!backup) throw notFound('this daemon takes no backup');

@@ -9,6 +9,7 @@ import type { Store } from '../store/store.ts';
 import { Lru } from '../util/lru.ts';
 import { iso, type Clock } from '../util/time.ts';
 import { urlOrigin } from '../util/url-origin.ts';
+import type { AttemptLog } from './attempt-log.ts';
 import { OutcomeWriter } from './outcome-writer.ts';
 
 /** Consecutive failed attempts after which a target or route is disabled (reference-api §5.4). */
@@ -89,6 +90,8 @@ export interface HttpJobsDeps {
   wallClock?: () => number;
   /** Told how each attempt ended, once its batch is written (metrics); must not throw. */
   observe?: (kind: 'webhook' | 'route', outcome: HttpJobOutcome) => void;
+  /** Where each request made is noted once its outcome is written (the dashboard's recent deliveries). */
+  attempts?: AttemptLog;
 }
 
 /**
@@ -321,7 +324,21 @@ export class HttpJobs implements JobKind<PreparedJob> {
     const ops = [...this.d.jobs.change(job, next), op];
     // The request was made: its outcome is written however long the store refuses it, never attempted again meanwhile.
     await this.writer.write(() => this.d.store.commit(ops), log, { status: outcome.status ?? 0 });
-    this.d.observe?.(this.name, outcome.ok ? 'delivered' : outcome.unreachable ? 'unreachable' : next!.state === 'failed' ? 'failed' : 'retry');
+    const result = outcome.ok ? 'delivered' : outcome.unreachable ? 'unreachable' : next!.state === 'failed' ? 'failed' : 'retry';
+    this.d.observe?.(this.name, result);
+    this.d.attempts?.record({
+      job_id: job.id,
+      kind: this.name,
+      target_id: target.id,
+      account_id: job.accountId,
+      event_id: job.eventId,
+      at,
+      status: outcome.status ?? null,
+      response_ms: outcome.durationMs,
+      error: outcome.error,
+      outcome: result,
+      attempts: next?.attempts ?? job.attempts,
+    });
     if (outcome.ok) {
       if (this.d.log.isLevelEnabled('debug')) log().debug({ status: outcome.status, duration_ms: outcome.durationMs }, `${this.name} delivered`);
       return;

@@ -6,6 +6,7 @@ import type { WebhooksRepo } from '../store/webhooks-repo.ts';
 import type { TargetCounters } from '../queue/target-counters.ts';
 import { envelope } from './payload.ts';
 import type { RecentEvents } from './recent-events.ts';
+import { isTestDelivery, testEnvelope } from './test-event.ts';
 
 /**
  * Webhooks as the targets of the engine's `webhook` HTTP jobs: 6 attempts over ≈16 minutes, the
@@ -25,6 +26,7 @@ export function webhookTargets(d: {
     // the others are read at once, each once (both webhooks of an event share it).
     const found = new Map<string, EventRecord | undefined>();
     for (const { job } of items) {
+      if (isTestDelivery(job)) continue;
       const kept = d.recent?.take(job.eventId);
       if (kept) found.set(job.eventId, kept);
       else if (!found.has(job.eventId)) found.set(job.eventId, undefined);
@@ -33,6 +35,7 @@ export function webhookTargets(d: {
     const read = await d.events.getMany(unread);
     for (const [i, id] of unread.entries()) found.set(id, read[i]);
     return items.map(({ job, target }) => {
+      if (isTestDelivery(job)) return testEnvelope(job, target.id);
       const event = found.get(job.eventId);
       return event ? envelope(event, target.id) : null;
     });
