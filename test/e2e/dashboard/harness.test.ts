@@ -4,7 +4,8 @@ import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { checkAccessibility, expectNoProblems, screenshot, TestBrowser, useBrowser } from '../../helpers/browser.ts';
+import { checkAccessibility, expectNoProblems, screenshot, TestBrowser, useBrowser, type InPage } from '../../helpers/browser.ts';
+import { scrollsSideways } from './daemon.ts';
 
 const BUILT = join(resolve(dirname(fileURLToPath(import.meta.url)), '../../..'), 'dist', 'dashboard');
 
@@ -72,9 +73,10 @@ describe('e2e: dashboard browser harness', function () {
       await page.getByRole('heading', { level: 1, name: 'Sign in' }).waitFor();
       await page.getByLabel('API key').waitFor();
       await page.getByRole('button', { name: 'Sign in' }).waitFor();
-      expect(await page.evaluate(() => matchMedia('(prefers-color-scheme: dark)').matches)).to.equal(colorScheme === 'dark');
+      const dark = await page.evaluate(() => (globalThis as unknown as InPage).matchMedia('(prefers-color-scheme: dark)').matches);
+      expect(dark).to.equal(colorScheme === 'dark');
       // Nothing wider than the window (readable at 390 px without scrolling sideways).
-      expect(await page.evaluate(() => document.documentElement.scrollWidth <= window.innerWidth)).to.equal(true);
+      expect(await scrollsSideways(page)).to.equal(false);
       await checkAccessibility(page, `the sign-in form (${viewport}, ${colorScheme})`);
       await screenshot(page, `harness-sign-in-${viewport}-${colorScheme}`);
       expectNoProblems(watched);
@@ -89,7 +91,7 @@ describe('e2e: dashboard browser harness', function () {
     expect(() => expectNoProblems(watched)).to.throw(/CSP violation: script-src-elem blocked inline/);
 
     await watched.page.goto(`${base}/bad/console-error.html`);
-    await watched.page.waitForFunction(() => document.readyState === 'complete');
+    await watched.page.waitForFunction(() => (globalThis as unknown as InPage).document.readyState === 'complete');
     expect(() => expectNoProblems(watched)).to.throw(/console error: something broke/);
 
     await watched.page.goto(`${base}/bad/foreign.html`);
