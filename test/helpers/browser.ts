@@ -47,6 +47,32 @@ export interface PageOptions {
   colorScheme?: 'light' | 'dark';
 }
 
+/** An element as page-side code (a page.evaluate callback) reads it. */
+export interface InPageElement {
+  tagName: string;
+  textContent: string | null;
+  innerText: string;
+  nextElementSibling: InPageElement | null;
+  matches(selector: string): boolean;
+  querySelectorAll(selector: string): ArrayLike<InPageElement> & Iterable<InPageElement>;
+}
+
+/**
+ * The page's globals as page-side code uses them (`const { document } = globalThis as unknown as
+ * InPage` in a page.evaluate callback, which runs in the page): the tests are typed without the
+ * DOM library, which is the browser code's.
+ */
+export interface InPage {
+  document: InPageElement & {
+    documentElement: { scrollWidth: number };
+    readyState: string;
+    addEventListener(type: string, listener: (event: Record<string, string | number>) => void): void;
+  };
+  innerWidth: number;
+  matchMedia(query: string): { matches: boolean };
+  [name: string]: unknown;
+}
+
 /** A page and what went wrong on it. */
 export interface WatchedPage {
   page: Page;
@@ -109,9 +135,9 @@ export class TestBrowser {
     // Bindings and init scripts go through the DevTools protocol, which the page's CSP does not govern.
     await context.exposeBinding('__postilionCspViolation', (_source, text: string) => void problems.push(`CSP violation: ${text}`));
     await context.addInitScript(() => {
-      document.addEventListener('securitypolicyviolation', (e) => {
-        const report = (window as unknown as { __postilionCspViolation: (text: string) => Promise<void> }).__postilionCspViolation;
-        void report(`${e.effectiveDirective} blocked ${e.blockedURI || '(inline)'} at ${e.sourceFile}:${e.lineNumber}`);
+      const page = globalThis as unknown as InPage & { __postilionCspViolation: (text: string) => Promise<void> };
+      page.document.addEventListener('securitypolicyviolation', (e) => {
+        void page.__postilionCspViolation(`${e.effectiveDirective} blocked ${e.blockedURI || '(inline)'} at ${e.sourceFile}:${e.lineNumber}`);
       });
     });
     // Nothing but loopback: a request to anywhere else is a problem, and does not leave the machine.
@@ -213,9 +239,11 @@ interface AxeViolation {
  */
 export async function checkAccessibility(page: Page, screen: string): Promise<void> {
   axeSource ??= readFileSync(createRequire(import.meta.url).resolve('axe-core/axe.min.js'), 'utf8');
-  if (!(await page.evaluate(() => 'axe' in window))) await page.evaluate(axeSource);
+  if (!(await page.evaluate(() => 'axe' in globalThis))) await page.evaluate(axeSource);
   const violations = await page.evaluate(async () => {
-    const axe = (window as unknown as { axe: { run: (context: Document, options: object) => Promise<{ violations: AxeViolation[] }> } }).axe;
+    const { axe, document } = globalThis as unknown as InPage & {
+      axe: { run: (context: unknown, options: object) => Promise<{ violations: AxeViolation[] }> };
+    };
     const result = await axe.run(document, { runOnly: ['wcag2a', 'wcag2aa'], resultTypes: ['violations'] });
     return result.violations.map((v) => ({
       id: v.id,
