@@ -26,6 +26,8 @@ const BAD: Record<string, string> = {
   '/bad/unlabelled.html': '<!doctype html><html lang="en"><title>t</title><main><h1>Form</h1><input type="text"></main></html>',
   '/bad/foreign.html': '<!doctype html><html lang="en"><title>t</title><h1>Foreign</h1><script src="/bad/foreign.js"></script></html>',
   '/bad/foreign.js': 'void fetch("http://example.com/x").catch(() => undefined);',
+  // Served without the CSP: the harness itself stops the request.
+  '/bare/foreign.html': '<!doctype html><html lang="en"><title>t</title><h1>Foreign</h1><img alt="" src="http://example.com/pixel.png"></html>',
 };
 
 /**
@@ -51,6 +53,7 @@ describe('e2e: dashboard browser harness', function () {
       const asset = /^\/ui\/assets\/(app\.js|app\.css)$/.exec(path);
       if (asset) return send(200, asset[1]!.endsWith('.js') ? 'text/javascript' : 'text/css', readFileSync(join(BUILT, asset[1]!), 'utf8'));
       const bad = BAD[path];
+      if (bad !== undefined && path.startsWith('/bare/')) return res.writeHead(200, { 'Content-Type': 'text/html; charset=utf-8' }).end(bad);
       if (bad !== undefined) return send(200, path.endsWith('.js') ? 'text/javascript' : 'text/html; charset=utf-8', bad);
       return send(404, 'application/json', JSON.stringify({ message: 'not found' }));
     });
@@ -83,7 +86,7 @@ describe('e2e: dashboard browser harness', function () {
     }
   });
 
-  it('catches an inline script the CSP blocks, a console error and a request to another host', async () => {
+  it('catches an inline script the CSP blocks, a console error and requests to another host', async () => {
     const watched = await browser.open();
     await watched.page.goto(`${base}/bad/inline-script.html`);
     expect(await watched.page.title()).to.equal('t');
@@ -97,7 +100,11 @@ describe('e2e: dashboard browser harness', function () {
     await watched.page.goto(`${base}/bad/foreign.html`);
     await watched.page.waitForTimeout(200);
     // The CSP's connect-src stops it in the page; the harness would stop and report it otherwise.
-    expect(() => expectNoProblems(watched)).to.throw(/example\.com/);
+    expect(() => expectNoProblems(watched)).to.throw(/CSP violation: connect-src blocked http:\/\/example\.com/);
+
+    await watched.page.goto(`${base}/bare/foreign.html`);
+    await watched.page.waitForFunction(() => (globalThis as unknown as InPage).document.readyState === 'complete');
+    expect(() => expectNoProblems(watched)).to.throw(/a request to another host: GET http:\/\/example\.com\/pixel\.png/);
   });
 
   it('lists axe-core violations readably', async () => {
