@@ -4,7 +4,7 @@ import { field, scrollsSideways, section, signIn, startDashboardDaemon, type Api
 
 /**
  * The issue's "done when", in a real browser on a running daemon: a newcomer who followed the
- * README's first message (init's key, example.test added and verified by hand, "First message"
+ * README's first message (init's key, example.test added and marked verified by hand, "First message"
  * sent to you@example.org through the API and delivered) signs in with the key, finds that message
  * by its recipient, reads it delivered with its DKIM selector and its events, sees the domain's
  * DNS records and a statistics chart. Each screen passes the accessibility check, on a desktop
