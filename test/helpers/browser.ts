@@ -202,8 +202,14 @@ function fileName(text: string): string {
     .slice(0, 120);
 }
 
-/** Saves a screenshot of the whole page as test/artifacts/dashboard/<name>.png; its path. */
+/** Waits until nothing on the page says it is loading (the screens mark what they load `aria-busy="true"`). */
+export async function settled(page: Page): Promise<void> {
+  await page.locator('[aria-busy="true"]').first().waitFor({ state: 'detached' });
+}
+
+/** Saves a screenshot of the whole page, once loaded, as test/artifacts/dashboard/<name>.png; its path. */
 export async function screenshot(page: Page, name: string): Promise<string> {
+  await settled(page).catch(() => undefined);
   mkdirSync(ARTIFACTS, { recursive: true });
   const path = join(ARTIFACTS, `${fileName(name)}.png`);
   await page.screenshot({ path, fullPage: true });
@@ -233,11 +239,12 @@ interface AxeViolation {
 }
 
 /**
- * Runs axe-core's WCAG 2.0/2.1 A and AA rules on the page as it is; fails listing each
+ * Runs axe-core's WCAG 2.0/2.1 A and AA rules on the page once loaded; fails listing each
  * violation with the elements concerned. axe's source goes in through page.evaluate (the
  * DevTools protocol): the dashboard's CSP rightly refuses an injected <script>.
  */
 export async function checkAccessibility(page: Page, screen: string): Promise<void> {
+  await settled(page);
   axeSource ??= readFileSync(createRequire(import.meta.url).resolve('axe-core/axe.min.js'), 'utf8');
   if (!(await page.evaluate(() => 'axe' in globalThis))) await page.evaluate(axeSource);
   const violations = await page.evaluate(async () => {

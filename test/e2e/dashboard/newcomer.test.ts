@@ -1,5 +1,5 @@
 import { expect } from 'chai';
-import { checkAccessibility, screenshot, useBrowser } from '../../helpers/browser.ts';
+import { checkAccessibility, screenshot, settled, useBrowser } from '../../helpers/browser.ts';
 import { field, scrollsSideways, section, signIn, startDashboardDaemon, type ApiMessage, type DashboardDaemon } from './daemon.ts';
 
 /**
@@ -135,8 +135,8 @@ describe('e2e: dashboard, the README newcomer', function () {
     ] as const) {
       await page.goto(`${daemon.url}/ui/${route}`);
       await page.getByRole('heading', { level: 1, name: title }).waitFor();
-      // Let what the screen loads arrive before it is judged.
-      await page.waitForLoadState('networkidle');
+      // What the screen loads has arrived before it is judged.
+      await settled(page);
       expect(await scrollsSideways(page), `${route} scrolls sideways at 390 px`).to.equal(false);
       await checkAccessibility(page, `${route} (phone, dark)`);
       await screenshot(page, `newcomer-phone-dark-${route.replace('#/', '')}`);

@@ -1,5 +1,5 @@
 import { expect } from 'chai';
-import { checkAccessibility, screenshot, useBrowser } from '../../helpers/browser.ts';
+import { checkAccessibility, screenshot, settled, useBrowser } from '../../helpers/browser.ts';
 import { DEFERRING_DOMAIN, operatorLink, scrollsSideways, startDashboardDaemon, type DashboardDaemon } from './daemon.ts';
 
 /**
@@ -87,6 +87,7 @@ describe('e2e: dashboard, the operator', function () {
     const phone = await browser.open({ viewport: 'phone', colorScheme: 'dark' });
     await phone.page.goto(await operatorLink(daemon));
     await phone.page.getByRole('table', { name: 'Queue by destination' }).getByRole('row').filter({ hasText: DEFERRING_DOMAIN }).waitFor();
+    await settled(phone.page);
     expect(await scrollsSideways(phone.page), 'the queue scrolls sideways at 390 px').to.equal(false);
     await checkAccessibility(phone.page, 'Queue (phone, dark)');
     await screenshot(phone.page, 'operator-phone-dark-queue');
