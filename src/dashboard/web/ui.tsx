@@ -105,6 +105,18 @@ export function toneOf(value: string): 'good' | 'bad' | 'warn' | 'neutral' {
   return 'neutral';
 }
 
+/**
+ * A table that may be wider than a phone: it scrolls sideways, and the scrolling area takes
+ * focus so the keyboard can scroll it too.
+ */
+export function TableWrap(props: { label: string; children: ComponentChildren }) {
+  return (
+    <div class="table-wrap" tabIndex={0} role="region" aria-label={props.label}>
+      {props.children}
+    </div>
+  );
+}
+
 /** A value to copy (a DNS record, a secret shown once): selectable text and a Copy button. */
 export function Copyable(props: { value: string; label: string }) {
   const [copied, setCopied] = useState(false);

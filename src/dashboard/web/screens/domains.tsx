@@ -2,7 +2,7 @@
 // to publish (the exact value, copyable), what the last check found, the DKIM keys and "check now".
 import { useState } from 'preact/hooks';
 import { v2, type SessionInfo } from '../api.ts';
-import { Badge, Copyable, ErrorBox, go, href, mayDo, Page, Show, useAction, useLoad, When, hashQuery } from '../ui.tsx';
+import { TableWrap, Badge, Copyable, ErrorBox, go, href, mayDo, Page, Show, useAction, useLoad, When, hashQuery } from '../ui.tsx';
 import type { ScreenRoute } from './types.ts';
 
 interface DnsRecord {
@@ -65,7 +65,7 @@ function DomainsPage(props: { session: SessionInfo }) {
       <Show loaded={list}>
         {(page) => (
           <>
-            <div class="table-wrap">
+            <TableWrap label="Domains (scrolls sideways)">
               <table>
                 <caption>Domains</caption>
                 <thead>
@@ -106,7 +106,7 @@ function DomainsPage(props: { session: SessionInfo }) {
                   )}
                 </tbody>
               </table>
-            </div>
+            </TableWrap>
             {page.pagination.previous_cursor || page.pagination.next_cursor ? (
               <nav class="pager" aria-label="Pages">
                 {page.pagination.previous_cursor ? <a href={href('/domains', { before: page.pagination.previous_cursor })}>Previous page</a> : null}
@@ -228,7 +228,7 @@ function CheckResult(props: { domain: Domain; checked: boolean }) {
 
 function Records(props: { domain: Domain }) {
   return (
-    <div class="table-wrap">
+    <TableWrap label="DNS records (scrolls sideways)">
       <table>
         <caption>DNS records</caption>
         <thead>
@@ -249,10 +249,10 @@ function Records(props: { domain: Domain }) {
                   {r.label ? <div class="muted">{r.label}</div> : null}
                   {r.required ? null : <div class="muted">optional</div>}
                 </td>
-                <td>
+                <td class="record-name">
                   <Copyable value={r.host} label={`name of the ${r.label ?? r.type} record`} />
                 </td>
-                <td>
+                <td class="record-value">
                   <Copyable value={r.content} label={`value of the ${r.label ?? r.type} record`} />
                   {state === 'wrong' && r.found && r.found.length > 0 ? (
                     <div class="muted">
@@ -268,7 +268,7 @@ function Records(props: { domain: Domain }) {
           })}
         </tbody>
       </table>
-    </div>
+    </TableWrap>
   );
 }
 

@@ -3,7 +3,7 @@
 // The activity is extra: when it cannot be read the page still shows the message.
 import { useEffect, useRef, useState } from 'preact/hooks';
 import { extra, v2, type SessionInfo } from '../api.ts';
-import { Badge, Copyable, ErrorBox, Page, Show, useAction, useLoad, When, mayDo, type Loaded } from '../ui.tsx';
+import { TableWrap, Badge, Copyable, ErrorBox, Page, Show, useAction, useLoad, When, mayDo, type Loaded } from '../ui.tsx';
 import type { MessageSummary } from './messages.tsx';
 
 interface Message extends MessageSummary {
@@ -175,7 +175,7 @@ function Events(props: { message: Message; activity: Loaded<Activity> }) {
           Loading the activity…
         </p>
       ) : null}
-      <div class="table-wrap">
+      <TableWrap label="Events (scrolls sideways)">
         <table>
           <caption class="visually-hidden">Events and delivery attempts, oldest first</caption>
           <thead>
@@ -209,7 +209,7 @@ function Events(props: { message: Message; activity: Loaded<Activity> }) {
             )}
           </tbody>
         </table>
-      </div>
+      </TableWrap>
     </>
   );
 }
@@ -247,7 +247,7 @@ function WebhookDeliveries(props: { activity: Loaded<Activity> }) {
       ) : deliveries.length === 0 ? (
         <p class="muted">None: no webhook was subscribed to this message's events.</p>
       ) : (
-        <div class="table-wrap">
+        <TableWrap label="Webhook deliveries (scrolls sideways)">
           <table>
             <caption class="visually-hidden">Webhook deliveries</caption>
             <thead>
@@ -285,7 +285,7 @@ function WebhookDeliveries(props: { activity: Loaded<Activity> }) {
               ))}
             </tbody>
           </table>
-        </div>
+        </TableWrap>
       )}
     </>
   );

@@ -2,7 +2,7 @@
 // hash (`#/messages?recipient=…`), so back, reload and a shared link show the same list.
 import { useState } from 'preact/hooks';
 import { v2, type SessionInfo } from '../api.ts';
-import { Badge, go, hashQuery, href, Page, Show, useLoad, When } from '../ui.tsx';
+import { TableWrap, Badge, go, hashQuery, href, Page, Show, useLoad, When } from '../ui.tsx';
 import { MessagePage } from './message-page.tsx';
 import type { ScreenRoute } from './types.ts';
 
@@ -106,7 +106,7 @@ function MessagesPage(props: { session: SessionInfo }) {
       <Show loaded={list}>
         {(page) => (
           <>
-            <div class="table-wrap">
+            <TableWrap label="Messages (scrolls sideways)">
               <table>
                 <caption>Messages</caption>
                 <thead>
@@ -146,7 +146,7 @@ function MessagesPage(props: { session: SessionInfo }) {
                   )}
                 </tbody>
               </table>
-            </div>
+            </TableWrap>
             <Pager search={search} page={page} />
           </>
         )}
