@@ -206,7 +206,10 @@ function CheckResult(props: { domain: Domain; checked: boolean }) {
       <p id="check-note">
         {d.dns_valid ? (
           <>
-            <Badge value="verified" /> Every required record is published{d.dns_verified_by_hand ? ' (verified by the operator)' : ''}.
+            <Badge value="verified" />{' '}
+            {d.dns_verified_by_hand
+              ? `Verified by the operator${wanting.length ? `; ${wanting.length} of ${required.length} required records are not seen published` : ''}.`
+              : 'Every required record is published.'}
           </>
         ) : d.last_dns_check_at ? (
           <>

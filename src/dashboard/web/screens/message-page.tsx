@@ -163,7 +163,7 @@ function replyOf(t: TraceItem): string | null {
 function Events(props: { message: Message; activity: Loaded<Activity> }) {
   const { activity, message } = props;
   const rows: Array<{ at: string; kind: string; what: string; detail: string | null }> = activity.data
-    ? activity.data.trace.map((t) => ({ at: t.at, kind: t.kind, what: t.what, detail: t.kind === 'attempt' ? (replyOf(t) ?? t.detail) : t.detail }))
+    ? activity.data.trace.map((t) => ({ at: t.at, kind: t.kind, what: t.what, detail: t.kind === 'attempt' ? (replyOf(t) ?? t.detail) : (t.url ?? t.detail) }))
     : message.delivery_attempts.map((a) => ({ at: a.time, kind: 'attempt', what: a.status, detail: a.log }));
   rows.sort((a, b) => Date.parse(a.at) - Date.parse(b.at));
   return (
