@@ -317,5 +317,5 @@ function DkimKeys(props: { domain: Domain }) {
 
 export const routes: ScreenRoute[] = [
   { path: '/domains', for: 'account', nav: { label: 'Domains', order: 20 }, render: (_, session) => <DomainsPage session={session} /> },
-  { path: '/domains/:name', for: 'account', render: (params, session) => <DomainPage name={params.name!} session={session} /> },
+  { path: '/domains/:name', for: 'account', render: (params, session) => <DomainPage key={params.name} name={params.name!} session={session} /> },
 ];

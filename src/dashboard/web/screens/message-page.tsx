@@ -309,8 +309,13 @@ function Cancel(props: { message: Message; activity: Activity | null; session: S
   const [done, setDone] = useState(false);
   const action = useAction();
   const confirmRef = useRef<HTMLButtonElement>(null);
+  const askRef = useRef<HTMLButtonElement>(null);
+  const asked = useRef(false);
+  // Focus follows the question: to "Yes" when it opens, back to the button when kept.
   useEffect(() => {
     if (asking) confirmRef.current?.focus();
+    else if (asked.current) askRef.current?.focus();
+    asked.current = asking;
   }, [asking]);
   if (done)
     return (
@@ -330,7 +335,7 @@ function Cancel(props: { message: Message; activity: Activity | null; session: S
   return (
     <div class="actions">
       {!asking ? (
-        <button type="button" class="danger" onClick={() => setAsking(true)}>
+        <button type="button" class="danger" ref={askRef} onClick={() => setAsking(true)}>
           Cancel scheduled message
         </button>
       ) : (

@@ -223,5 +223,5 @@ function SearchForm(props: { search: Search }) {
 
 export const routes: ScreenRoute[] = [
   { path: '/messages', for: 'account', nav: { label: 'Messages', order: 10 }, render: (_, session) => <MessagesPage session={session} /> },
-  { path: '/messages/:id', for: 'account', render: (params, session) => <MessagePage id={params.id!} session={session} /> },
+  { path: '/messages/:id', for: 'account', render: (params, session) => <MessagePage key={params.id} id={params.id!} session={session} /> },
 ];
