@@ -6,19 +6,31 @@ import { match, ROUTES } from './routes.ts';
 import { ErrorBox, messageOf, Page } from './ui.tsx';
 import './styles.css';
 
+/** The hash route without its query (`#/messages?status=Bounced` → `/messages`). */
 function currentPath(): string {
-  return location.hash.startsWith('#/') ? location.hash.slice(1) : '/';
+  if (!location.hash.startsWith('#/')) return '/';
+  const route = location.hash.slice(1);
+  const at = route.indexOf('?');
+  return at < 0 ? route : route.slice(0, at);
 }
 
 function App() {
   const [session, setSession] = useState<SessionInfo | null | undefined>(undefined);
   const [path, setPath] = useState(currentPath());
+  // The whole hash: a screen reads its query from it (a search), so a change of query redraws it.
+  const [, setHash] = useState(location.hash);
   const [error, setError] = useState<string | null>(null);
 
   useEffect(() => {
-    const onHash = () => setPath(currentPath());
+    const onHash = () => {
+      setPath(currentPath());
+      setHash(location.hash);
+    };
     window.addEventListener('hashchange', onHash);
-    whenSignedOut(() => setSession(null));
+    whenSignedOut(() => {
+      setError('Your session has ended (expired, signed out elsewhere, or its key changed). Sign in again.');
+      setSession(null);
+    });
     // The operator's one-time link: #operator-login=<token>. Taken off the address at once.
     const login = /^#operator-login=([A-Za-z0-9_-]{16,128})$/.exec(location.hash);
     if (login) {
@@ -42,10 +54,11 @@ function App() {
     return () => window.removeEventListener('hashchange', onHash);
   }, []);
 
-  // Focus the new page's heading after a navigation, for keyboard and screen-reader users.
+  // Focus the new page's heading after a navigation (not after a search on the same page), for
+  // keyboard and screen-reader users.
   useEffect(() => {
     document.getElementById('page-title')?.focus();
-  }, [path]);
+  }, [path, session?.kind]);
 
   if (session === undefined) return <p class="muted">Loading…</p>;
   if (session === null) return <SignIn error={error} onSignedIn={setSession} />;
@@ -59,19 +72,33 @@ function App() {
   const nav = ROUTES.filter((r) => r.for === session.kind && r.nav).sort((a, b) => a.nav!.order - b.nav!.order);
   return (
     <>
-      <a class="skip" href="#main" onClick={(e) => (e.preventDefault(), document.getElementById('page-title')?.focus())}>
+      <a
+        class="skip"
+        href="#main"
+        onClick={(e) => {
+          // The hash is the route: focus the content instead of following the link.
+          e.preventDefault();
+          document.getElementById('page-title')?.focus();
+        }}
+      >
         Skip to content
       </a>
       <header class="top">
         <a class="brand" href={`#${home}`}>
           Postilion
         </a>
-        <span class="who">{session.kind === 'operator' ? 'Operator' : (session.account_name ?? session.account_id)}</span>
+        <span class="who">
+          <span class="visually-hidden">Signed in as </span>
+          {session.kind === 'operator' ? 'Operator' : (session.account_name ?? session.account_id)}
+        </span>
         <button
           type="button"
           class="secondary"
           onClick={() => {
-            void signOut().finally(() => setSession(null));
+            setError(null);
+            void signOut()
+              .catch(() => undefined) // Signed out here either way; the server forgets the session when it expires.
+              .finally(() => setSession(null));
           }}
         >
           Sign out
@@ -112,10 +139,15 @@ function SignIn(props: { error: string | null; onSignedIn: (s: SessionInfo) => v
   const [busy, setBusy] = useState(false);
   const submit = async (e: Event) => {
     e.preventDefault();
+    const apiKey = key.trim();
+    if (apiKey.length > 512) {
+      setError('That is not an API key (too long).');
+      return;
+    }
     setBusy(true);
     setError(null);
     try {
-      const session = await signIn(key.trim());
+      const session = await signIn(apiKey);
       setKey('');
       props.onSignedIn(session);
     } catch (err) {
@@ -139,6 +171,7 @@ function SignIn(props: { error: string | null; onSignedIn: (s: SessionInfo) => v
           autocomplete="off"
           spellcheck={false}
           required
+          maxLength={512}
           value={key}
           onInput={(e) => setKey((e.target as HTMLInputElement).value)}
         />

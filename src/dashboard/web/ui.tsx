@@ -2,7 +2,7 @@
 // dates. Screens stay plain functions of what they load.
 import type { ComponentChildren } from 'preact';
 import { useCallback, useEffect, useState } from 'preact/hooks';
-import { ApiError } from './api.ts';
+import { ApiError, type SessionInfo } from './api.ts';
 
 export interface Loaded<T> {
   data: T | null;
@@ -105,6 +105,18 @@ export function toneOf(value: string): 'good' | 'bad' | 'warn' | 'neutral' {
   return 'neutral';
 }
 
+/**
+ * A table that may be wider than a phone: it scrolls sideways, and the scrolling area takes
+ * focus so the keyboard can scroll it too.
+ */
+export function TableWrap(props: { label: string; children: ComponentChildren }) {
+  return (
+    <div class="table-wrap" tabIndex={0} role="region" aria-label={props.label}>
+      {props.children}
+    </div>
+  );
+}
+
 /** A value to copy (a DNS record, a secret shown once): selectable text and a Copy button. */
 export function Copyable(props: { value: string; label: string }) {
   const [copied, setCopied] = useState(false);
@@ -127,7 +139,58 @@ export function Copyable(props: { value: string; label: string }) {
   );
 }
 
-/** Navigates to a hash route (`#/messages/…`). */
-export function go(path: string): void {
-  location.hash = `#${path}`;
+/** Navigates to a hash route (`#/messages/…`), with an optional query (`#/messages?status=Bounced`). */
+export function go(path: string, query?: Record<string, string | null | undefined>): void {
+  location.hash = `#${path}${queryText(query)}`;
+}
+
+/** A hash route's href with its query, empty values left out. */
+export function href(path: string, query?: Record<string, string | null | undefined>): string {
+  return `#${path}${queryText(query)}`;
+}
+
+function queryText(query?: Record<string, string | null | undefined>): string {
+  if (!query) return '';
+  const params = new URLSearchParams();
+  for (const [name, value] of Object.entries(query)) if (value) params.set(name, value);
+  const text = params.toString();
+  return text ? `?${text}` : '';
+}
+
+/** The query part of the current hash route (`#/messages?recipient=…`), so a search survives back and reload. */
+export function hashQuery(): URLSearchParams {
+  const at = location.hash.indexOf('?');
+  return new URLSearchParams(at < 0 ? '' : location.hash.slice(at + 1));
+}
+
+/**
+ * Whether the session's key holds a scope for this: a static scope (`domains:write`), or a
+ * domain family (`messages:cancel`) as `:all` or for `domain`. The server decides; this only
+ * keeps buttons away that could not work.
+ */
+export function mayDo(session: SessionInfo, scope: string, domain?: string): boolean {
+  const scopes = session.scopes;
+  if (scopes.includes('*') || scopes.includes(scope) || scopes.includes(`${scope}:all`)) return true;
+  return domain !== undefined && scopes.includes(`${scope}:{${domain.toLowerCase()}}`);
+}
+
+/** A button's action: busy while it runs, its error for an ErrorBox. */
+export function useAction(): { busy: boolean; error: string | null; run: (action: () => Promise<void>) => Promise<boolean>; clear: () => void } {
+  const [busy, setBusy] = useState(false);
+  const [error, setError] = useState<string | null>(null);
+  const run = useCallback(async (action: () => Promise<void>) => {
+    setBusy(true);
+    setError(null);
+    try {
+      await action();
+      return true;
+    } catch (err) {
+      setError(messageOf(err));
+      return false;
+    } finally {
+      setBusy(false);
+    }
+  }, []);
+  const clear = useCallback(() => setError(null), []);
+  return { busy, error, run, clear };
 }
