@@ -148,7 +148,7 @@ export class Daemon {
       control: new ControlAssembly(ctx, jobs, mail, () => all().flatMap((a) => a.held?.() ?? []), commands.queueDrain),
       submission: new SubmissionAssembly(ctx),
       metrics: new MetricsAssembly(ctx, () => daemon!.readiness()),
-      api: new ApiAssembly(ctx, options.announce, commands.elsewhere),
+      api: new ApiAssembly(ctx, options.announce, commands.elsewhere, () => daemon!.readiness()),
     });
     return daemon;
   }

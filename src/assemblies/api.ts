@@ -8,6 +8,12 @@ import { heldAt, type HeldListener } from '../control/doctor-protocol.ts';
 import { publishedPolicies } from '../domains/mta-sts-policy.ts';
 import { parseCidr } from '../util/cidr.ts';
 import { readTlsFiles } from '../util/tls-files.ts';
+import { defaultAssetsDir } from '../dashboard/assets.ts';
+import { dashboardRoutes } from '../dashboard/activity.ts';
+import { dashboardHooks } from '../dashboard/app.ts';
+import { operatorRoutes } from '../dashboard/operator.ts';
+import { DashboardSessions, type SessionSettings } from '../dashboard/sessions.ts';
+import { DashboardSessionsRepo } from '../store/dashboard-sessions-repo.ts';
 import type { Assembly, Context, Readiness } from './lifecycle.ts';
 
 /**
@@ -17,11 +23,14 @@ import type { Assembly, Context, Readiness } from './lifecycle.ts';
  */
 export class ApiAssembly implements Assembly {
   readonly name = 'api';
-  readonly sections = ['api', 'mta_sts_policy'];
+  readonly sections = ['api', 'mta_sts_policy', 'dashboard'];
+  /** The web dashboard's sessions and the operator's sign-in links (`postilion ui login` takes them here). */
+  readonly dashboardSessions: DashboardSessions;
   private readonly listeners: ApiListener[] = [];
   private readonly rateLimiter: AnyRateLimiter;
   private readonly refusalLimiter: AnyRefusalLimiter;
   private settings: ApiSettings;
+  private config: Config;
 
   constructor(
     private readonly ctx: Context,
@@ -29,8 +38,14 @@ export class ApiAssembly implements Assembly {
     private readonly announce: (text: string) => void,
     /** Cluster mode: messages other nodes hold (null: one node). */
     private readonly elsewhere: MessagesElsewhere | null = null,
+    /** Each component's readiness (the operator's page shows it). */
+    private readonly readiness: () => Readiness[] = () => [],
+    /** Where the dashboard's built files are (default dist/dashboard of this package). */
+    private readonly assetsDir: string = defaultAssetsDir(),
   ) {
     const { config, core } = ctx;
+    this.config = config;
+    this.dashboardSessions = new DashboardSessions(new DashboardSessionsRepo(core.store), core.clock, () => sessionSettings(this.config));
     this.rateLimiter = new RateLimiter(config.api.rate_limits, core.clock, ctx.limits?.buckets);
     this.refusalLimiter = new RefusalLimiter(config.api.auth_failures, core.clock, ctx.limits?.buckets);
     this.settings = apiSettings(config);
@@ -63,6 +78,7 @@ export class ApiAssembly implements Assembly {
       metrics,
       settings: () => this.settings,
       storage,
+      dashboard: this.dashboard(),
     });
     const handler = app.callback();
     this.listeners.push(await ApiListener.start({ host: config.api.host, port: config.api.port, bound: bound.api, log }, handler));
@@ -78,6 +94,33 @@ export class ApiAssembly implements Assembly {
       log.info({ account_id: result.account.id, key_id: result.key.id }, 'bootstrap account and admin key created');
       this.announce(formatBootstrap(result, this.url));
     }
+  }
+
+  /** The dashboard's part of the app: its sessions, and the routes of activity.ts and operator.ts. */
+  private dashboard() {
+    const { core, metrics, storage } = this.ctx;
+    const routeDeps = { context: this.ctx, config: () => this.config, sessions: this.dashboardSessions, readiness: this.readiness };
+    return dashboardHooks({
+      sessions: this.dashboardSessions,
+      apiKeys: core.apiKeys,
+      accounts: core.accounts,
+      refusalLimiter: this.refusalLimiter,
+      rateLimiter: this.rateLimiter,
+      storage,
+      metrics,
+      settings: () => ({
+        enabled: this.config.dashboard.enabled,
+        bodyLimitBytes: this.settings.bodyLimitBytes,
+        bodyMemoryBytes: this.settings.bodyMemoryBytes,
+      }),
+      routes: [...dashboardRoutes(routeDeps), ...operatorRoutes(routeDeps)],
+      assetsDir: this.assetsDir,
+    });
+  }
+
+  /** The base URL `postilion ui login` prints links under: dashboard.public_url, else the plain listener's. */
+  get dashboardUrl(): string {
+    return (this.config.dashboard.public_url ?? this.url).replace(/\/+$/, '');
   }
 
   /** The plain listener's base URL. */
@@ -104,6 +147,7 @@ export class ApiAssembly implements Assembly {
       this.refusalLimiter.configure(config.api.auth_failures);
       this.ctx.core.idempotency.configure(config.api.idempotency);
       this.settings = apiSettings(config);
+      this.config = config;
       countPolicies(this.ctx.metrics, config);
       if (tls) for (const listener of this.listeners) listener.reloadTls(tls);
       return tls ? ['api'] : [];
@@ -122,6 +166,10 @@ function apiSettings(config: Config): ApiSettings {
     bodyMemoryBytes: config.api.body_memory_bytes,
     mtaStsPolicies: publishedPolicies(config),
   };
+}
+
+function sessionSettings(config: Config): SessionSettings {
+  return { sessionTtlMs: config.dashboard.session_ttl_minutes * 60_000, loginLinkTtlMs: config.dashboard.login_link_ttl_seconds * 1000 };
 }
 
 /** The published MTA-STS policies by mode, in /metrics. */
