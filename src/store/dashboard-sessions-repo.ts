@@ -103,7 +103,7 @@ export class DashboardSessionsRepo {
     let after: string | null = null;
     for (;;) {
       const range: { gt: string; lt: string; limit: number } = { gt: after ?? prefix, lt: `${prefix}\uffff`, limit: SWEEP_PAGE };
-      const rows = (await this.store.families.dashboardSessions.iterator(range).all());
+      const rows = await this.store.families.dashboardSessions.iterator(range).all();
       const gone = rows.filter(([, record]) => drop(record)).map(([key]) => ({ type: 'del' as const, family: 'dashboardSessions' as const, key }));
       if (gone.length > 0) await this.store.commit(gone);
       dropped += gone.length;
