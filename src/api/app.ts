@@ -86,12 +86,35 @@ export interface ApiDeps {
   settings: () => ApiSettings;
   /** The storage guard: writes are refused with 507 while the store cannot take them. */
   storage?: StorageState;
+  /** The web dashboard's hooks (src/dashboard, wired by the assembly); no /ui paths without them. */
+  dashboard?: DashboardHooks;
 }
+
+/**
+ * What the web dashboard plugs into the app, so that api/ never imports it: its own middleware,
+ * and the session authentication that stands in for the bearer on the `/ui/api/v2` mirror.
+ */
+export interface DashboardHooks {
+  /**
+   * Runs for every request once the transport is checked, before the API's routes: answers the
+   * /ui paths it serves itself and passes everything else on (the `/ui/api/v2` mirror included).
+   */
+  middleware: Layer;
+  /**
+   * In place of `authenticate` on `/ui/api/v2`: the session's CSRF token, then its key checked
+   * as the bearer's is (auth.ts `admitKey`), setting `ctx.state.auth`; 401/403 otherwise.
+   */
+  sessionAuth: Layer;
+}
+
+/** Where the dashboard's mirror of the v2 API lives: `/ui/api/v2/<the path after /v2>`. */
+export const DASHBOARD_V2_PREFIX = '/ui/api/v2';
 
 /**
  * The HTTP API. Every v2 request goes: request id → errors → transport (HTTPS, client IP) →
  * refused-authentication limit → authentication and allow list → rate limit → scope gate →
- * raw body → idempotency → handler.
+ * raw body → idempotency → handler. With the dashboard's hooks, its middleware answers /ui, and
+ * `/ui/api/v2/…` runs each v2 operation's chain with the session in place of the bearer.
  */
 export function buildApp(deps: ApiDeps): Koa<ApiState> {
   const app = new Koa<ApiState>();
@@ -126,6 +149,11 @@ export function buildApp(deps: ApiDeps): Koa<ApiState> {
     chain.push(route.handler);
     // The router's context type is its own; our middleware only relies on ApiState and params.
     router.register(`/v2${op.path}`, [op.method], chainOf(chain) as never, { name: route.operationId });
+    if (deps.dashboard) {
+      // The same operation for the dashboard's browser: its session in place of the bearer, the rest alike.
+      const mirrored = [refusals, deps.dashboard.sessionAuth, ...chain.slice(2)];
+      router.register(`${DASHBOARD_V2_PREFIX}${op.path}`, [op.method], chainOf(mirrored) as never, { name: `ui:${route.operationId}` });
+    }
   }
   // Legacy v1 send: its own key type and error body ({status}), the account's general rate.
   router.register(
@@ -141,6 +169,7 @@ export function buildApp(deps: ApiDeps): Koa<ApiState> {
   app.use(requestContext(deps.log) as Koa.Middleware<ApiState>);
   app.use(errorResponses as unknown as Koa.Middleware<ApiState>);
   app.use(transport(() => ({ trustedProxies: deps.settings().trustedProxies })) as unknown as Koa.Middleware<ApiState>);
+  if (deps.dashboard) app.use(deps.dashboard.middleware as unknown as Koa.Middleware<ApiState>);
   app.use(routedBy(router));
   app.use(router.allowedMethods());
   return app;

@@ -15,6 +15,8 @@ export interface ApiState {
   log: Logger;
   /** The client's address: the socket peer, or X-Forwarded-For behind a trusted proxy. */
   clientIp: ipaddr.IPv4 | ipaddr.IPv6;
+  /** The client spoke HTTPS: to our listener, or to a trusted proxy that says so (X-Forwarded-Proto). */
+  https: boolean;
   /** Raw request body bytes (empty for bodiless requests). */
   rawBody: Buffer;
   auth?: Auth;

@@ -156,6 +156,10 @@ export const RELOAD: Readonly<Record<string, ReloadRule>> = {
   'metrics.host': 'restart',
   'metrics.port': 'restart',
   'metrics.queue_refresh_seconds': 'restart',
+  'dashboard.enabled': 'live',
+  'dashboard.session_ttl_minutes': 'live',
+  'dashboard.login_link_ttl_seconds': 'live',
+  'dashboard.public_url': 'live',
 };
 
 /** The changed keys of a reload, by what happens to them. */

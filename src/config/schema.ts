@@ -557,6 +557,20 @@ export const configSchema = z.strictObject({
         .describe('the queue figures are read from the store at most this often (a scan of the due-time index)'),
     })
     .prefault({}),
+  dashboard: z
+    .strictObject({
+      enabled: z.boolean().default(true).describe('serve the web dashboard under /ui/ on the API listeners (false: every /ui path is 404)'),
+      session_ttl_minutes: z.number().int().min(5).max(10_080).default(720).describe('a dashboard session ends this long after sign-in'),
+      login_link_ttl_seconds: z.number().int().min(30).max(3600).default(600).describe("an operator's one-time sign-in link is valid this long"),
+      public_url: z
+        .string()
+        .max(2048)
+        .refine((v) => /^https?:\/\/[^\s/?#]+\/?$/i.test(v), 'must be an http:// or https:// base URL (scheme and host, no path)')
+        .nullable()
+        .default(null)
+        .describe("the base URL `postilion ui login` prints (null: the API listener's own URL)"),
+    })
+    .prefault({}),
 });
 
 export type Config = z.infer<typeof configSchema>;

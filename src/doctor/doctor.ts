@@ -22,6 +22,7 @@ import { checkSendingIps } from './reverse-dns.ts';
 import { checkServedCertificates } from './served-certificates.ts';
 import { checkSources } from './sources.ts';
 import { checkStorage } from './storage.ts';
+import { checkDashboard } from './dashboard.ts';
 
 /** Domains checked at once. */
 const PARALLEL_DOMAINS = 8;
@@ -59,7 +60,7 @@ export async function runDoctor(input: DoctorInput): Promise<Check[]> {
   const { state, reads, check: daemonCheck } = await detectDaemon(config);
   // In the order of the report; the local checks are synchronous, the others wait together.
   const listeners = checkListeners(config, state);
-  const local = [checkControlSocket(config, state), ...checkStorage(config), ...checkCertificates(config, input.now)];
+  const local = [checkControlSocket(config, state), ...checkStorage(config), ...checkCertificates(config, input.now), checkDashboard(config)];
   const [fromListeners, ...sections] = await Promise.all([
     listeners,
     checkServedCertificates(config, state, input.now),

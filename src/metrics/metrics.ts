@@ -156,6 +156,13 @@ export class Metrics {
   });
 
   /** Set at the start and at each reload from mta_sts_policy.domains. */
+  readonly dashboardSignIns = new Counter({
+    name: 'postilion_dashboard_sign_ins_total',
+    help: 'Sign-ins to the web dashboard, by kind (api_key, operator) and result (ok, refused).',
+    labelNames: ['kind', 'result'] as const,
+    registers: [this.registry],
+  });
+
   readonly mtaStsPolicies = new Gauge({
     name: 'postilion_mta_sts_policies',
     help: 'MTA-STS policies this server publishes on its listeners (mta_sts_policy.domains), by mode (enforce, testing, none).',

@@ -53,6 +53,8 @@ export const FAMILIES = [
   'tlsReports',
   // MTA-STS policies of recipient domains, as fetched (each node fetches and keeps its own).
   'mtaStsPolicies',
+  // Web dashboard sessions and the operator's one-time sign-in links, by the SHA-256 of their tokens.
+  'dashboardSessions',
 ] as const;
 export type Family = (typeof FAMILIES)[number];
 
@@ -84,6 +86,7 @@ export const SHARED_FAMILIES: ReadonlySet<Family> = new Set<Family>([
   'webhooksByAccount',
   'routes',
   'routesByAccount',
+  'dashboardSessions',
 ]);
 
 /** A tree of counts: numbers, or named counts nested (see store/counter-cache.ts). */

@@ -27,7 +27,15 @@ export async function identify(
   kind: ApiKeyRecord['kind'],
 ): Promise<AuthRefusal | null> {
   if (secret === undefined || !SECRET_PATTERN.test(secret)) return 'malformed';
-  const key = await apiKeys.authenticate(secret);
+  return admitKey(accounts, ctx, await apiKeys.authenticate(secret), kind);
+}
+
+/**
+ * The part of the rule after the secret: the key (found by its secret, or by the id a dashboard
+ * session holds) is live and of the kind, its account is the path's and is active, and the
+ * client's address is in its allow list. On success the caller is set on the context.
+ */
+export async function admitKey(accounts: Accounts, ctx: ApiContext, key: ApiKeyRecord | undefined, kind: ApiKeyRecord['kind']): Promise<AuthRefusal | null> {
   if (!key || key.kind !== kind) return 'invalid';
   const pathAccount = ctx.params.account_id;
   if (pathAccount !== undefined) {
@@ -66,6 +74,11 @@ const V2_REFUSALS: Record<AuthRefusal, () => AppError> = {
   deleted: () => unauthorized('Account has been deleted'),
   ip: () => forbidden('client IP address is not in the ip_allow_list of this API key'),
 };
+
+/** The v2 API's answer to a refused authentication. */
+export function v2Refusal(refusal: AuthRefusal): AppError {
+  return V2_REFUSALS[refusal]();
+}
 
 /** v2 authentication: `Authorization: Bearer <v2 key>`; 401, or 403 outside the allow list. */
 export function authenticate(apiKeys: ApiKeys, accounts: Accounts) {

@@ -64,18 +64,23 @@ export function transport(policy: () => TransportPolicy) {
     const { trustedProxies } = policy();
     let client = peer;
     let secure = (ctx.req.socket as { encrypted?: boolean }).encrypted === true;
+    let https = secure;
     if (trustedProxies.some((cidr) => cidrContains(cidr, peer))) {
       const found = forwardedClient(peer, ctx.get('x-forwarded-for'), trustedProxies);
       if (typeof found === 'string') throw badRequest(`X-Forwarded-For holds an unreadable address: "${found}"`);
       client = found;
       // The right-most value is the one our proxy set; values to its left came from the client.
       const proto = ctx.get('x-forwarded-proto').split(',').at(-1)?.trim().toLowerCase();
-      if (!secure) secure = proto ? proto === 'https' : isLoopback(client);
+      if (!secure) {
+        https = proto === 'https';
+        secure = proto ? https : isLoopback(client);
+      }
     } else if (!secure) {
       secure = isLoopback(peer);
     }
     if (!secure) throw forbidden('HTTPS is required');
     ctx.state.clientIp = client;
+    ctx.state.https = https;
     return next();
   };
 }

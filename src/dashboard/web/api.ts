@@ -47,7 +47,8 @@ async function call<T>(method: string, path: string, body?: unknown): Promise<T>
   }
   if (!res.ok) {
     const message = (json as { message?: unknown } | null)?.message;
-    if (res.status === 401 && path !== '/ui/session') onSignedOut?.();
+    // A refused sign-in is not a session that ended.
+    if (res.status === 401 && !path.startsWith('/ui/session')) onSignedOut?.();
     throw new ApiError(res.status, typeof message === 'string' ? message : `${res.status} ${res.statusText}`);
   }
   return json as T;

@@ -1,4 +1,4 @@
-// Builds the dashboard's browser code into dist/dashboard/: one script and one style sheet,
+// Builds the dashboard's browser code into dist/ui/ (beside the compiled daemon, not among its files): one script and one style sheet,
 // bundled by esbuild with everything they import (Preact, uPlot), so the daemon serves every
 // byte itself (no CDN). Runs at `npm install` (prepare) and `npm run build`, like tsc.
 import { copyFileSync, mkdirSync } from 'node:fs';
@@ -7,7 +7,7 @@ import { fileURLToPath } from 'node:url';
 import * as esbuild from 'esbuild';
 
 const here = dirname(fileURLToPath(import.meta.url));
-const out = join(here, '../../../dist/dashboard');
+const out = join(here, '../../../dist/ui');
 mkdirSync(out, { recursive: true });
 await esbuild.build({
   entryPoints: { app: join(here, 'main.tsx') },

@@ -7,7 +7,7 @@ import { fileURLToPath } from 'node:url';
 import { checkAccessibility, expectNoProblems, screenshot, TestBrowser, useBrowser, type InPage } from '../../helpers/browser.ts';
 import { scrollsSideways } from './daemon.ts';
 
-const BUILT = join(resolve(dirname(fileURLToPath(import.meta.url)), '../../..'), 'dist', 'dashboard');
+const BUILT = join(resolve(dirname(fileURLToPath(import.meta.url)), '../../..'), 'dist', 'ui');
 
 /** The dashboard's Content-Security-Policy and headers, as the daemon sends them on /ui. */
 const HEADERS = {
@@ -42,7 +42,7 @@ describe('e2e: dashboard browser harness', function () {
   let base: string;
 
   before(async function () {
-    if (!existsSync(join(BUILT, 'index.html'))) throw new Error('dist/dashboard is not built: run npm run build:ui');
+    if (!existsSync(join(BUILT, 'index.html'))) throw new Error('dist/ui is not built: run npm run build:ui');
     server = createServer((req, res) => {
       const path = (req.url ?? '/').split('?')[0]!;
       const send = (status: number, type: string, body: string) => {

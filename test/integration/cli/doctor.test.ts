@@ -279,6 +279,7 @@ describe('postilion doctor (CLI)', function () {
       'storage keys',
       'tls smtp-submission',
       'tls api',
+      'dashboard',
       `ptr ${SENDING_IP}`,
       `dns ${DOMAIN} spf`,
       `dns ${DOMAIN} dmarc`,
@@ -300,7 +301,7 @@ describe('postilion doctor (CLI)', function () {
       .to.contain(`PTR ${HOSTNAME}, which resolves back to ${SENDING_IP}`)
       .and.contain(front.address);
     expect(run.lines.get(`dkim ${DOMAIN} ${selector}`)!.reason).to.contain(`${selector}._domainkey.${DOMAIN}`);
-    expect(run.out).to.match(/\n21 OK, 0 WARN, 0 FAIL\n$/);
+    expect(run.out).to.match(/\n22 OK, 0 WARN, 0 FAIL\n$/);
 
     const json = await doctor('--json');
     expect(json.code).to.equal(0);
@@ -434,6 +435,7 @@ describe('postilion doctor (CLI)', function () {
       'storage keys',
       'tls smtp-submission',
       'tls api',
+      'dashboard',
       `dns ${DOMAIN} spf`,
       `dns ${DOMAIN} dmarc`,
       `dns ${DOMAIN} mx`,
@@ -446,7 +448,7 @@ describe('postilion doctor (CLI)', function () {
       reason: `the running daemon serves ${join(config.keys.dir, 'tls', 'api.crt')} on 127.0.0.1:${ports.apiTls}`,
     });
     expect(run.lines.get('tls smtp-submission served')!.status).to.equal('OK');
-    expect(run.out).to.match(/\n23 OK, 0 WARN, 0 FAIL\n$/);
+    expect(run.out).to.match(/\n24 OK, 0 WARN, 0 FAIL\n$/);
 
     // The checks are made now, on what the daemon holds now: a record taken away and a domain
     // added while it runs are both found.

@@ -45,6 +45,7 @@ const CHANGED: Record<string, unknown> = {
   'mta_sts_policy.check_ca_file': 'ca.pem',
   'cluster.database_url': 'postgres://db.example.org/postilion',
   'cluster.redis_url': 'redis://cache.example.org:6379',
+  'dashboard.public_url': 'https://mail.example.org',
   'delivery.sources': { mta1: { address: '192.0.2.10', ehlo: 'mta1.example.org' } },
   'delivery.pools': { bulk: { mta1: 1 } },
   'delivery.default_pool': 'bulk',

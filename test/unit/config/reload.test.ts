@@ -15,6 +15,12 @@ describe('the reload table (config/reload.ts)', () => {
     ).to.deep.equal([]);
   });
 
+  it('applies every dashboard key live: the sessions and pages read them per request', () => {
+    const keys = configKeys().filter((key) => key.startsWith('dashboard.'));
+    expect(keys).to.deep.equal(['dashboard.enabled', 'dashboard.session_ttl_minutes', 'dashboard.login_link_ttl_seconds', 'dashboard.public_url']);
+    for (const key of keys) expect(RELOAD[key], key).to.equal('live');
+  });
+
   it('names each changed key once, live or restart, and keeps the running value of what needs a restart', () => {
     const running = configSchema.parse({});
     const next = configSchema.parse({
