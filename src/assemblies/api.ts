@@ -8,6 +8,7 @@ import { heldAt, type HeldListener } from '../control/doctor-protocol.ts';
 import { publishedPolicies } from '../domains/mta-sts-policy.ts';
 import { parseCidr } from '../util/cidr.ts';
 import { readTlsFiles } from '../util/tls-files.ts';
+import { notFound } from '../util/errors.ts';
 import { defaultAssetsDir } from '../dashboard/assets.ts';
 import { dashboardRoutes } from '../dashboard/activity.ts';
 import { dashboardHooks } from '../dashboard/app.ts';
@@ -157,12 +158,17 @@ export class ApiAssembly implements Assembly {
 
   /** `postilion ui login` and `ui logout --all`, as the control socket serves them. */
   uiSignIn(): UiSignIn {
-    return uiSignIn({
+    const signIn = uiSignIn({
       sessions: this.dashboardSessions,
       ttlSeconds: () => this.config.dashboard.login_link_ttl_seconds,
       baseUrl: () => this.dashboardUrl,
       clock: this.ctx.core.clock,
     });
+    return {
+      // Turned off, the pages answer 404: so does the link (the command says so in one line).
+      login: () => (this.config.dashboard.enabled ? signIn.login() : Promise.reject(notFound('the dashboard is turned off (dashboard.enabled: false)'))),
+      logoutAll: () => signIn.logoutAll(),
+    };
   }
 
   /** The base URL `postilion ui login` prints links under: dashboard.public_url, else the plain listener's. */

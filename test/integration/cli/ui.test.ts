@@ -123,8 +123,8 @@ describe('postilion ui (CLI)', function () {
     }
   });
 
-  it('a daemon whose control socket serves no sign-in answers 404, which the command says in one line (exit 2)', async () => {
-    server = await startServer({ dir });
+  it('a daemon with the dashboard turned off answers 404, which the command says in one line (exit 2)', async () => {
+    server = await startServer({ dir, config: { dashboard: { enabled: false, session_ttl_minutes: 720, login_link_ttl_seconds: 600, public_url: null } } });
     const res = await cli('ui', 'login');
     expect(res.code).to.equal(2);
     expect(res.out).to.equal('');
