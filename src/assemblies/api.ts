@@ -125,6 +125,7 @@ export class ApiAssembly implements Assembly {
         webhooks: core.webhooks,
         routes: core.routes,
         attempts: jobs?.attempts ?? null,
+        clock: core.clock,
         sendTestEvent: (account, webhook) =>
           sendTestEvent(
             { store: core.store, jobs: core.jobs, webhooks: core.webhooks, clock: core.clock, notify: (ms) => jobs?.engine.notify(ms) },

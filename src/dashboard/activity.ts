@@ -14,6 +14,7 @@ import { AUTO_DISABLE_AFTER } from '../queue/http-jobs.ts';
 import type { EventsRepo } from '../store/events-repo.ts';
 import type { DkimSlotRecord, DomainRecord, EventRecord, MessageRecord, WebhookRecord } from '../store/records.ts';
 import { badRequest, forbidden } from '../util/errors.ts';
+import { systemClock, type Clock } from '../util/time.ts';
 import { TEST_EVENT_TYPE, isTestDelivery } from '../webhooks/test-event.ts';
 import type { Webhooks } from '../webhooks/webhooks.ts';
 import type { DashboardContext, DashboardRoute } from './contract.ts';
@@ -29,6 +30,8 @@ export interface ActivityDeps {
   attempts: Pick<AttemptLog, 'ofTarget'> | null;
   /** One test delivery to the account's webhook (webhooks/test-event.ts sendTestEvent). */
   sendTestEvent: (accountId: string, webhookId: string) => Promise<{ delivery_id: string }>;
+  /** The time a scheduled message's first attempt is compared with (cancellable); the system's by default. */
+  clock?: Clock;
 }
 
 /** A webhook delivery or route POST attempt as the dashboard shows it. */
@@ -118,7 +121,7 @@ export function dashboardRoutes(deps: ActivityDeps): DashboardRoute[] {
       caused.sort((a, b) => Date.parse(a.at) - Date.parse(b.at));
       ctx.body = {
         message_id: message.id,
-        ...delivery(message, await deps.domains.find(accountId, message.domain)),
+        ...delivery(message, await deps.domains.find(accountId, message.domain), (deps.clock ?? systemClock).now()),
         trace: traceOf(message, events),
         opens: events.filter((e) => e.type === 'message.opened').map((e) => ({ at: e.createdAt, user_agent: text(e.data.user_agent), ip: text(e.data.ip) })),
         clicks: events
@@ -204,18 +207,52 @@ function traceOf(message: MessageRecord, events: EventRecord[]) {
 }
 
 /**
- * The message's last reply and its TLS, and the DKIM selector: a message's own is not stored, so
- * the one shown is the selector the domain signs with now (`dkim_selector_is_current`).
+ * The message's last reply and its TLS; the DKIM selector that signed it; its schedule, and
+ * whether the API's cancel would take it now.
  */
-function delivery(message: MessageRecord, domain: DomainRecord | undefined) {
+function delivery(message: MessageRecord, domain: DomainRecord | undefined, now: number) {
   const last = message.attempts.at(-1);
-  const rsa = domain?.dkim.active.keys.find((k) => k.algorithm === 'rsa') ?? domain?.dkim.active.keys[0];
   return {
     remote_reply: last?.log ?? null,
     tls: last?.tls ? tlsText(last.tls) : null,
-    dkim_selector: rsa?.selector ?? null,
-    dkim_selector_is_current: rsa !== undefined,
+    dkim_selector: last && domain ? signingSelector(domain, last.time) : null,
+    schedule: message.schedule ? { first_attempt: message.schedule.firstAttempt, expires: message.schedule.expires } : null,
+    cancellable: cancellable(message, now),
   };
+}
+
+/**
+ * The selector (the RSA key's, else the first) of the domain's key that was active at `at`: each
+ * attempt signs with the key active then, and the record keeps when each slot took over. Null
+ * when no slot kept in the history was active then (its grace period over, the slot dropped).
+ * Retired slots are dropped oldest first, so those left follow each other without a gap.
+ */
+export function signingSelector(domain: DomainRecord, at: string): string | null {
+  const time = Date.parse(at);
+  if (Number.isNaN(time)) return null;
+  let signing: DkimSlotRecord | undefined;
+  for (const slot of [...domain.dkim.retired, domain.dkim.active]) {
+    if (slot.activatedAt === null) continue;
+    const from = Date.parse(slot.activatedAt);
+    if (from <= time && (!signing || from >= Date.parse(signing.activatedAt!))) signing = slot;
+  }
+  const key = signing?.keys.find((k) => k.algorithm === 'rsa') ?? signing?.keys[0];
+  return key?.selector ?? null;
+}
+
+/**
+ * Whether the API's cancel (Messages.cancel) would take the message: scheduled, not attempted,
+ * still Received, and its first attempt not yet due (a due one may be in the delivery engine's
+ * hands; held ones are off the schedule).
+ */
+export function cancellable(message: MessageRecord, now: number): boolean {
+  return (
+    Boolean(message.schedule?.firstAttempt) &&
+    message.attempts.length === 0 &&
+    message.status === 'Received' &&
+    !message.heldAt &&
+    Date.parse(message.dueAt) > now
+  );
 }
 
 /**

@@ -27,6 +27,7 @@ function routesOf(bed: MessageBed) {
     webhooks: core.webhooks,
     routes: core.routes,
     attempts: jobs.attempts,
+    clock: core.clock,
     sendTestEvent: (account, webhook) =>
       sendTestEvent(
         { store: core.store, jobs: core.jobs, webhooks: core.webhooks, clock: core.clock, notify: (ms) => jobs.engine.notify(ms) },
@@ -97,6 +98,9 @@ describe('dashboard activity routes', function () {
     expect(body.remote_reply).to.equal(attempt.remote_reply);
     expect(attempt).to.have.property('tls');
     expect(body.dkim_selector).to.equal(activeSelector(bed.domain));
+    expect(body).to.not.have.property('dkim_selector_is_current');
+    expect(body.schedule).to.equal(null);
+    expect(body.cancellable).to.equal(false);
     expect(body.opens).to.deep.equal([]);
     expect(body.clicks).to.deep.equal([]);
     expect(body.webhook_deliveries.map((d: { event_type: string }) => d.event_type)).to.deep.equal(['message.reception', 'message.delivered']);
@@ -116,6 +120,62 @@ describe('dashboard activity routes', function () {
     expect((await get(`/messages/${id}/activity`, await bed.key(['messages:read:{example.com}']))).status).to.equal(200);
     // A key without messages:read gets the scope gate's 403.
     expect((await get(`/messages/${id}/activity`, await bed.key(['domains:read']))).status).to.equal(403);
+  });
+
+  it('names the selector that signed a message, still after the domain rotated its key, and the new one for mail sent since', async () => {
+    const send = async (email: string) => {
+      const sent = await bed.send({ recipients: [{ email }] });
+      expect(sent.status, JSON.stringify(sent.body)).to.equal(202);
+      const header = sent.body.data[0].id as string;
+      const id = header.slice(1, header.indexOf('@'));
+      await bed.until(id, 'Delivered');
+      return id;
+    };
+    const before = await send('before@example.org');
+    const old = activeSelector(bed.domain);
+    expect((await get(`/messages/${before}/activity`)).body.dkim_selector).to.equal(old);
+
+    // An on-demand rotation: a standby key first, published and seen, then it takes over.
+    const { domains, rotator } = bed.server.daemon.core;
+    const record = () => domains.get(bed.server.accountId, 'example.com');
+    expect((await rotator.rotate(await record(), true)).decision.kind).to.equal('no_standby');
+    bed.publish(await bed.get('example.com'));
+    expect((await bed.recheck('example.com')).body.rotation_ready).to.equal(true);
+    expect((await rotator.rotate(await record(), true)).decision.kind).to.equal('rotate');
+    const current = activeSelector(await bed.get('example.com'));
+    expect(current).to.not.equal(old);
+
+    const after = await send('after@example.org');
+    expect((await get(`/messages/${before}/activity`)).body.dkim_selector).to.equal(old);
+    expect((await get(`/messages/${after}/activity`)).body.dkim_selector).to.equal(current);
+    // The signatures the MX received name the same selectors.
+    const selectors = (raw: string) =>
+      raw
+        .split('\r\n\r\n')[0]!
+        .replace(/\r\n[ \t]+/g, ' ')
+        .split('\r\n')
+        .filter((line) => /^dkim-signature:/i.test(line))
+        .map((line) => /(?:^|;)\s*s=([^;\s]+)/.exec(line.slice(line.indexOf(':') + 1))?.[1]);
+    expect(sink.received.map((m) => selectors(m.raw))).to.deep.equal([[old], [current]]);
+  });
+
+  it('gives the schedule and says a scheduled message is cancellable, until it is cancelled', async () => {
+    const firstAttempt = new Date(bed.clock.now() + 3_600_000).toISOString();
+    const sent = await bed.send({ recipients: [{ email: 'later@example.org' }], schedule: { first_attempt: firstAttempt } });
+    expect(sent.status, JSON.stringify(sent.body)).to.equal(202);
+    const header = sent.body.data[0].id as string;
+    const id = header.slice(1, header.indexOf('@'));
+    const scheduled = await get(`/messages/${id}/activity`);
+    expect(scheduled.status).to.equal(200);
+    expect(scheduled.body.schedule).to.deep.equal({ first_attempt: firstAttempt, expires: null });
+    expect(scheduled.body.cancellable).to.equal(true);
+    expect(scheduled.body.dkim_selector).to.equal(null);
+    expect(scheduled.body.trace.filter((t: { kind: string }) => t.kind === 'attempt')).to.deep.equal([]);
+
+    expect((await bed.api('DELETE', `${bed.messages}/${id}/cancel`)).status).to.equal(200);
+    const cancelled = await get(`/messages/${id}/activity`);
+    expect(cancelled.body.schedule).to.deep.equal({ first_attempt: firstAttempt, expires: null });
+    expect(cancelled.body.cancellable).to.equal(false);
   });
 
   it("sends a test event, lists a webhook's recent deliveries with their status and response time, and says why one is disabled", async () => {

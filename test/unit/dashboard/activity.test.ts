@@ -1,9 +1,9 @@
 import { expect } from 'chai';
-import { disabledReason, dkimView } from '../../../src/dashboard/activity.ts';
+import { cancellable, disabledReason, dkimView, signingSelector } from '../../../src/dashboard/activity.ts';
 import { loginUrl } from '../../../src/dashboard/login-links.ts';
 import type { HttpAttempt } from '../../../src/queue/attempt-log.ts';
 import { AUTO_DISABLE_AFTER } from '../../../src/queue/http-jobs.ts';
-import type { DomainRecord, WebhookRecord } from '../../../src/store/records.ts';
+import type { DomainRecord, MessageRecord, WebhookRecord } from '../../../src/store/records.ts';
 import { isTestDelivery, testEnvelope } from '../../../src/webhooks/test-event.ts';
 
 const webhook = (fields: Partial<WebhookRecord>): WebhookRecord => ({
@@ -73,6 +73,49 @@ describe('dashboard activity', () => {
     ]);
     expect(view.keys[0]!.record).to.deep.include({ type: 'TXT', host: 's1._domainkey.example.com' });
     expect(view.rotation).to.deep.equal({ interval_days: 90, enabled: true, last_rotated_at: '2026-11-02T00:00:00.000Z', ready: false });
+  });
+
+  it('names the selector of the key that was active when the message was attempted, from the key history', () => {
+    const key = (selector: string, algorithm: 'rsa' | 'ed25519' = 'rsa') => ({ selector, algorithm, publicKey: 'MIIB', createdAt: '2026-08-01T00:00:00.000Z' });
+    const domain = {
+      dkim: {
+        active: { keys: [key('s2e', 'ed25519'), key('s2')], activatedAt: '2026-11-02T00:00:00.000Z', publishUntil: null },
+        standby: { keys: [key('s3')], activatedAt: null, publishUntil: null },
+        retired: [
+          { keys: [key('s0')], activatedAt: '2026-08-01T00:00:00.000Z', publishUntil: '2026-09-15T00:00:00.000Z' },
+          { keys: [key('s1')], activatedAt: '2026-09-01T00:00:00.000Z', publishUntil: '2026-11-09T00:00:00.000Z' },
+        ],
+      },
+    } as unknown as DomainRecord;
+    expect(signingSelector(domain, '2026-08-20T00:00:00.000Z')).to.equal('s0');
+    expect(signingSelector(domain, '2026-09-01T00:00:00.000Z')).to.equal('s1');
+    expect(signingSelector(domain, '2026-11-01T23:59:59.999Z')).to.equal('s1');
+    // The RSA key's selector, whatever the order of the slot's keys.
+    expect(signingSelector(domain, '2026-11-02T00:00:00.000Z')).to.equal('s2');
+    expect(signingSelector(domain, '2027-01-01T00:00:00.000Z')).to.equal('s2');
+    // Before the oldest slot still kept: not known (never the standby, never a guess).
+    expect(signingSelector(domain, '2026-07-31T00:00:00.000Z')).to.equal(null);
+    expect(signingSelector(domain, 'not a time')).to.equal(null);
+  });
+
+  it('says a message is cancellable exactly while it is scheduled, not due, unattempted and Received', () => {
+    const now = Date.parse('2026-11-28T01:00:00.000Z');
+    const later = '2026-11-28T03:00:00.000Z';
+    const scheduled = {
+      status: 'Received',
+      schedule: { firstAttempt: later, expires: null },
+      dueAt: later,
+      attempts: [],
+      heldAt: null,
+    } as unknown as MessageRecord;
+    expect(cancellable(scheduled, now)).to.equal(true);
+    expect(cancellable({ ...scheduled, schedule: null, dueAt: '2026-11-28T01:00:00.000Z' }, now)).to.equal(false);
+    expect(cancellable({ ...scheduled, schedule: { firstAttempt: null, expires: later } }, now)).to.equal(false);
+    expect(cancellable({ ...scheduled, status: 'Cancelled' }, now)).to.equal(false);
+    expect(cancellable({ ...scheduled, status: 'Deferred' }, now)).to.equal(false);
+    expect(cancellable({ ...scheduled, attempts: [{ time: later, log: '451', status: 'Deferred' }] }, now)).to.equal(false);
+    expect(cancellable({ ...scheduled, dueAt: '2026-11-28T00:59:59.000Z' }, now)).to.equal(false);
+    expect(cancellable({ ...scheduled, heldAt: '2026-11-28T00:30:00.000Z' }, now)).to.equal(false);
   });
 
   it('a test delivery is told by its job, and its body is an envelope of type webhook.test', () => {
