@@ -142,4 +142,40 @@ describe('e2e: dashboard, the README newcomer', function () {
       await screenshot(page, `newcomer-phone-dark-${route.replace('#/', '')}`);
     }
   });
+  it('offers to cancel a scheduled message, and cancelling it leaves it Cancelled', async () => {
+    const firstAttempt = new Date(Date.now() + 3_600_000).toISOString();
+    const res = await daemon.api('POST', `/accounts/${daemon.account}/messages`, {
+      from: { email: 'hello@example.test' },
+      recipients: [{ email: 'later@example.org' }],
+      subject: 'Scheduled message',
+      text_content: 'Later',
+      schedule: { first_attempt: firstAttempt },
+    });
+    expect(res.status, JSON.stringify(res.body)).to.equal(202);
+    const scheduled = await daemon.until(res.body.data[0].id as string, () => true, 'readable');
+    const { page } = await browser.open();
+    await signIn(page, daemon.url, daemon.key);
+    await page.goto(`${daemon.url}/ui/#/messages/${scheduled.id}`);
+    await page.getByRole('heading', { level: 1, name: 'Scheduled message' }).waitFor();
+    const ask = page.getByRole('button', { name: 'Cancel scheduled message' });
+    await ask.waitFor();
+    expect(await field(page, 'Scheduled for').locator('time').getAttribute('datetime')).to.equal(firstAttempt);
+    expect((await field(page, 'DKIM selector').innerText()).trim()).to.equal('—');
+    await ask.click();
+    await page.getByRole('button', { name: 'Yes, cancel it' }).click();
+    await page.getByRole('status').filter({ hasText: 'The message was cancelled' }).waitFor();
+    await field(page, 'Status')
+      .filter({ hasText: /cancelled/i })
+      .waitFor();
+    expect(await page.getByRole('button', { name: 'Cancel scheduled message' }).count()).to.equal(0);
+    await daemon.until(scheduled.id, (m) => m.status === 'Cancelled', 'Cancelled');
+    await checkAccessibility(page, 'a cancelled message');
+    await screenshot(page, 'newcomer-message-cancelled');
+
+    // Read again: nothing left to cancel.
+    await page.reload();
+    await page.getByRole('heading', { level: 1, name: 'Scheduled message' }).waitFor();
+    await settled(page);
+    expect(await page.getByRole('button', { name: 'Cancel scheduled message' }).count()).to.equal(0);
+  });
 });

@@ -44,9 +44,11 @@ interface WebhookDelivery {
 interface Activity {
   trace: TraceItem[];
   webhook_deliveries: WebhookDelivery[];
-  /** Not in every server: the selector the message was signed with, and its schedule. */
+  /** The selector of the key that signed the message's last attempt (null: never attempted, or not known). */
   dkim_selector?: string | null;
-  schedule?: { first_attempt?: string | null; expires?: string | null } | null;
+  schedule?: { first_attempt: string | null; expires: string | null } | null;
+  /** Whether the API's cancel would take the message now (scheduled, not due, unattempted, Received). */
+  cancellable?: boolean;
 }
 
 export function MessagePage(props: { id: string; session: SessionInfo }) {
@@ -100,6 +102,14 @@ function Fields(props: { message: Message; activity: Activity | null }) {
       <dd>
         <When at={m.created_at} />
       </dd>
+      {props.activity?.schedule?.first_attempt ? (
+        <>
+          <dt>Scheduled for</dt>
+          <dd>
+            <When at={props.activity.schedule.first_attempt} />
+          </dd>
+        </>
+      ) : null}
       <dt>Sent</dt>
       <dd>
         <When at={m.sent_at} />
@@ -292,16 +302,14 @@ function WebhookDeliveries(props: { activity: Loaded<Activity> }) {
 }
 
 /**
- * Scheduled and not yet attempted, and the key may cancel for the sender's domain. getMessage
- * does not carry the schedule: the activity's `schedule` says it when the server gives it;
- * without it, a received message with no attempt is offered (the server refuses the others).
+ * Scheduled and not yet attempted, and the key may cancel for the sender's domain: the activity
+ * says whether the message can be cancelled (getMessage does not carry its schedule); without
+ * the activity, the button is not offered.
  */
 function cancellable(m: Message, activity: Activity | null, session: SessionInfo): boolean {
-  if (m.status !== 'Received' || m.num_attempts > 0 || m.direction !== 'outbound') return false;
+  if (activity?.cancellable !== true) return false;
   const domain = m.sender.slice(m.sender.lastIndexOf('@') + 1);
-  if (!mayDo(session, 'messages:cancel', domain)) return false;
-  if (activity && activity.schedule !== undefined) return Boolean(activity.schedule?.first_attempt);
-  return true;
+  return mayDo(session, 'messages:cancel', domain);
 }
 
 function Cancel(props: { message: Message; activity: Activity | null; session: SessionInfo; path: string; onDone: () => void }) {
