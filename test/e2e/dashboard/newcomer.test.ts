@@ -110,6 +110,15 @@ describe('e2e: dashboard, the README newcomer', function () {
     await page.getByRole('button', { name: 'Check now' }).click();
     await spf.getByRole('cell').nth(statusAt).getByText('propagated', { exact: true }).waitFor();
     expect(await spf.innerText()).to.not.contain('Found instead');
+    // DNS not answering: the records read "not checked".
+    daemon.dns.failing = true;
+    try {
+      await page.getByRole('button', { name: 'Check now' }).click();
+      await spf.getByRole('cell').nth(statusAt).getByText('not checked', { exact: true }).waitFor();
+      expect((await dkim.getByRole('cell').nth(statusAt).innerText()).trim()).to.equal('not checked');
+    } finally {
+      daemon.dns.failing = false;
+    }
     daemon.dns.zone.delete('example.test', 'TXT');
   });
 

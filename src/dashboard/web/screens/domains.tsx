@@ -214,8 +214,12 @@ function DomainPage(props: { name: string; session: SessionInfo }) {
   const canCheck = mayDo(props.session, 'domains:write');
   const checkNow = () =>
     void check.run(async () => {
-      setChecked({ domain: await v2.post<Domain>(`${path}/check-dns`), at: Date.now() });
-      looked.reload();
+      try {
+        setChecked({ domain: await v2.post<Domain>(`${path}/check-dns`), at: Date.now() });
+      } finally {
+        // What DNS holds now is read again, whether or not the check could be made.
+        looked.reload();
+      }
     });
   return (
     <Page
