@@ -122,6 +122,7 @@ export class ApiAssembly implements Assembly {
         messages: core.messages,
         events: core.eventsRepo,
         domains: core.domains,
+        dnsChecker: core.dnsChecker,
         webhooks: core.webhooks,
         routes: core.routes,
         attempts: jobs?.attempts ?? null,

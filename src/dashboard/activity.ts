@@ -5,6 +5,7 @@ import { uuidParam } from '../api/validate.ts';
 import { tlsText } from '../control/queue-admin.ts';
 import { trace } from '../control/resource-admin.ts';
 import { dkimTxt } from '../domains/dkim-keys.ts';
+import type { DnsChecker } from '../domains/dns-checker.ts';
 import type { Domains } from '../domains/domains.ts';
 import { rotationReady } from '../domains/rotation.ts';
 import type { Routes } from '../inbound/routes.ts';
@@ -24,6 +25,8 @@ export interface ActivityDeps {
   messages: Pick<Messages, 'get'>;
   events: Pick<EventsRepo, 'ofMessage' | 'getMany'>;
   domains: Pick<Domains, 'find' | 'get'>;
+  /** Looks a domain's records up through the daemon's resolver (core.dnsChecker). */
+  dnsChecker: Pick<DnsChecker, 'inspect'>;
   webhooks: Pick<Webhooks, 'get' | 'ofAccount' | 'domainsOf'>;
   routes: Pick<Routes, 'get'>;
   /** The last requests of each webhook and route (JobsAssembly.attempts); null: none are kept. */
@@ -62,7 +65,7 @@ const A = '/accounts/:account_id';
 /**
  * The dashboard's reads and actions that no API operation answers (`/ui/api/dashboard/...`): a
  * message's whole activity, a webhook's and a route's recent deliveries, a test event, a domain's
- * DKIM keys. Each is the session's account's only (another account's id is not found, as the
+ * DKIM keys and what DNS holds for each of its records. Each is the session's account's only (another account's id is not found, as the
  * API answers), and within the key's domains where its scopes name domains.
  */
 export function dashboardRoutes(deps: ActivityDeps): DashboardRoute[] {
@@ -181,6 +184,26 @@ export function dashboardRoutes(deps: ActivityDeps): DashboardRoute[] {
       const name = ctx.params.domain ?? '';
       if (name.length > MAX_DOMAIN) throw badRequest('invalid domain name');
       ctx.body = dkimView(await deps.domains.get(accountId, name));
+    }),
+    route('GET', '/domains/:domain/records', operation('getDomain').security, async (ctx) => {
+      const { id: accountId } = account(ctx);
+      const name = ctx.params.domain ?? '';
+      if (name.length > MAX_DOMAIN) throw badRequest('invalid domain name');
+      const domain = await deps.domains.get(accountId, name);
+      const inspected = await deps.dnsChecker.inspect(domain);
+      ctx.body = {
+        domain: domain.name,
+        checked_at: inspected.checkedAt,
+        records: inspected.records.map((r) => ({
+          key: r.key,
+          type: r.type,
+          host: r.host,
+          value: r.content,
+          required: r.required,
+          status: r.status,
+          found: r.status === 'unknown' ? null : r.found,
+        })),
+      };
     }),
   ];
 }

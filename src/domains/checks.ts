@@ -28,19 +28,62 @@ export async function checkRecords(resolver: DnsResolver, records: ExpectedRecor
 }
 
 async function isPublished(resolver: DnsResolver, record: ExpectedRecord, identity: Identity): Promise<boolean> {
+  return (await lookUp(resolver, record, identity)).published;
+}
+
+/** What DNS holds at a record's name (the values that concern it), and whether that publishes it. */
+async function lookUp(resolver: DnsResolver, record: ExpectedRecord, identity: Identity): Promise<{ published: boolean; found: string[] }> {
   const { check } = record;
   switch (check.kind) {
-    case 'spf':
-      return spfAuthorizes(await resolver.txt(record.host), identity);
-    case 'dkim':
-      return dkimMatches(await resolver.txt(record.host), check.key);
-    case 'dmarc':
-      return dmarcPresent(await resolver.txt(record.host));
-    case 'cname':
-      return (await resolver.cname(record.host)).includes(stripDot(check.target));
-    case 'mx':
-      return (await resolver.mx(record.host)).some((mx) => mx.exchange === stripDot(check.target));
+    case 'spf': {
+      const txt = await resolver.txt(record.host);
+      return { published: spfAuthorizes(txt, identity), found: spfRecords(txt) };
+    }
+    case 'dkim': {
+      const txt = await resolver.txt(record.host);
+      return { published: dkimMatches(txt, check.key), found: txt };
+    }
+    case 'dmarc': {
+      const txt = await resolver.txt(record.host);
+      return { published: dmarcPresent(txt), found: dmarcRecords(txt) };
+    }
+    case 'cname': {
+      const targets = await resolver.cname(record.host);
+      return { published: targets.includes(stripDot(check.target)), found: targets };
+    }
+    case 'mx': {
+      const exchanges = (await resolver.mx(record.host)).map((mx) => mx.exchange);
+      return { published: exchanges.includes(stripDot(check.target)), found: exchanges };
+    }
   }
+}
+
+/** At most this many values found are told per record, each cut at this length. */
+export const MAX_FOUND = 10;
+export const MAX_FOUND_CHARS = 512;
+
+/**
+ * A record as DNS holds it now: propagated; missing (nothing that concerns it at its name: no
+ * SPF, DMARC or DKIM TXT, no CNAME, no MX); wrong (something there that does not publish it);
+ * unknown when the lookup was not answered.
+ */
+export type RecordInspection = { status: 'propagated' | 'missing' | 'wrong'; found: string[] } | { status: 'unknown' };
+
+/** Looks every record up (in parallel), judged as checkRecords judges, with what was found. */
+export async function inspectRecords(resolver: DnsResolver, records: ExpectedRecord[], identity: Identity): Promise<Map<string, RecordInspection>> {
+  const results = await Promise.all(
+    records.map(async (record): Promise<[string, RecordInspection]> => {
+      try {
+        const { published, found } = await lookUp(resolver, record, identity);
+        const status = published ? 'propagated' : found.length === 0 ? 'missing' : 'wrong';
+        return [record.key, { status, found: found.slice(0, MAX_FOUND).map((v) => v.slice(0, MAX_FOUND_CHARS)) }];
+      } catch (err) {
+        if (!(err instanceof DnsUnavailableError)) throw err;
+        return [record.key, { status: 'unknown' }];
+      }
+    }),
+  );
+  return new Map(results);
 }
 
 /**
@@ -51,7 +94,7 @@ async function isPublished(resolver: DnsResolver, record: ExpectedRecord, identi
  * hostname) are not followed. With no sending addresses configured, `a:<hostname>` is the test.
  */
 export function spfAuthorizes(txt: string[], identity: Identity): boolean {
-  const spf = txt.filter((t) => /^v=spf1(\s|$)/i.test(t.trim()));
+  const spf = spfRecords(txt);
   if (spf.length !== 1) return false; // none, or several (a permanent error under RFC 7208)
   const terms = spf[0]!
     .trim()
@@ -103,8 +146,18 @@ export function dkimMatches(txt: string[], key: DkimKeyRecord): boolean {
   });
 }
 
+/** The SPF records among a name's TXT strings. */
+export function spfRecords(txt: string[]): string[] {
+  return txt.filter((t) => /^v=spf1(\s|$)/i.test(t.trim()));
+}
+
+/** The DMARC records among a name's TXT strings. */
+export function dmarcRecords(txt: string[]): string[] {
+  return txt.filter((t) => /^v=DMARC1\s*(;|$)/.test(t.trim()));
+}
+
 export function dmarcPresent(txt: string[]): boolean {
-  return txt.filter((t) => /^v=DMARC1\s*(;|$)/.test(t.trim())).length === 1;
+  return dmarcRecords(txt).length === 1;
 }
 
 /** `tag=value; tag=value` as in DKIM and DMARC records. */

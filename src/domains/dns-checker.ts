@@ -5,13 +5,16 @@ import type { Store } from '../store/store.ts';
 import { AppError, notFound } from '../util/errors.ts';
 import type { KeyedMutex } from '../util/keyed-mutex.ts';
 import { iso, type Clock } from '../util/time.ts';
-import { checkRecords } from './checks.ts';
+import { checkRecords, inspectRecords, type RecordInspection } from './checks.ts';
 import { expectedRecords, type ExpectedRecord, type Identity } from './records.ts';
 import { DnsUnavailableError, type DnsResolver } from './resolver.ts';
 
 export interface PresentedRecord extends ExpectedRecord {
   propagated: boolean;
 }
+
+/** A record as DNS holds it at this moment (nothing stored). */
+export type InspectedRecord = ExpectedRecord & RecordInspection;
 
 /**
  * Looks a domain's records up and stores what it found. A required record that was published
@@ -32,6 +35,15 @@ export class DnsChecker {
   /** The records to publish, with what the last check found. */
   records(domain: DomainRecord): PresentedRecord[] {
     return expectedRecords(domain, this.identity).map((r) => ({ ...r, propagated: domain.dns.propagated[r.key] === true }));
+  }
+
+  /** Looks each record up now and says what is found at its name; stores nothing (the dashboard's domain page). */
+  async inspect(domain: DomainRecord): Promise<{ checkedAt: string; records: InspectedRecord[] }> {
+    const identity = this.identity;
+    const records = expectedRecords(domain, identity);
+    const checkedAt = iso(this.clock.now());
+    const found = await inspectRecords(this.resolver, records, identity);
+    return { checkedAt, records: records.map((r) => ({ ...r, ...(found.get(r.key) ?? { status: 'unknown' }) })) };
   }
 
   /** check-dns: a fresh check, or the last result when it is younger than the cache window. */

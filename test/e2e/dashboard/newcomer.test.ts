@@ -64,7 +64,10 @@ describe('e2e: dashboard, the README newcomer', function () {
     await screenshot(page, 'newcomer-message');
   });
 
-  it("shows the domain's DNS records, each with its state and a value to copy, and its DKIM keys", async () => {
+  it("shows the domain's DNS records, each with its state as DNS holds it (what is there when wrong) and a value to copy, and its DKIM keys", async () => {
+    // The newcomer's DNS holds an SPF record that does not name this server.
+    const wrongSpf = 'v=spf1 ip4:198.51.100.7 -all';
+    daemon.dns.zone.set('example.test', 'TXT', ['site-verification=1', wrongSpf]);
     const { page } = await browser.open();
     await signIn(page, daemon.url, daemon.key);
     await page.getByRole('navigation', { name: 'Main' }).getByRole('link', { name: 'Domains' }).click();
@@ -80,6 +83,12 @@ describe('e2e: dashboard, the README newcomer', function () {
     const rows = records.locator('tbody tr');
     expect(await rows.count()).to.equal(expected.length);
     const statusAt = await records.getByRole('columnheader').evaluateAll((ths) => ths.findIndex((th) => th.textContent?.trim() === 'Status'));
+    // The statuses come from a look-up in DNS when the page opens: the SPF record reads wrong, with what was found.
+    const spf = rows.filter({ hasText: 'SPF (merge' });
+    expect(await spf.count()).to.equal(1);
+    await spf.getByRole('cell').nth(statusAt).getByText('wrong', { exact: true }).waitFor();
+    expect(await spf.innerText()).to.contain(`Found instead: ${wrongSpf}`);
+    expect(await spf.innerText()).to.not.contain('site-verification');
     for (let i = 0; i < expected.length; i++) {
       const cells = rows.nth(i).getByRole('cell');
       expect((await cells.nth(statusAt).innerText()).trim()).to.match(/^(propagated|missing|wrong)$/);
@@ -91,10 +100,26 @@ describe('e2e: dashboard, the README newcomer', function () {
     const dkimValue = expected.find((r) => r.host === `${selector}._domainkey.example.test`)!.content;
     expect(await dkim.innerText()).to.contain(dkimValue.slice(0, 40));
     expect(await records.getByRole('button', { name: /^Copy/ }).count()).to.be.at.least(expected.length);
-    await page.getByRole('button', { name: 'Check now' }).waitFor();
     expect((await section(page, 'DKIM keys')).text).to.contain(selector);
     await checkAccessibility(page, 'the domain');
     await screenshot(page, 'newcomer-domain');
+
+    // Fixed in DNS, "Check now" reads the records again: SPF is propagated.
+    const spfValue = expected.find((r) => r.type === 'TXT' && r.content.startsWith('v=spf1'))!.content;
+    daemon.dns.zone.set('example.test', 'TXT', ['site-verification=1', spfValue]);
+    await page.getByRole('button', { name: 'Check now' }).click();
+    await spf.getByRole('cell').nth(statusAt).getByText('propagated', { exact: true }).waitFor();
+    expect(await spf.innerText()).to.not.contain('Found instead');
+    // DNS not answering: the records read "not checked".
+    daemon.dns.failing = true;
+    try {
+      await page.getByRole('button', { name: 'Check now' }).click();
+      await spf.getByRole('cell').nth(statusAt).getByText('not checked', { exact: true }).waitFor();
+      expect((await dkim.getByRole('cell').nth(statusAt).innerText()).trim()).to.equal('not checked');
+    } finally {
+      daemon.dns.failing = false;
+    }
+    daemon.dns.zone.delete('example.test', 'TXT');
   });
 
   it('shows deliverability, bounces and delivery time as charts', async () => {

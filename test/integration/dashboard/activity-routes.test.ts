@@ -24,6 +24,7 @@ function routesOf(bed: MessageBed) {
     messages: core.messages,
     events: core.eventsRepo,
     domains: core.domains,
+    dnsChecker: core.dnsChecker,
     webhooks: core.webhooks,
     routes: core.routes,
     attempts: jobs.attempts,

@@ -1,7 +1,8 @@
 // Domains: the list with each one's DNS state, adding one, and a domain's page with every record
-// to publish (the exact value, copyable), what the last check found, the DKIM keys and "check now".
+// to publish (the exact value, copyable), what DNS holds for it now (propagated, missing or wrong,
+// and what was found instead), the DKIM keys and "check now".
 import { useState } from 'preact/hooks';
-import { v2, type SessionInfo } from '../api.ts';
+import { extra, v2, type SessionInfo } from '../api.ts';
 import { TableWrap, Badge, Copyable, ErrorBox, go, href, mayDo, Page, Show, useAction, useLoad, When, hashQuery } from '../ui.tsx';
 import type { ScreenRoute } from './types.ts';
 
@@ -12,10 +13,36 @@ interface DnsRecord {
   content: string;
   required: boolean;
   propagated: boolean;
-  /** Not in the contract: a server may say which of the three it is, or what it found instead. */
-  status?: 'propagated' | 'missing' | 'wrong';
-  found?: string[] | null;
 }
+
+/** A record as DNS holds it now (the dashboard's `domains/:domain/records`). */
+interface LiveRecord {
+  key: string;
+  type: string;
+  host: string;
+  value: string;
+  required: boolean;
+  /** unknown: DNS did not answer this lookup. */
+  status: 'propagated' | 'missing' | 'wrong' | 'unknown';
+  /** What is at the name for that type (for a wrong record, what is there instead); null when unknown. */
+  found: string[] | null;
+}
+
+interface LiveRecords {
+  domain: string;
+  checked_at: string;
+  records: LiveRecord[];
+}
+
+/** What DNS was found to hold, by record (`type host value`); loading: not read yet; failed: the read's error. */
+interface Live {
+  byRecord: Map<string, LiveRecord>;
+  loading: boolean;
+  error: string | null;
+  checkedAt: string | null;
+}
+
+type RecordStatus = 'propagated' | 'missing' | 'wrong' | 'not checked' | 'checking…';
 
 interface Domain {
   id: string;
@@ -39,14 +66,27 @@ interface DomainList {
 /** The longest name DNS allows. */
 const MAX_DOMAIN = 253;
 
+const recordId = (type: string, host: string, value: string) => `${type} ${host} ${value}`;
+
+/** What the last stored check says of a record (the API tells only propagated or not). */
+function storedState(r: DnsRecord): 'propagated' | 'missing' {
+  return r.propagated ? 'propagated' : 'missing';
+}
+
 /**
- * A record's state: propagated; wrong when the check found something else at that name; missing
- * otherwise. The API says only propagated or not, so "wrong" shows when the server tells more.
+ * A record's state as DNS holds it now: propagated, missing or wrong; "not checked" when DNS did
+ * not answer or the look-up could not be read; "checking…" while it is read.
  */
-export function recordState(r: DnsRecord): 'propagated' | 'missing' | 'wrong' {
-  if (r.status === 'propagated' || r.status === 'missing' || r.status === 'wrong') return r.status;
-  if (r.propagated) return 'propagated';
-  return r.found && r.found.length > 0 ? 'wrong' : 'missing';
+function liveState(r: DnsRecord, live: Live): { status: RecordStatus; found: string[] } {
+  const found = live.byRecord.get(recordId(r.type, r.host, r.content));
+  if (!found) return { status: live.loading ? 'checking…' : 'not checked', found: [] };
+  return found.status === 'unknown' ? { status: 'not checked', found: [] } : { status: found.status, found: found.found ?? [] };
+}
+
+function statusTone(status: RecordStatus, required: boolean): 'good' | 'bad' | 'warn' | 'neutral' {
+  if (status === 'propagated') return 'good';
+  if (status === 'missing' || status === 'wrong') return required ? 'bad' : 'warn';
+  return 'neutral';
 }
 
 function domainState(d: Domain): string {
@@ -160,6 +200,13 @@ function AddDomain(props: { account: string }) {
 function DomainPage(props: { name: string; session: SessionInfo }) {
   const path = `/accounts/${props.session.account_id!}/domains/${encodeURIComponent(props.name)}`;
   const loaded = useLoad(() => v2.get<Domain>(path), [path]);
+  const looked = useLoad(() => extra.get<LiveRecords>(`${path}/records`), [path]);
+  const live: Live = {
+    byRecord: new Map((looked.data?.records ?? []).map((r) => [recordId(r.type, r.host, r.value), r])),
+    loading: looked.loading,
+    error: looked.error,
+    checkedAt: looked.data?.checked_at ?? null,
+  };
   // A check's answer replaces what was loaded until the page is opened again.
   const [checked, setChecked] = useState<{ domain: Domain; at: number } | null>(null);
   const check = useAction();
@@ -167,7 +214,12 @@ function DomainPage(props: { name: string; session: SessionInfo }) {
   const canCheck = mayDo(props.session, 'domains:write');
   const checkNow = () =>
     void check.run(async () => {
-      setChecked({ domain: await v2.post<Domain>(`${path}/check-dns`), at: Date.now() });
+      try {
+        setChecked({ domain: await v2.post<Domain>(`${path}/check-dns`), at: Date.now() });
+      } finally {
+        // What DNS holds now is read again, whether or not the check could be made.
+        looked.reload();
+      }
     });
   return (
     <Page
@@ -188,8 +240,8 @@ function DomainPage(props: { name: string; session: SessionInfo }) {
         {(d) => (
           <>
             <CheckResult domain={d} checked={checked !== null} />
-            <Records domain={d} />
-            <DkimKeys domain={d} />
+            <Records domain={d} live={live} />
+            <DkimKeys domain={d} live={live} />
           </>
         )}
       </Show>
@@ -200,7 +252,7 @@ function DomainPage(props: { name: string; session: SessionInfo }) {
 function CheckResult(props: { domain: Domain; checked: boolean }) {
   const d = props.domain;
   const required = d.dns_records.filter((r) => r.required);
-  const wanting = required.filter((r) => recordState(r) !== 'propagated');
+  const wanting = required.filter((r) => storedState(r) !== 'propagated');
   return (
     <div class={props.checked ? (d.dns_valid ? 'notice good' : 'notice') : ''} role={props.checked ? 'status' : undefined}>
       <p id="check-note">
@@ -229,7 +281,29 @@ function CheckResult(props: { domain: Domain; checked: boolean }) {
   );
 }
 
-function Records(props: { domain: Domain }) {
+function Records(props: { domain: Domain; live: Live }) {
+  const { live } = props;
+  return (
+    <>
+      <p class="muted" id="records-note">
+        {live.error
+          ? `DNS could not be looked up just now (${live.error}): the records show as not checked.`
+          : live.checkedAt
+            ? 'Status: what DNS holds for each record now.'
+            : 'Looking the records up in DNS…'}
+        {live.checkedAt ? (
+          <>
+            {' '}
+            Looked up: <When at={live.checkedAt} />.
+          </>
+        ) : null}
+      </p>
+      <RecordsTable domain={props.domain} live={live} />
+    </>
+  );
+}
+
+function RecordsTable(props: { domain: Domain; live: Live }) {
   return (
     <TableWrap label="DNS records (scrolls sideways)">
       <table>
@@ -244,7 +318,7 @@ function Records(props: { domain: Domain }) {
         </thead>
         <tbody>
           {props.domain.dns_records.map((r) => {
-            const state = recordState(r);
+            const { status, found } = liveState(r, props.live);
             return (
               <tr key={`${r.type} ${r.host} ${r.content}`}>
                 <td>
@@ -257,14 +331,14 @@ function Records(props: { domain: Domain }) {
                 </td>
                 <td class="record-value">
                   <Copyable value={r.content} label={`value of the ${r.label ?? r.type} record`} />
-                  {state === 'wrong' && r.found && r.found.length > 0 ? (
+                  {status === 'wrong' && found.length > 0 ? (
                     <div class="muted">
-                      Found instead: <code>{r.found.join(' | ')}</code>
+                      Found instead: <code>{found.join(' | ')}</code>
                     </div>
                   ) : null}
                 </td>
                 <td>
-                  <Badge value={state} tone={state === 'propagated' ? 'good' : r.required ? 'bad' : 'warn'} />
+                  <Badge value={status} tone={statusTone(status, r.required)} />
                 </td>
               </tr>
             );
@@ -276,7 +350,7 @@ function Records(props: { domain: Domain }) {
 }
 
 /** The DKIM keys are the domain's `_domainkey` records; their labels say active, standby or retired. */
-function DkimKeys(props: { domain: Domain }) {
+function DkimKeys(props: { domain: Domain; live: Live }) {
   const d = props.domain;
   const keys = d.dns_records.filter((r) => /\._domainkey\./i.test(r.host));
   const role = (r: DnsRecord) => /\b(active|standby|retired)\b/i.exec(r.label ?? '')?.[1]?.toLowerCase() ?? (r.required ? 'active' : 'other');
@@ -291,7 +365,7 @@ function DkimKeys(props: { domain: Domain }) {
             <li key={k.host}>
               <code>{k.host.slice(0, k.host.toLowerCase().indexOf('._domainkey.'))}</code>{' '}
               <Badge value={role(k)} tone={role(k) === 'active' ? 'good' : 'neutral'} />{' '}
-              <Badge value={recordState(k)} tone={recordState(k) === 'propagated' ? 'good' : k.required ? 'bad' : 'warn'} />
+              <Badge value={liveState(k, props.live).status} tone={statusTone(liveState(k, props.live).status, k.required)} />
               {k.label ? <span class="muted"> {k.label}</span> : null}
             </li>
           ))}
