@@ -112,16 +112,15 @@ export function dashboardRoutes(deps: ActivityDeps): DashboardRoute[] {
       const message = await deps.messages.get(accountId, ref, await readableMessages(deps, accountId, grants));
       const events = await deps.events.ofMessage(message.id, Date.parse(message.createdAt) - EVENT_SLACK_MS);
       const types = new Map(events.map((e) => [e.id, e.type]));
-      const caused: DeliveryView[] = [];
+      const eventOrder = new Map(events.map((e, i) => [e.id, i]));
+      const attempts: HttpAttempt[] = [];
       for (const webhook of await deps.webhooks.ofAccount(accountId)) {
-        if (!(await mayReadWebhook(grants, webhook))) continue;
-        // Oldest first, as the trace reads (the log keeps the newest first).
-        const mine = deliveries(webhook.id)
-          .filter((a) => types.has(a.event_id))
-          .reverse();
-        caused.push(...mine.map((a) => webhookDelivery(a, types)));
+        if (await mayReadWebhook(grants, webhook)) attempts.push(...deliveries(webhook.id).filter((a) => types.has(a.event_id)));
       }
-      caused.sort((a, b) => Date.parse(a.at) - Date.parse(b.at));
+      // Oldest first, as the trace reads; at one time, in the order of the events they carried
+      // (two deliveries finish in either order).
+      attempts.sort((a, b) => Date.parse(a.at) - Date.parse(b.at) || eventOrder.get(a.event_id)! - eventOrder.get(b.event_id)!);
+      const caused: DeliveryView[] = attempts.map((a) => webhookDelivery(a, types));
       ctx.body = {
         message_id: message.id,
         ...delivery(message, await deps.domains.find(accountId, message.domain), (deps.clock ?? systemClock).now()),
