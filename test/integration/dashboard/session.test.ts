@@ -324,3 +324,23 @@ describe('dashboard sessions over HTTP', () => {
     });
   });
 });
+
+describe('dashboard sign-ins and the account rate', () => {
+  let server: TestServer;
+  before(async () => {
+    server = await startServer({ config: { api: { rate_limits: { general: { per_second: 0.001, burst: 3 } } } } });
+  });
+  after(async () => {
+    await server.stop();
+  });
+
+  it('takes one request of the account rate per sign-in: a valid key cannot store sessions faster than it may call the API', async () => {
+    for (let i = 0; i < 3; i++) await signIn(server, server.adminKey);
+    const res = await ui(server, 'POST', '/ui/session', { body: { api_key: server.adminKey } });
+    expect(res.status).to.equal(429);
+    expect(res.body).to.deep.equal({ message: 'Too many requests, rate limited.' });
+    expect(res.headers.get('retry-after')).to.be.a('string');
+    expect(res.headers.get('set-cookie')).to.equal(null);
+    expect(res.headers.get('content-security-policy')).to.equal(CSP);
+  });
+});
