@@ -57,7 +57,14 @@ export function dashboardHooks(deps: DashboardDeps): DashboardHooks {
   const refusals = limitRefusals(deps.refusalLimiter);
   const budget = new BodyBudget(() => deps.settings().bodyMemoryBytes);
   const signInBody = rawBody(() => SIGN_IN_BODY_LIMIT, budget);
-  const session = sessionHandlers({ sessions: deps.sessions, auth, apiKeys: deps.apiKeys, accounts: deps.accounts, metrics: deps.metrics });
+  const session = sessionHandlers({
+    sessions: deps.sessions,
+    auth,
+    apiKeys: deps.apiKeys,
+    accounts: deps.accounts,
+    rateLimiter: deps.rateLimiter,
+    metrics: deps.metrics,
+  });
   const signIn = chainOf([refusals, requireJson, signInBody, session.signIn]);
   const operatorSignIn = chainOf([refusals, requireJson, signInBody, session.operatorSignIn]);
   const routes = routeDispatch(

@@ -3,6 +3,7 @@ import type { Accounts } from '../accounts/accounts.ts';
 import type { ApiKeys } from '../accounts/api-keys.ts';
 import type { ApiContext } from '../api/context.ts';
 import { identify, v2Refusal } from '../api/middleware/auth.ts';
+import { rateLimit, type AnyRateLimiter } from '../api/middleware/rate-limit.ts';
 import type { Metrics } from '../metrics/metrics.ts';
 import { AppError, badRequest } from '../util/errors.ts';
 import type { DashboardSession } from './contract.ts';
@@ -29,6 +30,8 @@ export interface SessionRouteDeps {
   auth: SessionAuth;
   apiKeys: ApiKeys;
   accounts: Accounts;
+  /** The API's rate limiter: a sign-in is one request of the key's account, as any API call. */
+  rateLimiter: AnyRateLimiter;
   metrics?: Metrics | undefined;
 }
 
@@ -46,6 +49,9 @@ export function sessionHandlers(deps: SessionRouteDeps) {
     }
   };
 
+  // Each sign-in stores a session: a valid key may not make them faster than the account's rate.
+  const accountRate = rateLimit(deps.rateLimiter, 'general');
+
   return {
     /** POST /ui/session {api_key}: the key checked as the API checks a bearer, then a session for it. */
     signIn: (ctx: ApiContext, next: Next): Promise<void> =>
@@ -54,6 +60,7 @@ export function sessionHandlers(deps: SessionRouteDeps) {
         ctx.params = {};
         const refusal = await identify(deps.apiKeys, deps.accounts, ctx, secret, 'v2');
         if (refusal) throw refusal === 'malformed' ? new AppError(401, 'Invalid API key') : v2Refusal(refusal);
+        await accountRate(ctx, () => Promise.resolve());
         const { key, account } = ctx.state.auth!;
         const { token, session } = await deps.sessions.create('account', key.id, account.id);
         setCookie(ctx, token, session);

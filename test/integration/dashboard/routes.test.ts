@@ -58,7 +58,7 @@ describe("dashboard routes (activity.ts, operator.ts) behind the mount's checks"
       apiKeys: core.apiKeys,
       accounts: core.accounts,
       refusalLimiter: new RefusalLimiter({ per_second: 1, burst: 100 }, core.clock),
-      rateLimiter: new RateLimiter({ general: { per_second: 0.001, burst: 12 }, statistics: { per_second: 1, burst: 1 } }, core.clock),
+      rateLimiter: new RateLimiter({ general: { per_second: 0.001, burst: 30 }, statistics: { per_second: 1, burst: 1 } }, core.clock),
       storage: {
         get ok() {
           return storageOk;
@@ -149,11 +149,11 @@ describe("dashboard routes (activity.ts, operator.ts) behind the mount's checks"
     expect(wrong.headers.get('allow')).to.contain('GET');
   });
 
-  // Last: it spends the account's rate.
+  // Last: it spends the account's rate (the sign-ins above took from it too).
   it("takes the account's rate limit", async () => {
     const session = await signIn({ url }, server.adminKey);
     const statuses: number[] = [];
-    for (let i = 0; i < 12; i++) statuses.push((await ui({ url }, 'GET', probe(), { cookie: session.cookie, csrf: session.csrf })).status);
+    for (let i = 0; i < 30; i++) statuses.push((await ui({ url }, 'GET', probe(), { cookie: session.cookie, csrf: session.csrf })).status);
     expect(statuses).to.include(429);
   });
 

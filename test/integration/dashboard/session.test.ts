@@ -312,6 +312,72 @@ describe('dashboard sessions over HTTP', () => {
     });
   });
 
+  describe('malformed requests', () => {
+    it('answers every mix of method, path, body, cookie, CSRF token and Origin with a 4xx {message} (or the page), never 5xx, always with the headers', async () => {
+      const session = await signIn(server, server.adminKey);
+      const A = server.accountId;
+      // (fetch resolves dot segments, %2e%2e included: those never reach the server from here.)
+      const paths = [
+        '/ui',
+        '/ui/',
+        '/UI/',
+        '/ui/assets/app.js',
+        '/ui/assets/..%2f..%2fpackage.json',
+        '/ui/assets/app.js%00.css',
+        '/ui/session',
+        '/UI/SESSION',
+        '/ui/session/operator',
+        '/ui/session//operator',
+        `/ui/api/v2/accounts/${A}/messages`,
+        `/ui/api/v2/accounts/${A}/messages/%ff`,
+        `/ui/api/v2/accounts/${A}/domains/..%2f..%2f`,
+        '/ui/api/v2/accounts/not-a-uuid/messages',
+        `/ui/api/dashboard/accounts/${A}/messages/%00/activity`,
+        `/ui/api/dashboard/accounts/${A}/webhooks/not-a-uuid/deliveries`,
+        `/ui/api/dashboard/accounts/${A}/domains/${'x'.repeat(300)}/dkim`,
+        '/ui/api/operator/queue/status',
+        '/ui/api/operator/queue/messages?limit=abc',
+      ];
+      const bodies: [string | undefined, string | undefined][] = [
+        [undefined, undefined],
+        ['application/json', '{'],
+        ['application/json', 'null'],
+        ['application/json', '[]'],
+        ['application/json', '{"api_key":1,"token":{}}'],
+        ['application/json', `{"token":"${'A'.repeat(43)}"}`],
+        ['application/json', 'x'.repeat(5000)],
+        ['application/json', `{"a":${'['.repeat(1000)}${']'.repeat(1000)}}`],
+        ['text/plain', '{"api_key":"x"}'],
+        ['application/x-www-form-urlencoded', 'api_key=x'],
+      ];
+      const cookies = [session.cookie, 'A'.repeat(43), 'x'.repeat(3000), '%ff', `${session.cookie}; postilion_session=${'B'.repeat(43)}`];
+      const csrfs = [session.csrf, undefined, 'x', `${session.csrf}, ${session.csrf}`];
+      const origins = [undefined, 'null', 'http://elsewhere.example', server.url.replace('http:', 'https:')];
+      const methods = ['GET', 'HEAD', 'POST', 'PUT', 'DELETE', 'PATCH', 'OPTIONS'];
+      let seed = 36;
+      const pick = <T>(list: readonly T[]): T => list[(seed = (seed * 1103515245 + 12345) % 2147483648) % list.length]!;
+      for (let i = 0; i < 300; i++) {
+        const method = pick(methods);
+        const path = pick(paths);
+        const [type, body] = pick(bodies);
+        const headers: Record<string, string> = { cookie: `postilion_session=${pick(cookies)}` };
+        const csrf = pick(csrfs);
+        if (csrf !== undefined) headers['x-csrf-token'] = csrf;
+        const origin = pick(origins);
+        if (origin !== undefined) headers.origin = origin;
+        if (type !== undefined) headers['content-type'] = type;
+        const sent = method === 'GET' || method === 'HEAD' ? undefined : body;
+        const res = await ui(server, method, path, { headers, ...(sent !== undefined ? { rawBody: sent } : {}) });
+        const what = `${method} ${path} ${JSON.stringify(headers).slice(0, 200)} ${sent?.slice(0, 40)} -> ${res.status} ${res.text.slice(0, 100)}`;
+        expect(res.status, what).to.be.lessThan(500);
+        expect(res.headers.get('content-security-policy'), what).to.equal(CSP);
+        expect(res.text, what).not.to.contain('"name": "postilion"');
+        if (res.status >= 400 && method !== 'HEAD') expect(res.body?.message, what).to.be.a('string');
+        if (origin !== undefined && method !== 'GET' && method !== 'HEAD') expect(res.status, what).to.be.within(400, 499);
+      }
+    });
+  });
+
   // Last: it counts the sign-ins of the tests above.
   describe('metrics', () => {
     it('counts sign-ins by kind and result in postilion_dashboard_sign_ins_total', async () => {
@@ -322,5 +388,25 @@ describe('dashboard sessions over HTTP', () => {
       expect(count('kind="operator",result="ok"')).to.equal(2);
       expect(count('kind="operator",result="refused"')).to.equal(6);
     });
+  });
+});
+
+describe('dashboard sign-ins and the account rate', () => {
+  let server: TestServer;
+  before(async () => {
+    server = await startServer({ config: { api: { rate_limits: { general: { per_second: 0.001, burst: 3 } } } } });
+  });
+  after(async () => {
+    await server.stop();
+  });
+
+  it('takes one request of the account rate per sign-in: a valid key cannot store sessions faster than it may call the API', async () => {
+    for (let i = 0; i < 3; i++) await signIn(server, server.adminKey);
+    const res = await ui(server, 'POST', '/ui/session', { body: { api_key: server.adminKey } });
+    expect(res.status).to.equal(429);
+    expect(res.body).to.deep.equal({ message: 'Too many requests, rate limited.' });
+    expect(res.headers.get('retry-after')).to.be.a('string');
+    expect(res.headers.get('set-cookie')).to.equal(null);
+    expect(res.headers.get('content-security-policy')).to.equal(CSP);
   });
 });
