@@ -16,6 +16,11 @@ export interface ListenerSpec {
   tls?: { cert: Buffer; key: Buffer };
   /** The socket bound for it by the daemon's bind phase (then host and port are its address). */
   bound?: BoundSocket;
+  /**
+   * Headers for the answers written here, before the app sees the request, by its path (null:
+   * no path could be read): the dashboard's security headers on its /ui paths.
+   */
+  headersFor?: (path: string | null) => Record<string, string>;
   /** Requests refused before the app sees them are logged here (info): a pino logger, or what stands for one. */
   log?: { info(fields: Record<string, unknown>, message: string): void };
 }
@@ -55,7 +60,7 @@ export class ApiListener {
       });
       if (req.httpVersion === '1.1' && req.headers.host === undefined) {
         refused(400, req.method, pathOf(req.url), 'missing Host header');
-        return answer(res, 400, req.url, 'the Host header is required', { Connection: 'close' });
+        return answer(res, 400, req.url, 'the Host header is required', { ...spec.headersFor?.(pathOf(req.url)), Connection: 'close' });
       }
       void handler(req, res);
     });
@@ -64,7 +69,7 @@ export class ApiListener {
     server.on('checkContinue', (req: IncomingMessage, res: ServerResponse) => server.emit('request', req, res));
     server.on('checkExpectation', (req: IncomingMessage, res: ServerResponse) => {
       refused(417, req.method, pathOf(req.url), `unsupported expectation "${req.headers.expect}"`);
-      answer(res, 417, req.url, 'the only supported expectation is 100-continue', { Connection: 'close' });
+      answer(res, 417, req.url, 'the only supported expectation is 100-continue', { ...spec.headersFor?.(pathOf(req.url)), Connection: 'close' });
     });
     // This is no proxy. Without a listener Node would drop the connection without a word.
     server.on('connect', (req: IncomingMessage, socket: Duplex) => {
@@ -87,7 +92,7 @@ export class ApiListener {
       const { status, message, headers } = clientErrorStatus(err.code, line);
       refused(status, line?.method, line?.path ?? null, err.code ?? err.message);
       answered.add(socket);
-      writeRaw(socket, status, line?.path ?? null, message, headers);
+      writeRaw(socket, status, line?.path ?? null, message, { ...spec.headersFor?.(line?.path ?? null), ...headers });
     });
 
     if (spec.bound) await spec.bound.handTo(server);

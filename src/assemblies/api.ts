@@ -12,6 +12,7 @@ import { notFound } from '../util/errors.ts';
 import { defaultAssetsDir } from '../dashboard/assets.ts';
 import { dashboardRoutes } from '../dashboard/activity.ts';
 import { dashboardHooks } from '../dashboard/app.ts';
+import { rawAnswerHeaders } from '../dashboard/headers.ts';
 import { clusterView, operatorRoutes } from '../dashboard/operator.ts';
 import { readClusterStatus } from '../cluster/status.ts';
 import type { ControlHandlers, UiSignIn } from '../control/server.ts';
@@ -97,10 +98,15 @@ export class ApiAssembly implements Assembly {
       dashboard: this.dashboard(),
     });
     const handler = app.callback();
-    this.listeners.push(await ApiListener.start({ host: config.api.host, port: config.api.port, bound: bound.api, log }, handler));
+    this.listeners.push(
+      await ApiListener.start({ host: config.api.host, port: config.api.port, bound: bound.api, log, headersFor: rawAnswerHeaders }, handler),
+    );
     if (config.api.tls.enabled) {
       this.listeners.push(
-        await ApiListener.start({ host: config.api.tls.host, port: config.api.tls.port, bound: bound.apiTls ?? undefined, tls: readTls(config), log }, handler),
+        await ApiListener.start(
+          { host: config.api.tls.host, port: config.api.tls.port, bound: bound.apiTls ?? undefined, tls: readTls(config), log, headersFor: rawAnswerHeaders },
+          handler,
+        ),
       );
     }
     log.info({ urls: this.urls }, 'API listening');

@@ -22,6 +22,16 @@ export function setSecurityHeaders(ctx: ApiContext): void {
 }
 
 /**
+ * The same headers for the answers the API's listener writes before the app sees a request
+ * (api/server.ts: headers too large, a malformed request line): on /ui paths only.
+ */
+export function rawAnswerHeaders(path: string | null): Record<string, string> {
+  if (path === null) return {};
+  const lower = path.toLowerCase();
+  return lower === '/ui' || lower.startsWith('/ui/') ? { ...HEADERS } : {};
+}
+
+/**
  * A state change from a browser must come from our own page: when the browser names the origin
  * (it does on every cross-origin request, and on same-origin ones but GET/HEAD), it must be this
  * request's own (scheme as the client spoke it, host as it asked for).
