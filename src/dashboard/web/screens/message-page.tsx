@@ -4,7 +4,7 @@
 import { useEffect, useRef, useState } from 'preact/hooks';
 import { extra, v2, type SessionInfo } from '../api.ts';
 import { TableWrap, Badge, Copyable, ErrorBox, Page, Show, useAction, useLoad, When, mayDo, type Loaded } from '../ui.tsx';
-import type { MessageSummary } from './messages.tsx';
+import type { MessageSummary } from './message-summary.ts';
 
 interface Message extends MessageSummary {
   content_parsed?: { headers?: Record<string, string[]> };

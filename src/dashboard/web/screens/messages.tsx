@@ -4,6 +4,7 @@ import { useState } from 'preact/hooks';
 import { v2, type SessionInfo } from '../api.ts';
 import { TableWrap, Badge, go, hashQuery, href, Page, Show, useLoad, When } from '../ui.tsx';
 import { MessagePage } from './message-page.tsx';
+import type { MessageSummary } from './message-summary.ts';
 import type { ScreenRoute } from './types.ts';
 
 /** The statuses getMessages filters on (its `status` parameter). */
@@ -21,29 +22,6 @@ export const STATUSES = [
   'Sandbox Bounced',
   'Sandbox Suppressed',
 ];
-
-/** A MessageSummary as getMessages and getMessage answer it (the fields shown here). */
-export interface MessageSummary {
-  id: string | null;
-  message_id: string;
-  subject: string;
-  sender: string;
-  recipient: string;
-  status: string;
-  tags: string[];
-  created_at: string;
-  updated_at: string;
-  sent_at: string | null;
-  delivered_at: string | null;
-  retain_until: string;
-  direction: 'inbound' | 'outbound';
-  bounce_classification: string;
-  is_bounce_notification: boolean;
-  delivery_attempts: Array<{ time: string; log: string; status: string }>;
-  num_attempts: number;
-  open_count: number;
-  click_count: number;
-}
 
 interface MessageList {
   data: MessageSummary[];
