@@ -9,6 +9,9 @@ import { signIn, startDashboardDaemon, type ApiMessage, type DashboardDaemon } f
  * and another account's message and domain are out of reach by URL, from the screens and from the
  * page's own requests.
  */
+/** The focused element, read in the page. */
+type Focus = { document: { activeElement: { id: string } | null } };
+
 describe('e2e: dashboard, sign-in, sign-out and tenants', function () {
   this.timeout(60_000);
   const browser = useBrowser();
@@ -39,6 +42,29 @@ describe('e2e: dashboard, sign-in, sign-out and tenants', function () {
     expect((await page.context().cookies()).map((c) => c.name)).not.to.include('postilion_session');
     await checkAccessibility(page, 'sign-in with an error');
     await screenshot(page, 'access-wrong-key');
+  });
+
+  it('works from the keyboard alone: sign in, reach Domains from the navigation, open a domain', async () => {
+    const { page } = await browser.open();
+    await page.goto(`${daemon.url}/ui/`);
+    // The key field is the first thing Tab reaches after the page loads (nothing before it takes focus).
+    const focused = () => page.evaluate(() => (globalThis as unknown as Focus).document.activeElement?.id ?? '');
+    const hasFocus = (locator: ReturnType<typeof page.locator>) => locator.evaluate((el) => el === (globalThis as unknown as Focus).document.activeElement);
+    for (let i = 0; i < 5 && (await focused()) !== 'api-key'; i++) await page.keyboard.press('Tab');
+    expect(await focused()).to.equal('api-key');
+    await page.keyboard.type(daemon.key);
+    await page.keyboard.press('Enter');
+    const nav = page.getByRole('navigation', { name: 'Main' });
+    await nav.waitFor();
+    // Tab through the page until the Domains link has focus, then follow it with Enter.
+    const domains = nav.getByRole('link', { name: 'Domains' });
+    for (let i = 0; i < 40 && !(await hasFocus(domains)); i++) await page.keyboard.press('Tab');
+    await page.keyboard.press('Enter');
+    await page.getByRole('heading', { level: 1, name: 'Domains' }).waitFor();
+    const link = page.getByRole('table', { name: 'Domains' }).getByRole('link', { name: 'example.test' });
+    for (let i = 0; i < 40 && !(await hasFocus(link)); i++) await page.keyboard.press('Tab');
+    await page.keyboard.press('Enter');
+    await page.getByRole('heading', { level: 1, name: 'example.test' }).waitFor();
   });
 
   it('signs in with an HttpOnly, SameSite=Strict session cookie, keeps the key nowhere, and signs out for good', async () => {
