@@ -1,11 +1,14 @@
 // API keys: of the signed-in account (#/api-keys), or of one of its sub-accounts (the parent's
 // keys manage them). List, create (the secret shown once), edit, delete.
-import { useId, useState } from 'preact/hooks';
+import { useState } from 'preact/hooks';
 import type { SessionInfo } from '../../api.ts';
 import { v2 } from '../../api.ts';
-import { Badge, ErrorBox, messageOf, Show, useLoad, When } from '../../ui.tsx';
+import { Badge, Show, useLoad, When } from '../../ui.tsx';
 import { ConfirmDialog } from '../kit/confirm.tsx';
-import { Pager, useCursor, type ListPage } from '../kit/paging.tsx';
+import { TextField } from '../kit/fields.tsx';
+import { FormCard, Notice } from '../kit/form.tsx';
+import { ListTable, RowButton } from '../kit/list-table.tsx';
+import { useCursor, type ListPage } from '../kit/paging.tsx';
 import { ShownOnce } from '../kit/shown-once.tsx';
 import { items } from '../kit/text.ts';
 import { ScopePicker, scopeChoiceOf, scopesOf, type ScopeChoice } from './scope-picker.tsx';
@@ -60,11 +63,7 @@ export function KeysPanel(props: { path: string; session: SessionInfo; caption: 
           </p>
         </ShownOnce>
       ) : null}
-      {notice ? (
-        <p class="notice" role="status">
-          {notice}
-        </p>
-      ) : null}
+      <Notice text={notice} />
       {form ? (
         <KeyForm key={form.editing?.id ?? 'new'} editing={form.editing} onSave={save} onCancel={() => setForm(null)} />
       ) : (
@@ -75,75 +74,54 @@ export function KeysPanel(props: { path: string; session: SessionInfo; caption: 
         </div>
       )}
       <Show loaded={list}>
-        {(page) =>
-          page.data.length === 0 ? (
-            <p class="muted">No API keys yet.</p>
-          ) : (
-            <>
-              <div class="table-wrap">
-                <table>
-                  <caption>{props.caption}</caption>
-                  <thead>
-                    <tr>
-                      <th scope="col">Label</th>
-                      <th scope="col">Scopes</th>
-                      <th scope="col">IP allow list</th>
-                      <th scope="col">Last used</th>
-                      <th scope="col">Created</th>
-                      <th scope="col">Actions</th>
-                    </tr>
-                  </thead>
-                  <tbody>
-                    {page.data.map((key) => (
-                      <tr key={key.id}>
-                        <th scope="row" id={`key-${key.id}`}>
-                          {key.label} {key.id === props.session.key_id ? <Badge value="this key" tone="neutral" /> : null}
-                          <br />
-                          <code class="muted">{key.public_key}</code>
-                        </th>
-                        <td>
-                          <details>
-                            <summary>
-                              {key.scopes.length} scope{key.scopes.length === 1 ? '' : 's'}
-                            </summary>
-                            <ul class="plain">
-                              {key.scopes.map((s) => (
-                                <li key={s.scope}>
-                                  <code>{s.scope}</code>
-                                </li>
-                              ))}
-                            </ul>
-                          </details>
-                        </td>
-                        <td>{key.ip_allow_list.length === 0 ? <span class="muted">any address</span> : key.ip_allow_list.join(', ')}</td>
-                        <td>
-                          <When at={key.last_used_at} />
-                        </td>
-                        <td>
-                          <When at={key.created_at} />
-                        </td>
-                        <td class="actions-cell">
-                          <button
-                            type="button"
-                            class="secondary small"
-                            aria-describedby={`key-${key.id}`}
-                            onClick={() => (setForm({ editing: key }), setNotice(null))}
-                          >
-                            Edit
-                          </button>
-                          <button type="button" class="danger small" aria-describedby={`key-${key.id}`} onClick={() => setDeleting(key)}>
-                            Delete
-                          </button>
-                        </td>
-                      </tr>
-                    ))}
-                  </tbody>
-                </table>
-              </div>
-              <Pager pagination={page.pagination} cursor={cursor} onPage={setCursor} />
-            </>
-          )
-        }
+        {(page) => (
+          <ListTable
+            caption={props.caption}
+            columns={['Label', 'Scopes', 'IP allow list', 'Last used', 'Created', 'Actions']}
+            page={page}
+            empty="No API keys yet."
+            cursor={cursor}
+            onPage={setCursor}
+            row={(key) => (
+              <tr key={key.id}>
+                <th scope="row" id={`key-${key.id}`}>
+                  {key.label} {key.id === props.session.key_id ? <Badge value="this key" tone="neutral" /> : null}
+                  <br />
+                  <code class="muted">{key.public_key}</code>
+                </th>
+                <td>
+                  <details>
+                    <summary>
+                      {key.scopes.length} scope{key.scopes.length === 1 ? '' : 's'}
+                    </summary>
+                    <ul class="plain">
+                      {key.scopes.map((s) => (
+                        <li key={s.scope}>
+                          <code>{s.scope}</code>
+                        </li>
+                      ))}
+                    </ul>
+                  </details>
+                </td>
+                <td>{key.ip_allow_list.length === 0 ? <span class="muted">any address</span> : key.ip_allow_list.join(', ')}</td>
+                <td>
+                  <When at={key.last_used_at} />
+                </td>
+                <td>
+                  <When at={key.created_at} />
+                </td>
+                <td class="actions-cell">
+                  <RowButton of={`key-${key.id}`} onClick={() => (setForm({ editing: key }), setNotice(null))}>
+                    Edit
+                  </RowButton>
+                  <RowButton of={`key-${key.id}`} look="danger" onClick={() => setDeleting(key)}>
+                    Delete
+                  </RowButton>
+                </td>
+              </tr>
+            )}
+          />
+        )}
       </Show>
       {deleting ? (
         <ConfirmDialog
@@ -166,60 +144,35 @@ export function KeysPanel(props: { path: string; session: SessionInfo; caption: 
 }
 
 function KeyForm(props: { editing: ApiKey | null; onSave: (body: KeyBody) => Promise<void>; onCancel: () => void }) {
-  const id = useId();
   const [label, setLabel] = useState(props.editing?.label ?? '');
   const [scopes, setScopes] = useState<ScopeChoice>(scopeChoiceOf(props.editing?.scopes.map((s) => s.scope) ?? []));
   const [allow, setAllow] = useState((props.editing?.ip_allow_list ?? []).join('\n'));
-  const [busy, setBusy] = useState(false);
-  const [error, setError] = useState<string | null>(null);
 
-  const submit = async (e: Event) => {
-    e.preventDefault();
+  const submit = async () => {
     const body: KeyBody = { label: label.trim(), scopes: scopesOf(scopes), ip_allow_list: items(allow) };
-    if (body.scopes.length === 0) return setError('Choose at least one scope.');
-    if (body.ip_allow_list.length > MAX_ALLOW) return setError(`The IP allow list holds at most ${MAX_ALLOW} entries.`);
-    setBusy(true);
-    setError(null);
-    try {
-      await props.onSave(body);
-    } catch (err) {
-      setError(messageOf(err));
-      setBusy(false);
-    }
+    if (body.scopes.length === 0) return 'Choose at least one scope.';
+    if (body.ip_allow_list.length > MAX_ALLOW) return `The IP allow list holds at most ${MAX_ALLOW} entries.`;
+    await props.onSave(body);
   };
 
   return (
-    <form class="stack card" onSubmit={(e) => void submit(e)} aria-labelledby={`${id}-title`}>
-      <h2 id={`${id}-title`}>{props.editing ? `Edit the key “${props.editing.label}”` : 'New API key'}</h2>
-      <div>
-        <label for={`${id}-label`}>Label</label>
-        <input id={`${id}-label`} required maxLength={255} value={label} onInput={(e) => setLabel((e.target as HTMLInputElement).value)} />
-      </div>
+    <FormCard
+      card
+      title={props.editing ? `Edit the key “${props.editing.label}”` : 'New API key'}
+      submitLabel={props.editing ? 'Save changes' : 'Create API key'}
+      onSubmit={submit}
+      onCancel={props.onCancel}
+    >
+      <TextField label="Label" required maxLength={255} value={label} onInput={setLabel} />
       <ScopePicker value={scopes} onChange={setScopes} />
-      <div>
-        <label for={`${id}-allow`}>IP allow list</label>
-        <textarea
-          id={`${id}-allow`}
-          rows={3}
-          maxLength={8000}
-          spellcheck={false}
-          aria-describedby={`${id}-allow-hint`}
-          value={allow}
-          onInput={(e) => setAllow((e.target as HTMLTextAreaElement).value)}
-        />
-        <p class="hint" id={`${id}-allow-hint`}>
-          Addresses or CIDR blocks, one a line (at most {MAX_ALLOW}). Empty: the key works from any address.
-        </p>
-      </div>
-      <ErrorBox error={error} />
-      <div class="actions">
-        <button type="submit" disabled={busy}>
-          {props.editing ? 'Save changes' : 'Create API key'}
-        </button>
-        <button type="button" class="secondary" onClick={props.onCancel}>
-          Cancel
-        </button>
-      </div>
-    </form>
+      <TextField
+        label="IP allow list"
+        rows={3}
+        maxLength={8000}
+        value={allow}
+        onInput={setAllow}
+        hint={`Addresses or CIDR blocks, one a line (at most ${MAX_ALLOW}). Empty: the key works from any address.`}
+      />
+    </FormCard>
   );
 }

@@ -1,8 +1,11 @@
 // Members (#/members): the people of the account and their roles. List, add, remove.
 import { useId, useState } from 'preact/hooks';
 import { v2, type SessionInfo } from '../../api.ts';
-import { Badge, ErrorBox, messageOf, Page, Show, useLoad, When } from '../../ui.tsx';
+import { Badge, Page, Show, useLoad, When } from '../../ui.tsx';
 import { ConfirmDialog } from '../kit/confirm.tsx';
+import { TextField } from '../kit/fields.tsx';
+import { FormCard, Notice } from '../kit/form.tsx';
+import { ListTable, RowButton } from '../kit/list-table.tsx';
 import type { ListPage } from '../kit/paging.tsx';
 import { seg } from '../kit/text.ts';
 
@@ -34,11 +37,7 @@ export function MembersScreen(props: { session: SessionInfo }) {
         )
       }
     >
-      {notice ? (
-        <p class="notice" role="status">
-          {notice}
-        </p>
-      ) : null}
+      <Notice text={notice} />
       {adding ? (
         <MemberForm
           onCancel={() => setAdding(false)}
@@ -51,45 +50,32 @@ export function MembersScreen(props: { session: SessionInfo }) {
         />
       ) : null}
       <Show loaded={list}>
-        {(page) =>
-          page.data.length === 0 ? (
-            <p class="muted">No members yet.</p>
-          ) : (
-            <div class="table-wrap">
-              <table>
-                <caption>Members</caption>
-                <thead>
-                  <tr>
-                    <th scope="col">User ID</th>
-                    <th scope="col">Role</th>
-                    <th scope="col">Added</th>
-                    <th scope="col">Actions</th>
-                  </tr>
-                </thead>
-                <tbody>
-                  {page.data.map((m) => (
-                    <tr key={m.user_id}>
-                      <th scope="row" id={`member-${m.user_id}`}>
-                        <code>{m.user_id}</code>
-                      </th>
-                      <td>
-                        <Badge value={m.role} tone="neutral" />
-                      </td>
-                      <td>
-                        <When at={m.created_at} />
-                      </td>
-                      <td class="actions-cell">
-                        <button type="button" class="danger small" aria-describedby={`member-${m.user_id}`} onClick={() => setRemoving(m)}>
-                          Remove
-                        </button>
-                      </td>
-                    </tr>
-                  ))}
-                </tbody>
-              </table>
-            </div>
-          )
-        }
+        {(page) => (
+          <ListTable
+            caption="Members"
+            columns={['User ID', 'Role', 'Added', 'Actions']}
+            page={page}
+            empty="No members yet."
+            row={(m) => (
+              <tr key={m.user_id}>
+                <th scope="row" id={`member-${m.user_id}`}>
+                  <code>{m.user_id}</code>
+                </th>
+                <td>
+                  <Badge value={m.role} tone="neutral" />
+                </td>
+                <td>
+                  <When at={m.created_at} />
+                </td>
+                <td class="actions-cell">
+                  <RowButton of={`member-${m.user_id}`} look="danger" onClick={() => setRemoving(m)}>
+                    Remove
+                  </RowButton>
+                </td>
+              </tr>
+            )}
+          />
+        )}
       </Show>
       {removing ? (
         <ConfirmDialog
@@ -123,32 +109,15 @@ function MemberForm(props: { onAdd: (body: MemberBody) => Promise<void>; onCance
   const [email, setEmail] = useState('');
   const [name, setName] = useState('');
   const [role, setRole] = useState<string>('Developer');
-  const [busy, setBusy] = useState(false);
-  const [error, setError] = useState<string | null>(null);
-  const submit = async (e: Event) => {
-    e.preventDefault();
+  const submit = async () => {
     const body: MemberBody = { email: email.trim(), role };
     if (name.trim()) body.name = name.trim();
-    setBusy(true);
-    setError(null);
-    try {
-      await props.onAdd(body);
-    } catch (err) {
-      setError(messageOf(err));
-      setBusy(false);
-    }
+    await props.onAdd(body);
   };
   return (
-    <form class="stack card" onSubmit={(e) => void submit(e)} aria-labelledby={`${id}-title`}>
-      <h2 id={`${id}-title`}>Add a member</h2>
-      <div>
-        <label for={`${id}-email`}>Email address</label>
-        <input id={`${id}-email`} type="email" required maxLength={254} value={email} onInput={(e) => setEmail((e.target as HTMLInputElement).value)} />
-      </div>
-      <div>
-        <label for={`${id}-name`}>Name</label>
-        <input id={`${id}-name`} maxLength={255} value={name} onInput={(e) => setName((e.target as HTMLInputElement).value)} />
-      </div>
+    <FormCard card title="Add a member" submitLabel="Add member" onSubmit={submit} onCancel={props.onCancel}>
+      <TextField label="Email address" type="email" required maxLength={254} value={email} onInput={setEmail} />
+      <TextField label="Name" maxLength={255} value={name} onInput={setName} />
       <div>
         <label for={`${id}-role`}>Role</label>
         <select id={`${id}-role`} value={role} onChange={(e) => setRole((e.target as HTMLSelectElement).value)}>
@@ -159,15 +128,6 @@ function MemberForm(props: { onAdd: (body: MemberBody) => Promise<void>; onCance
           ))}
         </select>
       </div>
-      <ErrorBox error={error} />
-      <div class="actions">
-        <button type="submit" disabled={busy}>
-          Add member
-        </button>
-        <button type="button" class="secondary" onClick={props.onCancel}>
-          Cancel
-        </button>
-      </div>
-    </form>
+    </FormCard>
   );
 }

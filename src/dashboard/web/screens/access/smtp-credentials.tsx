@@ -1,9 +1,12 @@
 // SMTP credentials (#/smtp-credentials): list, create (the password shown once), delete.
-import { useId, useState } from 'preact/hooks';
+import { useState } from 'preact/hooks';
 import { v2, type SessionInfo } from '../../api.ts';
-import { Badge, ErrorBox, messageOf, Page, Show, useLoad, When } from '../../ui.tsx';
+import { Badge, Page, Show, useLoad, When } from '../../ui.tsx';
 import { ConfirmDialog } from '../kit/confirm.tsx';
-import { Pager, useCursor, type ListPage } from '../kit/paging.tsx';
+import { CheckField, RadioField, TextField } from '../kit/fields.tsx';
+import { FormCard, Notice } from '../kit/form.tsx';
+import { ListTable, RowButton } from '../kit/list-table.tsx';
+import { useCursor, type ListPage } from '../kit/paging.tsx';
 import { ShownOnce } from '../kit/shown-once.tsx';
 import { items, seg } from '../kit/text.ts';
 
@@ -36,11 +39,7 @@ export function SmtpCredentialsScreen(props: { session: SessionInfo }) {
           </p>
         </ShownOnce>
       ) : null}
-      {notice ? (
-        <p class="notice" role="status">
-          {notice}
-        </p>
-      ) : null}
+      <Notice text={notice} />
       {creating ? (
         <CredentialForm
           onCancel={() => setCreating(false)}
@@ -59,52 +58,36 @@ export function SmtpCredentialsScreen(props: { session: SessionInfo }) {
         </div>
       )}
       <Show loaded={list}>
-        {(page) =>
-          page.data.length === 0 ? (
-            <p class="muted">No SMTP credentials yet.</p>
-          ) : (
-            <>
-              <div class="table-wrap">
-                <table>
-                  <caption>SMTP credentials</caption>
-                  <thead>
-                    <tr>
-                      <th scope="col">Name</th>
-                      <th scope="col">User name</th>
-                      <th scope="col">Domains</th>
-                      <th scope="col">Sandbox</th>
-                      <th scope="col">Created</th>
-                      <th scope="col">Actions</th>
-                    </tr>
-                  </thead>
-                  <tbody>
-                    {page.data.map((c) => (
-                      <tr key={c.id}>
-                        <th scope="row" id={`cred-${c.id}`}>
-                          {c.name}
-                        </th>
-                        <td>
-                          <code>{c.username}</code>
-                        </td>
-                        <td>{c.scope === 'global' ? <span class="muted">every domain</span> : c.domains.join(', ')}</td>
-                        <td>{c.sandbox ? <Badge value="sandbox" tone="warn" /> : 'no'}</td>
-                        <td>
-                          <When at={c.created_at} />
-                        </td>
-                        <td class="actions-cell">
-                          <button type="button" class="danger small" aria-describedby={`cred-${c.id}`} onClick={() => setDeleting(c)}>
-                            Delete
-                          </button>
-                        </td>
-                      </tr>
-                    ))}
-                  </tbody>
-                </table>
-              </div>
-              <Pager pagination={page.pagination} cursor={cursor} onPage={setCursor} />
-            </>
-          )
-        }
+        {(page) => (
+          <ListTable
+            caption="SMTP credentials"
+            columns={['Name', 'User name', 'Domains', 'Sandbox', 'Created', 'Actions']}
+            page={page}
+            empty="No SMTP credentials yet."
+            cursor={cursor}
+            onPage={setCursor}
+            row={(c) => (
+              <tr key={c.id}>
+                <th scope="row" id={`cred-${c.id}`}>
+                  {c.name}
+                </th>
+                <td>
+                  <code>{c.username}</code>
+                </td>
+                <td>{c.scope === 'global' ? <span class="muted">every domain</span> : c.domains.join(', ')}</td>
+                <td>{c.sandbox ? <Badge value="sandbox" tone="warn" /> : 'no'}</td>
+                <td>
+                  <When at={c.created_at} />
+                </td>
+                <td class="actions-cell">
+                  <RowButton of={`cred-${c.id}`} look="danger" onClick={() => setDeleting(c)}>
+                    Delete
+                  </RowButton>
+                </td>
+              </tr>
+            )}
+          />
+        )}
       </Show>
       {deleting ? (
         <ConfirmDialog
@@ -132,75 +115,29 @@ interface CredentialBody {
   domains: string[];
 }
 
+const SCOPES = [
+  ['scoped', 'Only those listed below'],
+  ['global', 'Any domain of the account'],
+] as const;
+
 function CredentialForm(props: { onCreate: (body: CredentialBody) => Promise<void>; onCancel: () => void }) {
-  const id = useId();
   const [name, setName] = useState('');
   const [scope, setScope] = useState<'global' | 'scoped'>('scoped');
   const [domains, setDomains] = useState('');
   const [sandbox, setSandbox] = useState(false);
-  const [busy, setBusy] = useState(false);
-  const [error, setError] = useState<string | null>(null);
-  const submit = async (e: Event) => {
-    e.preventDefault();
+  const submit = async () => {
     const body: CredentialBody = { name: name.trim(), scope, sandbox, domains: scope === 'scoped' ? items(domains) : [] };
-    if (scope === 'scoped' && body.domains.length === 0) return setError('Name at least one domain, or choose every domain.');
-    setBusy(true);
-    setError(null);
-    try {
-      await props.onCreate(body);
-    } catch (err) {
-      setError(messageOf(err));
-      setBusy(false);
-    }
+    if (scope === 'scoped' && body.domains.length === 0) return 'Name at least one domain, or choose every domain.';
+    await props.onCreate(body);
   };
   return (
-    <form class="stack card" onSubmit={(e) => void submit(e)} aria-labelledby={`${id}-title`}>
-      <h2 id={`${id}-title`}>New SMTP credential</h2>
-      <div>
-        <label for={`${id}-name`}>Name</label>
-        <input id={`${id}-name`} required maxLength={255} value={name} onInput={(e) => setName((e.target as HTMLInputElement).value)} />
-      </div>
-      <fieldset>
-        <legend>Which domains it may send from</legend>
-        <label class="check">
-          <input type="radio" name={`${id}-scope`} checked={scope === 'scoped'} onChange={() => setScope('scoped')} />
-          Only those listed below
-        </label>
-        <label class="check">
-          <input type="radio" name={`${id}-scope`} checked={scope === 'global'} onChange={() => setScope('global')} />
-          Any domain of the account
-        </label>
-      </fieldset>
+    <FormCard card title="New SMTP credential" submitLabel="Create SMTP credential" onSubmit={submit} onCancel={props.onCancel}>
+      <TextField label="Name" required maxLength={255} value={name} onInput={setName} />
+      <RadioField legend="Which domains it may send from" value={scope} options={SCOPES} onChange={setScope} />
       {scope === 'scoped' ? (
-        <div>
-          <label for={`${id}-domains`}>Domains</label>
-          <textarea
-            id={`${id}-domains`}
-            rows={2}
-            maxLength={8000}
-            spellcheck={false}
-            aria-describedby={`${id}-domains-hint`}
-            value={domains}
-            onInput={(e) => setDomains((e.target as HTMLTextAreaElement).value)}
-          />
-          <p class="hint" id={`${id}-domains-hint`}>
-            One a line, or separated by commas.
-          </p>
-        </div>
+        <TextField label="Domains" rows={2} maxLength={8000} value={domains} onInput={setDomains} hint="One a line, or separated by commas." />
       ) : null}
-      <label class="check">
-        <input type="checkbox" checked={sandbox} onChange={(e) => setSandbox((e.target as HTMLInputElement).checked)} />
-        Sandbox: its mail goes to the sandbox, not to recipients
-      </label>
-      <ErrorBox error={error} />
-      <div class="actions">
-        <button type="submit" disabled={busy}>
-          Create SMTP credential
-        </button>
-        <button type="button" class="secondary" onClick={props.onCancel}>
-          Cancel
-        </button>
-      </div>
-    </form>
+      <CheckField label="Sandbox: its mail goes to the sandbox, not to recipients" checked={sandbox} onChange={setSandbox} />
+    </FormCard>
   );
 }

@@ -3,6 +3,7 @@
 import { useState } from 'preact/hooks';
 import { v2, type SessionInfo } from '../../api.ts';
 import { Badge, go, Page, Show, useLoad, When } from '../../ui.tsx';
+import { Notice } from '../kit/form.tsx';
 import { seg } from '../kit/text.ts';
 import { KeysPanel } from './keys.tsx';
 import { SubAccountButtons, SubAccountDialog, subAccountsPath, type SubAccount, type SubAccountAction } from './sub-account-actions.tsx';
@@ -35,11 +36,7 @@ export function SubAccountScreen(props: { session: SessionInfo; id: string }) {
       <p>
         <a href="#/sub-accounts">All sub-accounts</a>
       </p>
-      {notice ? (
-        <p class="notice" role="status">
-          {notice}
-        </p>
-      ) : null}
+      <Notice text={notice} />
       <Show loaded={sub}>
         {(s) => (
           <>

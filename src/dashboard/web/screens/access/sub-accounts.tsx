@@ -2,8 +2,11 @@
 // (getSubAccountsUsage), create, suspend/unsuspend, delete; each one's page has its API keys.
 import { useId, useState } from 'preact/hooks';
 import { v2, type SessionInfo } from '../../api.ts';
-import { Badge, ErrorBox, messageOf, Page, Show, useLoad, When, type Loaded } from '../../ui.tsx';
-import { Pager, useCursor, type ListPage } from '../kit/paging.tsx';
+import { Badge, Page, Show, useLoad, When, type Loaded } from '../../ui.tsx';
+import { TextField } from '../kit/fields.tsx';
+import { FormCard, Notice } from '../kit/form.tsx';
+import { ListTable } from '../kit/list-table.tsx';
+import { useCursor, type ListPage } from '../kit/paging.tsx';
 import { seg } from '../kit/text.ts';
 import { SubAccountButtons, SubAccountDialog, subAccountsPath, type SubAccount, type SubAccountAction } from './sub-account-actions.tsx';
 
@@ -49,11 +52,7 @@ export function SubAccountsScreen(props: { session: SessionInfo }) {
         )
       }
     >
-      {notice ? (
-        <p class="notice" role="status">
-          {notice}
-        </p>
-      ) : null}
+      <Notice text={notice} />
       {creating ? (
         <SubAccountForm
           onCancel={() => setCreating(false)}
@@ -67,57 +66,40 @@ export function SubAccountsScreen(props: { session: SessionInfo }) {
         />
       ) : null}
       <Show loaded={list}>
-        {(page) =>
-          page.data.length === 0 ? (
-            <p class="muted">No sub-accounts yet.</p>
-          ) : (
-            <>
-              <div class="table-wrap">
-                <table>
-                  <caption>Sub-accounts</caption>
-                  <thead>
-                    <tr>
-                      <th scope="col">Name</th>
-                      <th scope="col">Status</th>
-                      <th scope="col">Domains</th>
-                      <th scope="col">Messages this period</th>
-                      <th scope="col">Allocated cost</th>
-                      <th scope="col">Last activity</th>
-                      <th scope="col">Actions</th>
-                    </tr>
-                  </thead>
-                  <tbody>
-                    {page.data.map((sub) => {
-                      const used = usageOf.get(sub.id);
-                      return (
-                        <tr key={sub.id}>
-                          <th scope="row" id={`sub-${sub.id}`}>
-                            <a href={`#/sub-accounts/${seg(sub.id)}`}>{sub.name}</a>
-                            <br />
-                            <span class="muted">{sub.website}</span>
-                          </th>
-                          <td>
-                            <Badge value={sub.status} />
-                          </td>
-                          <td>{sub.domain_count}</td>
-                          <td>{used ? used.reception_count : <span class="muted">—</span>}</td>
-                          <td>{used ? money(used.allocated_cost) : <span class="muted">—</span>}</td>
-                          <td>
-                            <When at={sub.last_activity_at} />
-                          </td>
-                          <td class="actions-cell">
-                            <SubAccountButtons sub={sub} small describedBy={`sub-${sub.id}`} onAction={setAction} />
-                          </td>
-                        </tr>
-                      );
-                    })}
-                  </tbody>
-                </table>
-              </div>
-              <Pager pagination={page.pagination} cursor={cursor} onPage={setCursor} />
-            </>
-          )
-        }
+        {(page) => (
+          <ListTable
+            caption="Sub-accounts"
+            columns={['Name', 'Status', 'Domains', 'Messages this period', 'Allocated cost', 'Last activity', 'Actions']}
+            page={page}
+            empty="No sub-accounts yet."
+            cursor={cursor}
+            onPage={setCursor}
+            row={(sub) => {
+              const used = usageOf.get(sub.id);
+              return (
+                <tr key={sub.id}>
+                  <th scope="row" id={`sub-${sub.id}`}>
+                    <a href={`#/sub-accounts/${seg(sub.id)}`}>{sub.name}</a>
+                    <br />
+                    <span class="muted">{sub.website}</span>
+                  </th>
+                  <td>
+                    <Badge value={sub.status} />
+                  </td>
+                  <td>{sub.domain_count}</td>
+                  <td>{used ? used.reception_count : <span class="muted">—</span>}</td>
+                  <td>{used ? money(used.allocated_cost) : <span class="muted">—</span>}</td>
+                  <td>
+                    <When at={sub.last_activity_at} />
+                  </td>
+                  <td class="actions-cell">
+                    <SubAccountButtons sub={sub} small describedBy={`sub-${sub.id}`} onAction={setAction} />
+                  </td>
+                </tr>
+              );
+            }}
+          />
+        )}
       </Show>
       <UsageSummary usage={usage} money={money} />
       {action ? (
@@ -190,36 +172,25 @@ export function SubAccountForm(props: { editing?: SubAccount; onCreate: (body: S
   const [name, setName] = useState(props.editing?.name ?? '');
   const [website, setWebsite] = useState(props.editing?.website ?? '');
   const [credit, setCredit] = useState(props.editing ? String(props.editing.monthly_credit) : '');
-  const [busy, setBusy] = useState(false);
-  const [error, setError] = useState<string | null>(null);
-  const submit = async (e: Event) => {
-    e.preventDefault();
+  const submit = async () => {
     const body: SubAccountBody = { name: name.trim(), website: website.trim() };
     if (credit.trim() !== '') {
       const n = Number(credit);
-      if (!Number.isInteger(n) || n < 0 || n > MAX_CREDIT) return setError(`The monthly credit is a whole number from 0 to ${MAX_CREDIT}.`);
+      if (!Number.isInteger(n) || n < 0 || n > MAX_CREDIT) return `The monthly credit is a whole number from 0 to ${MAX_CREDIT}.`;
       body.monthly_credit = n;
     }
-    setBusy(true);
-    setError(null);
-    try {
-      await props.onCreate(body);
-    } catch (err) {
-      setError(messageOf(err));
-      setBusy(false);
-    }
+    await props.onCreate(body);
   };
   return (
-    <form class="stack card" onSubmit={(e) => void submit(e)} aria-labelledby={`${id}-title`}>
-      <h2 id={`${id}-title`}>{props.editing ? `Edit “${props.editing.name}”` : 'New sub-account'}</h2>
-      <div>
-        <label for={`${id}-name`}>Name</label>
-        <input id={`${id}-name`} required maxLength={255} value={name} onInput={(e) => setName((e.target as HTMLInputElement).value)} />
-      </div>
-      <div>
-        <label for={`${id}-website`}>Website</label>
-        <input id={`${id}-website`} required maxLength={255} value={website} onInput={(e) => setWebsite((e.target as HTMLInputElement).value)} />
-      </div>
+    <FormCard
+      card
+      title={props.editing ? `Edit “${props.editing.name}”` : 'New sub-account'}
+      submitLabel={props.editing ? 'Save changes' : 'Create sub-account'}
+      onSubmit={submit}
+      onCancel={props.onCancel}
+    >
+      <TextField label="Name" required maxLength={255} value={name} onInput={setName} />
+      <TextField label="Website" required maxLength={255} value={website} onInput={setWebsite} />
       <div>
         <label for={`${id}-credit`}>Monthly credit</label>
         <input
@@ -236,15 +207,6 @@ export function SubAccountForm(props: { editing?: SubAccount; onCreate: (body: S
           A monthly cap; 0 or empty: no cap.
         </p>
       </div>
-      <ErrorBox error={error} />
-      <div class="actions">
-        <button type="submit" disabled={busy}>
-          {props.editing ? 'Save changes' : 'Create sub-account'}
-        </button>
-        <button type="button" class="secondary" onClick={props.onCancel}>
-          Cancel
-        </button>
-      </div>
-    </form>
+    </FormCard>
   );
 }

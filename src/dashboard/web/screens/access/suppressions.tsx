@@ -2,9 +2,12 @@
 // one, delete all (typed out: it cannot be undone).
 import { useId, useState } from 'preact/hooks';
 import { v2, type SessionInfo } from '../../api.ts';
-import { Badge, ErrorBox, messageOf, Page, Show, useLoad, When } from '../../ui.tsx';
+import { Badge, Page, Show, useLoad, When } from '../../ui.tsx';
 import { ConfirmDialog } from '../kit/confirm.tsx';
-import { Pager, useCursor, type ListPage } from '../kit/paging.tsx';
+import { TextField } from '../kit/fields.tsx';
+import { FormCard, Notice } from '../kit/form.tsx';
+import { ListTable, RowButton } from '../kit/list-table.tsx';
+import { useCursor, type ListPage } from '../kit/paging.tsx';
 import { localToIso, seg } from '../kit/text.ts';
 
 interface Suppression {
@@ -78,11 +81,7 @@ export function SuppressionsScreen(props: { session: SessionInfo }) {
       }
     >
       <p class="muted">Mail to a suppressed address is not sent until the suppression expires or is deleted.</p>
-      {notice ? (
-        <p class="notice" role="status">
-          {notice}
-        </p>
-      ) : null}
+      <Notice text={notice} />
       {adding ? (
         <AddForm
           onCancel={() => setAdding(false)}
@@ -124,52 +123,36 @@ export function SuppressionsScreen(props: { session: SessionInfo }) {
         </div>
       </form>
       <Show loaded={list}>
-        {(page) =>
-          page.data.length === 0 ? (
-            <p class="muted">No suppressions{filter === EMPTY ? '' : ' match these filters'}.</p>
-          ) : (
-            <>
-              <div class="table-wrap">
-                <table>
-                  <caption>Suppressions</caption>
-                  <thead>
-                    <tr>
-                      <th scope="col">Email</th>
-                      <th scope="col">Domain</th>
-                      <th scope="col">Reason</th>
-                      <th scope="col">Created</th>
-                      <th scope="col">Expires</th>
-                      <th scope="col">Actions</th>
-                    </tr>
-                  </thead>
-                  <tbody>
-                    {page.data.map((s) => (
-                      <tr key={s.id}>
-                        <th scope="row" id={`sup-${s.id}`}>
-                          {s.email} {s.protected ? <Badge value="complaint" tone="bad" /> : null}
-                        </th>
-                        <td>{s.domain}</td>
-                        <td>{s.reason || <span class="muted">—</span>}</td>
-                        <td>
-                          <When at={s.created_at} />
-                        </td>
-                        <td>
-                          <When at={s.expires_at} />
-                        </td>
-                        <td class="actions-cell">
-                          <button type="button" class="danger small" aria-describedby={`sup-${s.id}`} onClick={() => setDeleting(s)}>
-                            Delete
-                          </button>
-                        </td>
-                      </tr>
-                    ))}
-                  </tbody>
-                </table>
-              </div>
-              <Pager pagination={page.pagination} cursor={cursor} onPage={setCursor} />
-            </>
-          )
-        }
+        {(page) => (
+          <ListTable
+            caption="Suppressions"
+            columns={['Email', 'Domain', 'Reason', 'Created', 'Expires', 'Actions']}
+            page={page}
+            empty={`No suppressions${filter === EMPTY ? '' : ' match these filters'}.`}
+            cursor={cursor}
+            onPage={setCursor}
+            row={(s) => (
+              <tr key={s.id}>
+                <th scope="row" id={`sup-${s.id}`}>
+                  {s.email} {s.protected ? <Badge value="complaint" tone="bad" /> : null}
+                </th>
+                <td>{s.domain}</td>
+                <td>{s.reason || <span class="muted">—</span>}</td>
+                <td>
+                  <When at={s.created_at} />
+                </td>
+                <td>
+                  <When at={s.expires_at} />
+                </td>
+                <td class="actions-cell">
+                  <RowButton of={`sup-${s.id}`} look="danger" onClick={() => setDeleting(s)}>
+                    Delete
+                  </RowButton>
+                </td>
+              </tr>
+            )}
+          />
+        )}
       </Show>
       {deleting ? (
         <ConfirmDialog
@@ -221,66 +204,24 @@ interface SuppressionBody {
 }
 
 function AddForm(props: { onAdd: (body: SuppressionBody) => Promise<void>; onCancel: () => void }) {
-  const id = useId();
   const [email, setEmail] = useState('');
   const [domain, setDomain] = useState('');
   const [reason, setReason] = useState('');
   const [expires, setExpires] = useState('');
-  const [busy, setBusy] = useState(false);
-  const [error, setError] = useState<string | null>(null);
-  const submit = async (e: Event) => {
-    e.preventDefault();
+  const submit = async () => {
     const expiresAt = localToIso(expires);
-    if (!expiresAt) return setError('Give the time the suppression expires.');
+    if (!expiresAt) return 'Give the time the suppression expires.';
     const body: SuppressionBody = { email: email.trim(), expires_at: expiresAt };
     if (domain.trim()) body.domain = domain.trim();
     if (reason.trim()) body.reason = reason.trim();
-    setBusy(true);
-    setError(null);
-    try {
-      await props.onAdd(body);
-    } catch (err) {
-      setError(messageOf(err));
-      setBusy(false);
-    }
+    await props.onAdd(body);
   };
   return (
-    <form class="stack card" onSubmit={(e) => void submit(e)} aria-labelledby={`${id}-title`}>
-      <h2 id={`${id}-title`}>Add a suppression</h2>
-      <div>
-        <label for={`${id}-email`}>Email address</label>
-        <input id={`${id}-email`} type="email" required maxLength={254} value={email} onInput={(e) => setEmail((e.target as HTMLInputElement).value)} />
-      </div>
-      <div>
-        <label for={`${id}-domain`}>Sending domain</label>
-        <input
-          id={`${id}-domain`}
-          maxLength={253}
-          aria-describedby={`${id}-domain-hint`}
-          value={domain}
-          onInput={(e) => setDomain((e.target as HTMLInputElement).value)}
-        />
-        <p class="hint" id={`${id}-domain-hint`}>
-          Empty: for every domain of the account.
-        </p>
-      </div>
-      <div>
-        <label for={`${id}-reason`}>Reason</label>
-        <input id={`${id}-reason`} maxLength={255} value={reason} onInput={(e) => setReason((e.target as HTMLInputElement).value)} />
-      </div>
-      <div>
-        <label for={`${id}-expires`}>Expires</label>
-        <input id={`${id}-expires`} type="datetime-local" required value={expires} onInput={(e) => setExpires((e.target as HTMLInputElement).value)} />
-      </div>
-      <ErrorBox error={error} />
-      <div class="actions">
-        <button type="submit" disabled={busy}>
-          Add suppression
-        </button>
-        <button type="button" class="secondary" onClick={props.onCancel}>
-          Cancel
-        </button>
-      </div>
-    </form>
+    <FormCard card title="Add a suppression" submitLabel="Add suppression" onSubmit={submit} onCancel={props.onCancel}>
+      <TextField label="Email address" type="email" required maxLength={254} value={email} onInput={setEmail} />
+      <TextField label="Sending domain" maxLength={253} value={domain} onInput={setDomain} hint="Empty: for every domain of the account." />
+      <TextField label="Reason" maxLength={255} value={reason} onInput={setReason} />
+      <TextField label="Expires" type="datetime-local" required value={expires} onInput={setExpires} />
+    </FormCard>
   );
 }

@@ -3,7 +3,7 @@
 // reason or for a word typed out when the change is large.
 import type { ComponentChildren } from 'preact';
 import { useEffect, useId, useRef, useState } from 'preact/hooks';
-import { ErrorBox, messageOf } from '../../ui.tsx';
+import { ErrorBox, useAction } from '../../ui.tsx';
 import './kit.css';
 
 export interface ConfirmProps {
@@ -27,8 +27,7 @@ export function ConfirmDialog(props: ConfirmProps) {
   const id = useId();
   const [reason, setReason] = useState('');
   const [typed, setTyped] = useState('');
-  const [busy, setBusy] = useState(false);
-  const [error, setError] = useState<string | null>(null);
+  const { busy, error, run } = useAction();
 
   useEffect(() => {
     const dialog = ref.current;
@@ -39,15 +38,7 @@ export function ConfirmDialog(props: ConfirmProps) {
   const submit = async (e: Event) => {
     e.preventDefault();
     if (!ready) return;
-    setBusy(true);
-    setError(null);
-    try {
-      await props.onConfirm(reason.trim());
-      ref.current?.close();
-    } catch (err) {
-      setError(messageOf(err));
-      setBusy(false);
-    }
+    if (await run(() => props.onConfirm(reason.trim()))) ref.current?.close();
   };
 
   return (

@@ -21,3 +21,15 @@ export function localToIso(value: string): string | null {
 
 /** A path segment, encoded. */
 export const seg = (value: string) => encodeURIComponent(value);
+
+/** "a.com, b.com\nc.com" → the names, trimmed, lower-cased, each once. */
+export function domainList(text: string): string[] {
+  return [
+    ...new Set(
+      text
+        .split(/[\s,]+/)
+        .map((s) => s.trim().toLowerCase())
+        .filter((s) => s.length > 0),
+    ),
+  ];
+}

@@ -2,6 +2,7 @@
 // the cluster's nodes when it runs in one.
 import { operator } from '../../api.ts';
 import { Badge, Page, Show, useLoad, When } from '../../ui.tsx';
+import { Table } from '../kit/list-table.tsx';
 import type { Listener, NodeView, SystemView } from './types.ts';
 
 export function SystemScreen() {
@@ -34,33 +35,21 @@ export function SystemScreen() {
               )}
 
               <h2>Listeners</h2>
-              {listeners.length === 0 ? (
-                <p class="muted">No listener.</p>
-              ) : (
-                <div class="table-wrap">
-                  <table>
-                    <caption>Listeners</caption>
-                    <thead>
-                      <tr>
-                        <th scope="col">Listener</th>
-                        <th scope="col">Host</th>
-                        <th scope="col">Port</th>
-                      </tr>
-                    </thead>
-                    <tbody>
-                      {listeners.map((l) => (
-                        <tr key={`${l.name} ${l.host} ${l.port}`}>
-                          <th scope="row">{l.name}</th>
-                          <td>
-                            <code>{l.host}</code>
-                          </td>
-                          <td>{l.port}</td>
-                        </tr>
-                      ))}
-                    </tbody>
-                  </table>
-                </div>
-              )}
+              <Table
+                caption="Listeners"
+                columns={['Listener', 'Host', 'Port']}
+                items={listeners}
+                empty="No listener."
+                row={(l) => (
+                  <tr key={`${l.name} ${l.host} ${l.port}`}>
+                    <th scope="row">{l.name}</th>
+                    <td>
+                      <code>{l.host}</code>
+                    </td>
+                    <td>{l.port}</td>
+                  </tr>
+                )}
+              />
 
               <h2>Nodes</h2>
               {s.cluster === null ? (
@@ -70,40 +59,32 @@ export function SystemScreen() {
                   <p>
                     This node: <code>{s.cluster.node_id}</code>
                   </p>
-                  <div class="table-wrap">
-                    <table>
-                      <caption>Nodes</caption>
-                      <thead>
-                        <tr>
-                          <th scope="col">Node</th>
-                          <th scope="col">State</th>
-                          <th scope="col">Last seen</th>
-                        </tr>
-                      </thead>
-                      <tbody>
-                        {s.cluster.nodes.map((n) => (
-                          <tr key={n.id}>
-                            <th scope="row">
-                              <code>{n.id}</code>
-                              {n.id === s.cluster!.node_id ? ' (this node)' : ''}
-                              {n.leader ? (
-                                <>
-                                  {' '}
-                                  <Badge value="leader" tone="neutral" />
-                                </>
-                              ) : null}
-                            </th>
-                            <td>
-                              <Badge value={stateOf(n)} tone={stateOf(n) === 'live' ? 'good' : stateOf(n) === 'stopped' ? 'neutral' : 'bad'} />
-                            </td>
-                            <td>
-                              <When at={n.last_seen ?? n.heartbeat_at ?? null} />
-                            </td>
-                          </tr>
-                        ))}
-                      </tbody>
-                    </table>
-                  </div>
+                  <Table
+                    caption="Nodes"
+                    columns={['Node', 'State', 'Last seen']}
+                    items={s.cluster.nodes}
+                    empty="No node."
+                    row={(n) => (
+                      <tr key={n.id}>
+                        <th scope="row">
+                          <code>{n.id}</code>
+                          {n.id === s.cluster!.node_id ? ' (this node)' : ''}
+                          {n.leader ? (
+                            <>
+                              {' '}
+                              <Badge value="leader" tone="neutral" />
+                            </>
+                          ) : null}
+                        </th>
+                        <td>
+                          <Badge value={stateOf(n)} tone={stateOf(n) === 'live' ? 'good' : stateOf(n) === 'stopped' ? 'neutral' : 'bad'} />
+                        </td>
+                        <td>
+                          <When at={n.last_seen ?? n.heartbeat_at ?? null} />
+                        </td>
+                      </tr>
+                    )}
+                  />
                 </>
               )}
             </>
