@@ -145,7 +145,14 @@ export class Daemon {
       webhooks: new WebhooksAssembly(ctx, jobs),
       inbound: new InboundAssembly(ctx, jobs, mail, commands.bounceElsewhere),
       tracking: new TrackingAssembly(ctx),
-      control: new ControlAssembly(ctx, jobs, mail, () => all().flatMap((a) => a.held?.() ?? []), commands.queueDrain, () => daemon!.parts.api.uiSignIn()),
+      control: new ControlAssembly(
+        ctx,
+        jobs,
+        mail,
+        () => all().flatMap((a) => a.held?.() ?? []),
+        commands.queueDrain,
+        () => daemon!.parts.api.uiSignIn(),
+      ),
       submission: new SubmissionAssembly(ctx),
       metrics: new MetricsAssembly(ctx, () => daemon!.readiness()),
       api: new ApiAssembly(ctx, options.announce, commands.elsewhere, {
