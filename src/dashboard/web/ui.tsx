@@ -133,8 +133,12 @@ export function Copyable(props: { value: string; label: string }) {
     <span class="copyable">
       <code>{props.value}</code>
       <button type="button" class="small" onClick={() => void copy()} aria-label={`Copy ${props.label}`}>
-        {copied ? 'Copied' : 'Copy'}
+        Copy
       </button>
+      {/* Said, not shown on the button: its name stays what it reads (WCAG 2.5.3). */}
+      <span class="muted" role="status">
+        {copied ? 'Copied' : ''}
+      </span>
     </span>
   );
 }
