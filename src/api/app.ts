@@ -144,14 +144,16 @@ export function buildApp(deps: ApiDeps): Koa<ApiState> {
   for (const route of routes) {
     const op = operation(route.operationId);
     // The body is read only once the caller is known and within its rate: no anonymous uploads.
-    const chain: Layer[] = [refusals, auth, rateLimit(deps.rateLimiter, op.rateClass ?? 'general'), requireScopes(op.security), ...storage, body];
-    if (op.idempotent) chain.push(deps.idempotency.middleware(op.secretBearing ?? false, op.sealed ?? false));
-    chain.push(route.handler);
+    // What follows authentication, the same for the bearer and (below) the dashboard's session.
+    const afterAuth: Layer[] = [rateLimit(deps.rateLimiter, op.rateClass ?? 'general'), requireScopes(op.security), ...storage, body];
+    if (op.idempotent) afterAuth.push(deps.idempotency.middleware(op.secretBearing ?? false, op.sealed ?? false));
+    afterAuth.push(route.handler);
+    const chain: Layer[] = [refusals, auth, ...afterAuth];
     // The router's context type is its own; our middleware only relies on ApiState and params.
     router.register(`/v2${op.path}`, [op.method], chainOf(chain) as never, { name: route.operationId });
     if (deps.dashboard) {
       // The same operation for the dashboard's browser: its session in place of the bearer, the rest alike.
-      const mirrored = [refusals, deps.dashboard.sessionAuth, ...chain.slice(2)];
+      const mirrored = [refusals, deps.dashboard.sessionAuth, ...afterAuth];
       router.register(`${DASHBOARD_V2_PREFIX}${op.path}`, [op.method], chainOf(mirrored) as never, { name: `ui:${route.operationId}` });
     }
   }
